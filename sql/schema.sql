@@ -1,0 +1,188 @@
+-- queen: the broker's private state (SPEC §2). Users read it through the views (SPEC §9) and
+-- change it only through the queen_* functions.
+--
+-- Three rules shape every table here (docs/design.md explains them at length):
+--
+-- 1. Nothing a producer writes may make another transaction wait (SPEC §3.1). Producers run
+--    inside users' business transactions, which may stay open for minutes. So the registry
+--    tables (queues, partitions, subscriptions) have NO unique index: queue and partition ids
+--    are derived from their names (UUIDv5), a message can be written before any registry row
+--    is visible, and two transactions that both create a partition each insert a row rather
+--    than one waiting on the other's uncommitted insert. Readers take the earliest row;
+--    maintenance folds duplicates.
+-- 2. Messages are insert-only and ordered by (txid, seq): the pushing transaction's top-level
+--    xid8 and a per-backend counter. Commit order is not insert order, so consumer state
+--    remembers the transactions that were still running when its cursor passed them
+--    ("pending" xids) and picks their messages up when they commit (SPEC §6.1, §6.2).
+-- 3. Hot consumer rows are narrow, have no index on the columns that change (HOT updates) and
+--    leave room on their pages (fillfactor).
+
+CREATE SCHEMA queen;
+
+COMMENT ON SCHEMA queen IS 'queen broker state; read it through the views, change it through the queen_* functions';
+
+-- One row per queue (duplicates possible, see rule 1). Option columns are NULL until
+-- queen_configure sets them; NULL means the default of SPEC §4. The effective row is the one
+-- configured last (options_updated_at DESC NULLS LAST), then the oldest.
+CREATE TABLE queen.queues (
+    queue_id                    uuid        NOT NULL,
+    name                        text        NOT NULL,
+    created_at                  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    options_updated_at          timestamptz,
+    lease_time                  integer,
+    retry_limit                 integer,
+    retry_delay                 integer,
+    dead_letter_queue           boolean,
+    delayed_processing          integer,
+    window_buffer               integer,
+    max_size                    bigint,
+    retention_seconds           integer,
+    completed_retention_seconds integer,
+    max_wait_time_seconds       integer
+);
+CREATE INDEX queues_queue_id ON queen.queues (queue_id);
+CREATE INDEX queues_name ON queen.queues (name);
+
+-- One row per partition (duplicates possible, see rule 1). partition_id = UUIDv5 of
+-- (queue_id, name), so a push can address the partition before this row exists.
+CREATE TABLE queen.partitions (
+    partition_id uuid        NOT NULL,
+    queue_id     uuid        NOT NULL,
+    name         text        NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX partitions_partition_id ON queen.partitions (partition_id);
+CREATE INDEX partitions_queue_id ON queen.partitions (queue_id, name);
+
+-- Every message, insert-only. An ack never touches this table; retention deletes from it.
+--   txid  pg_current_xact_id() of the pushing transaction (top level, never wraps)
+--   seq   a per-backend counter: orders the messages of one transaction in push order
+-- Primary key (partition_id, txid, seq) is the delivery order of a partition; the queue log
+-- index (queue_id, txid, seq) lets a consumer group find partitions with new messages
+-- without looking at partitions that have none.
+-- transaction_id is NULL when the producer gave none: the message's id is then its key
+-- (reported as message_id::text), which keeps keyless pushes out of the uniqueness index.
+CREATE TABLE queen.messages (
+    partition_id   uuid        NOT NULL,
+    txid           xid8        NOT NULL,
+    seq            bigint      NOT NULL,
+    queue_id       uuid        NOT NULL,
+    message_id     uuid        NOT NULL,
+    transaction_id text,
+    partition      text        NOT NULL,
+    payload        jsonb       NOT NULL,
+    trace_id       uuid,
+    created_at     timestamptz NOT NULL,
+    PRIMARY KEY (partition_id, txid, seq)
+);
+CREATE UNIQUE INDEX messages_message_id ON queen.messages (message_id);
+CREATE UNIQUE INDEX messages_transaction_id ON queen.messages (partition_id, transaction_id)
+    WHERE transaction_id IS NOT NULL;
+CREATE INDEX messages_queue_log ON queen.messages (queue_id, txid, seq) INCLUDE (partition_id);
+
+-- A consumer group's subscription to a queue: fixed at its first pop (or seek).
+-- consumer_group '__QUEUE_MODE__' is queue mode. Duplicates possible (rule 1): the oldest row
+-- wins. mode 'new' starts after the transactions visible at subscription: start_xmax and
+-- start_xip are that snapshot's xmax and in-progress list.
+CREATE TABLE queen.subscriptions (
+    queue_id       uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    mode           text        NOT NULL CHECK (mode IN ('all', 'new', 'from')),
+    from_ts        timestamptz,
+    start_xmax     xid8,
+    start_xip      xid8[],
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consumer_group, created_at);
+
+-- Per (partition, group): where the group is and what it holds. Created lazily by the first
+-- pop of that partition (a subscribed group has a logical cursor on every partition; the row
+-- appears when it is first needed). Unique: claiming a partition is exactly the place where
+-- one of two competitors must lose, and pops take it without waiting (SKIP LOCKED, advisory
+-- try-locks).
+--   done_txid/done_seq  frontier: every message at or before it is finished...
+--   pending_txid[]      ...except those of these transactions, in progress when the frontier
+--   pending_seq[]          passed them; pending_seq is how far within each one is finished
+--   ahead_txid/seq[]    messages past the frontier finished out of order (completed after an
+--                       unfinished one, or dead-lettered); never delivered again
+--   fail_txid/seq,      the first unfinished message and the failures charged to it
+--   failures              (attempt = failures + 1); starts afresh for the next message
+--   retry_at            no delivery before this (retryDelay after a failed ack)
+--   lease_*             the active lease, its batch in delivery order, and the transactions
+--                       the popping snapshot saw in progress inside the batch's range
+CREATE TABLE queen.cursors (
+    partition_id     uuid        NOT NULL,
+    consumer_group   text        NOT NULL,
+    queue_id         uuid        NOT NULL,
+    done_txid        xid8        NOT NULL DEFAULT '0',
+    done_seq         bigint      NOT NULL DEFAULT 0,
+    pending_txid     xid8[]      NOT NULL DEFAULT '{}',
+    pending_seq      bigint[]    NOT NULL DEFAULT '{}',
+    ahead_txid       xid8[]      NOT NULL DEFAULT '{}',
+    ahead_seq        bigint[]    NOT NULL DEFAULT '{}',
+    fail_txid        xid8,
+    fail_seq         bigint,
+    failures         integer     NOT NULL DEFAULT 0,
+    retry_at         timestamptz,
+    lease_id         uuid,
+    lease_expires_at timestamptz,
+    lease_txid       xid8[],
+    lease_seq        bigint[],
+    lease_xip        xid8[],
+    updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (partition_id, consumer_group)
+) WITH (fillfactor = 50);
+
+-- Leases by id, for queen_renew and to tell 'lease expired' from 'lease not held': a released
+-- lease's row is deleted, an expired one stays (until maintenance prunes it).
+CREATE TABLE queen.leases (
+    lease_id       uuid        PRIMARY KEY,
+    queue_id       uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    partition_ids  uuid[]      NOT NULL,
+    expires_at     timestamptz NOT NULL,
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+) WITH (fillfactor = 70);
+
+-- Work hints: "partition P may have work for group G from ready_at on". Insert-only for
+-- whoever discovers work (no uniqueness, so no waits); a pop that finds a partition empty
+-- deletes the hints it can see, which is safe because a visible hint implies its message is
+-- visible too. The (queue, group, ready_at) index hands pops the next claimable partition in
+-- O(log n), oldest first, so no partition starves; a lease or a retry delay pushes ready_at
+-- into the future.
+CREATE TABLE queen.ready (
+    queue_id       uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    partition_id   uuid        NOT NULL,
+    ready_at       timestamptz NOT NULL
+);
+CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at);
+CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);
+
+-- How far a group has scanned the queue log (messages_queue_log) for partitions with new
+-- work: one row per scan, insert-only so that concurrent pops never wait on each other; the
+-- row with the greatest position is the group's discovery point, older ones are pruned.
+CREATE TABLE queen.discovery (
+    queue_id       uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    upto_txid      xid8        NOT NULL,
+    upto_seq       bigint      NOT NULL,
+    pending_txid   xid8[]      NOT NULL DEFAULT '{}',
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX discovery_point ON queen.discovery (queue_id, consumer_group, upto_txid DESC, upto_seq DESC);
+
+-- Messages a group gave up on. The message itself stays in its partition.
+CREATE TABLE queen.dead_letters (
+    queue_id       uuid        NOT NULL,
+    partition_id   uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    message_id     uuid        NOT NULL,
+    txid           xid8        NOT NULL,
+    seq            bigint      NOT NULL,
+    error          text,
+    attempts       integer     NOT NULL,
+    failed_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (partition_id, consumer_group, txid, seq)
+);
+CREATE INDEX dead_letters_queue ON queen.dead_letters (queue_id, consumer_group);

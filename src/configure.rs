@@ -1,0 +1,73 @@
+//! `queen_configure` (SPEC §3.4, §4): create a queue if needed and change the options a patch
+//! names. Validation is `options::StoredOptions::patched`; this module reads and writes rows.
+
+use crate::error::QueenResult;
+use crate::names;
+use crate::options::StoredOptions;
+use crate::spi::Query;
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
+use pgrx::prelude::*;
+use serde_json::{json, Value};
+
+const SQL: &str = include_str!("../sql/queries/configure.sql");
+const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
+const INT4: PgOid = PgOid::BuiltIn(T::INT4OID);
+const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
+const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
+const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
+
+const LOCK_QUEUE: Query = Query { file: SQL, name: "lock_queue", args: &[UUID] };
+const LOAD_OPTIONS: Query = Query { file: SQL, name: "load_options", args: &[UUID] };
+const OPTION_ARGS: &[PgOid] = &[UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT];
+const UPDATE_OPTIONS: Query = Query { file: SQL, name: "update_options", args: OPTION_ARGS };
+const INSERT_QUEUE: Query = Query { file: SQL, name: "insert_queue", args: OPTION_ARGS };
+
+/// The stored options of a queue; all `None` (defaults) for a queue never configured or
+/// not existing.
+pub fn load(client: &mut pgrx::spi::SpiClient<'_>, queue_id: pgrx::Uuid) -> StoredOptions {
+    let rows = LOAD_OPTIONS.execute(client, &[queue_id.into()]).expect("queen: load_options");
+    let Some(row) = rows.into_iter().next() else { return StoredOptions::default() };
+    let int = |i: usize| row.get::<i32>(i).expect("queen: load_options column");
+    StoredOptions {
+        lease_time: int(1),
+        retry_limit: int(2),
+        retry_delay: int(3),
+        dead_letter_queue: row.get::<bool>(4).expect("queen: load_options column"),
+        delayed_processing: int(5),
+        window_buffer: int(6),
+        max_size: row.get::<i64>(7).expect("queen: load_options column"),
+        retention_seconds: int(8),
+        completed_retention_seconds: int(9),
+        max_wait_time_seconds: int(10),
+    }
+}
+
+/// Apply `patch` to `queue` and return `{"queue": name, "options": {every option}}`.
+pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
+    let queue_id = pgrx::Uuid::from_bytes(*names::queue_id(queue).as_bytes());
+    Spi::connect_mut(|client| {
+        LOCK_QUEUE.execute(client, &[queue_id.into()]).expect("queen: lock_queue");
+        let stored = load(client, queue_id).patched(patch)?;
+        let o = &stored;
+        let args: [DatumWithOid; 12] = [
+            queue_id.into(),
+            o.lease_time.into(),
+            o.retry_limit.into(),
+            o.retry_delay.into(),
+            o.dead_letter_queue.into(),
+            o.delayed_processing.into(),
+            o.window_buffer.into(),
+            o.max_size.into(),
+            o.retention_seconds.into(),
+            o.completed_retention_seconds.into(),
+            o.max_wait_time_seconds.into(),
+            queue.into(),
+        ];
+        let updated = UPDATE_OPTIONS.execute(client, &args).expect("queen: update_options").len();
+        if updated == 0 {
+            INSERT_QUEUE.execute(client, &args).expect("queen: insert_queue");
+        }
+        Ok(json!({"queue": queue, "options": stored.effective().to_json()}))
+    })
+}

@@ -1,0 +1,119 @@
+//! The one error type of the extension, and its mapping to the SQLSTATEs of SPEC §7.
+//!
+//! Core modules return `Result<_, QueenError>` and know nothing of Postgres error reporting;
+//! the SQL-facing wrappers in `api/` turn an error into an `ERROR` with [`QueenError::report`].
+//! Normal outcomes (nothing to pop, a refused ack, a duplicate push) are results, never errors.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueenError {
+    /// 22023: a bad or missing argument or JSON field. `what` names it, `detail` says why.
+    InvalidParameter { what: String, detail: String },
+    /// 22004: an SQL NULL where a value is required.
+    NullValue { argument: &'static str },
+    /// 22P02: malformed uuid or JSON text, also inside a JSON field.
+    InvalidText { what: String, value: String, kind: &'static str },
+    /// 54000: the queue is at its `maxSize`.
+    QueueFull { queue: String, max_size: i64 },
+    /// 0A000: a waiting pop outside READ COMMITTED.
+    WaitNotSupported { isolation: String },
+}
+
+pub type QueenResult<T> = Result<T, QueenError>;
+
+impl QueenError {
+    pub fn invalid(what: impl Into<String>, detail: impl Into<String>) -> Self {
+        QueenError::InvalidParameter { what: what.into(), detail: detail.into() }
+    }
+
+    pub fn sqlstate(&self) -> PgSqlErrorCode {
+        match self {
+            QueenError::InvalidParameter { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            QueenError::NullValue { .. } => PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            QueenError::InvalidText { .. } => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            QueenError::QueueFull { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            QueenError::WaitNotSupported { .. } => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        }
+    }
+
+    /// Raise this error as a Postgres `ERROR`; the transaction's changes are rolled back by
+    /// Postgres as for any other error.
+    pub fn report(self, function: &'static str) -> ! {
+        ErrorReport::new(self.sqlstate(), self.to_string(), function).report(PgLogLevel::ERROR);
+        unreachable!("an ERROR report does not return")
+    }
+}
+
+impl fmt::Display for QueenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueenError::InvalidParameter { what, detail } => write!(f, "queen: {what}: {detail}"),
+            QueenError::NullValue { argument } => {
+                write!(f, "queen: argument \"{argument}\" must not be NULL")
+            }
+            QueenError::InvalidText { what, value, kind } => {
+                write!(f, "queen: {what}: invalid {kind}: \"{}\"", shorten(value))
+            }
+            QueenError::QueueFull { queue, max_size } => {
+                write!(f, "queen: queue \"{}\" is full (maxSize {max_size})", shorten(queue))
+            }
+            QueenError::WaitNotSupported { isolation } => write!(
+                f,
+                "queen: queen_pop with wait_ms > 0 needs READ COMMITTED, not {isolation}: \
+                 a stricter isolation level keeps one snapshot and could never see the message it waits for"
+            ),
+        }
+    }
+}
+
+/// Values quoted in messages are cut so that a hostile megabyte-long argument does not become
+/// a megabyte-long log line.
+pub fn shorten(value: &str) -> String {
+    const MAX: usize = 120;
+    if value.chars().count() <= MAX {
+        value.to_string()
+    } else {
+        let head: String = value.chars().take(MAX).collect();
+        format!("{head}…")
+    }
+}
+
+/// Unwrap a core result in a SQL-facing function, raising the error if there is one.
+pub trait OrReport<T> {
+    fn or_report(self, function: &'static str) -> T;
+}
+
+impl<T> OrReport<T> for QueenResult<T> {
+    fn or_report(self, function: &'static str) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => e.report(function),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_argument_and_value() {
+        let e = QueenError::invalid("option \"leaseTime\"", "must be an integer from 1 to 2147483647, got \"abc\"");
+        assert_eq!(e.to_string(), "queen: option \"leaseTime\": must be an integer from 1 to 2147483647, got \"abc\"");
+        assert_eq!(e.sqlstate(), PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE);
+        assert_eq!(
+            QueenError::NullValue { argument: "queue" }.to_string(),
+            "queen: argument \"queue\" must not be NULL"
+        );
+    }
+
+    #[test]
+    fn long_values_are_shortened() {
+        let long = "x".repeat(10_000);
+        let s = shorten(&long);
+        assert_eq!(s.chars().count(), 121);
+    }
+}

@@ -1,0 +1,30 @@
+//! queen: a partitioned message broker inside PostgreSQL.
+//!
+//! Where things are: `api/` is the SQL surface (thin wrappers); the broker's rules live in the
+//! modules named for them; `sql/schema.sql` is the schema and `sql/queries/` the queries.
+
+::pgrx::pg_module_magic!(name, version);
+
+mod api;
+mod configure;
+mod error;
+mod names;
+mod options;
+mod spi;
+
+// The schema comes first: every function's SQL is created after it.
+::pgrx::extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+
+#[cfg(any(test, feature = "pg_test"))]
+mod pg_tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,81 @@
+//! Queue and partition names, and the ids derived from them.
+//!
+//! Ids are UUIDv5 of the name (partition ids: of the queue id and the partition name), so any
+//! backend can compute them without reading or writing a registry row first. That is what
+//! lets a push into a brand-new partition proceed without waiting for another transaction
+//! that is creating the same partition (SPEC §3.1; docs/design.md).
+
+use crate::error::{shorten, QueenError, QueenResult};
+use uuid::Uuid;
+
+/// Names count characters, not bytes (SPEC §7).
+pub const MAX_NAME_CHARS: usize = 255;
+
+/// The reserved consumer-group name under which queue mode (a NULL group) is stored.
+pub const QUEUE_MODE_GROUP: &str = "__QUEUE_MODE__";
+
+/// The partition a push goes to when it names none.
+pub const DEFAULT_PARTITION: &str = "Default";
+
+/// Namespace of queue ids: UUIDv5("queen.queue") in the URL namespace, fixed forever, since
+/// stored rows carry ids derived from it.
+const QUEUE_NAMESPACE: Uuid = Uuid::from_u128(0x5c4f_0a8e_6a1b_5b8e_9d0c_2f7e_3a41_b6d2);
+
+/// Check a queue, partition or group name: present, not empty, at most 255 characters.
+/// `argument` is how the caller names it in errors ("queue", "items[3].partition", ...).
+pub fn check_name<'a>(argument: &'static str, what: &str, value: Option<&'a str>) -> QueenResult<&'a str> {
+    let v = value.ok_or(QueenError::NullValue { argument })?;
+    if v.is_empty() {
+        return Err(QueenError::invalid(what.to_string(), "must not be empty"));
+    }
+    let n = v.chars().count();
+    if n > MAX_NAME_CHARS {
+        return Err(QueenError::invalid(
+            what.to_string(),
+            format!("is {n} characters long, the limit is {MAX_NAME_CHARS}: \"{}\"", shorten(v)),
+        ));
+    }
+    Ok(v)
+}
+
+pub fn queue_id(queue: &str) -> Uuid {
+    Uuid::new_v5(&QUEUE_NAMESPACE, queue.as_bytes())
+}
+
+pub fn partition_id(queue_id: &Uuid, partition: &str) -> Uuid {
+    Uuid::new_v5(queue_id, partition.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_distinct() {
+        let q = queue_id("orders");
+        assert_eq!(q, queue_id("orders"));
+        assert_ne!(q, queue_id("Orders"));
+        assert_eq!(q.get_version_num(), 5);
+        let p = partition_id(&q, "customer-1");
+        assert_ne!(p, partition_id(&queue_id("invoices"), "customer-1"));
+        assert_ne!(p, partition_id(&q, "customer-2"));
+    }
+
+    #[test]
+    fn names_are_checked_in_characters() {
+        assert_eq!(check_name("queue", "argument \"queue\"", Some("q")).unwrap(), "q");
+        assert_eq!(
+            check_name("queue", "argument \"queue\"", None).unwrap_err(),
+            QueenError::NullValue { argument: "queue" }
+        );
+        assert!(check_name("queue", "argument \"queue\"", Some(""))
+            .unwrap_err()
+            .to_string()
+            .contains("must not be empty"));
+        // 255 two-byte characters are 510 bytes but a valid name.
+        let ok = "é".repeat(255);
+        assert!(check_name("queue", "q", Some(&ok)).is_ok());
+        let long = "é".repeat(256);
+        assert!(check_name("queue", "q", Some(&long)).unwrap_err().to_string().contains("256 characters"));
+    }
+}
