@@ -1,0 +1,51 @@
+# queen: the two commands of the README, and a few more.
+#   make run    install what is missing, build, start a local server with queen, run the demo
+#   make test   install what is missing, run every test
+#   make stop   stop the server `make run` started
+#   make bench  the benchmarks (bench/)
+SHELL := /bin/bash
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+RUN_PORT ?= 28815
+RUN_DB ?= queen
+
+.PHONY: run stop test unit-test integration-test install install-debug bootstrap psql
+
+bootstrap:
+	@scripts/bootstrap
+
+install: bootstrap
+	cargo pgrx install --release --pg-config $(PG_CONFIG)
+
+# The debug build (without the pg_test functions) for the integration tests: quicker to build.
+install-debug: bootstrap
+	cargo pgrx install --pg-config $(PG_CONFIG)
+
+run: install
+	@dir=$$(scripts/state-dir run-cluster); \
+	scripts/cluster start "$$dir" $(RUN_PORT) preload; \
+	psql="env PGOPTIONS=-cclient_min_messages=warning psql -X -q -v ON_ERROR_STOP=1 -h $$dir -p $(RUN_PORT) -U postgres"; \
+	$$psql -d postgres -c "DROP DATABASE IF EXISTS $(RUN_DB) WITH (FORCE)" -c "CREATE DATABASE $(RUN_DB)"; \
+	$$psql -d $(RUN_DB) -c "CREATE EXTENSION queen"; \
+	echo "== examples/quickstart.sql"; \
+	$$psql -d $(RUN_DB) -e -P pager=off -f examples/quickstart.sql; \
+	echo; \
+	echo "queen is running (PostgreSQL 15, port $(RUN_PORT), database $(RUN_DB), queen preloaded)."; \
+	echo "  connect:  psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)"; \
+	echo "       or:  psql 'postgresql://postgres@127.0.0.1:$(RUN_PORT)/$(RUN_DB)'"; \
+	echo "  stop:     make stop"
+
+stop:
+	@scripts/cluster stop "$$(scripts/state-dir run-cluster)"
+
+psql:
+	@dir=$$(scripts/state-dir run-cluster); psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)
+
+test: unit-test integration-test
+
+# Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
+unit-test: bootstrap
+	cargo pgrx test pg15 --runas postgres --pgdata "$$(scripts/state-dir pgrx-test)/data"
+
+# Real connections to a server of their own (scripts/integration-tests).
+integration-test: install-debug
+	scripts/integration-tests

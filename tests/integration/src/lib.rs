@@ -1,0 +1,62 @@
+//! Shared harness of the integration tests: connections to the test cluster that
+//! scripts/integration-tests started, and a fresh database per test so that tests run in
+//! parallel without seeing each other's queues.
+
+use postgres::{Client, NoTls};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where the cluster listens: QUEEN_TEST_HOST (a socket directory or address) and
+/// QUEEN_TEST_PORT, set by scripts/integration-tests.
+pub fn conninfo(dbname: &str) -> String {
+    let host = std::env::var("QUEEN_TEST_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let port = std::env::var("QUEEN_TEST_PORT").unwrap_or_else(|_| "28816".into());
+    format!("host={host} port={port} user=postgres dbname={dbname}")
+}
+
+pub fn connect(dbname: &str) -> Client {
+    Client::connect(&conninfo(dbname), NoTls)
+        .unwrap_or_else(|e| panic!("cannot connect to {}: {e} (run the tests through `make test`)", conninfo(dbname)))
+}
+
+/// A database of its own for one test, with the extension created in it.
+pub struct TestDb {
+    pub name: String,
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+impl TestDb {
+    pub fn new(test: &str) -> TestDb {
+        let name = format!(
+            "t_{}_{}_{}",
+            test,
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = connect("postgres");
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let mut c = connect(&name);
+        c.batch_execute("CREATE EXTENSION queen").unwrap();
+        TestDb { name }
+    }
+
+    pub fn connect(&self) -> Client {
+        connect(&self.name)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Leave the database behind when the test failed: it is the evidence.
+        if !std::thread::panicking() {
+            let mut admin = connect("postgres");
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+/// The SQLSTATE of a failed statement, e.g. "22023".
+pub fn sqlstate(e: &postgres::Error) -> String {
+    e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
+}

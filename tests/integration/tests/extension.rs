@@ -1,0 +1,124 @@
+//! The extension as a whole, over real connections: it installs, configures queues from
+//! several sessions at once, and can be dropped and created again.
+
+use queen_integration_tests::{sqlstate, TestDb};
+use serde_json::{json, Value};
+use std::thread;
+
+#[test]
+fn drop_and_create_again() {
+    let db = TestDb::new("dropcreate");
+    let mut c = db.connect();
+    let v: Value = c.query_one("SELECT queen_configure('orders', '{\"leaseTime\": 30}')", &[]).unwrap().get(0);
+    assert_eq!(v["options"]["leaseTime"], json!(30));
+
+    c.batch_execute("DROP EXTENSION queen").unwrap();
+    // Everything went with it: the schema, the tables, the functions.
+    let schemas: i64 = c.query_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'queen'", &[]).unwrap().get(0);
+    assert_eq!(schemas, 0);
+    let err = c.query_one("SELECT queen_configure('orders')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&err), "42883", "queen_configure should be gone: {err}");
+
+    c.batch_execute("CREATE EXTENSION queen").unwrap();
+    // Same session: plans this backend kept from before the drop must not break anything.
+    let v: Value = c.query_one("SELECT queen_configure('orders')", &[]).unwrap().get(0);
+    assert_eq!(v["options"]["leaseTime"], json!(300), "a recreated extension starts empty");
+
+    // And a new session works too.
+    let mut c2 = db.connect();
+    let v: Value = c2.query_one("SELECT queen_configure('orders', '{\"retryLimit\": 1}')", &[]).unwrap().get(0);
+    assert_eq!(v["options"]["retryLimit"], json!(1));
+    assert_eq!(v["options"]["leaseTime"], json!(300));
+}
+
+#[test]
+fn functions_live_in_the_extension_schema_and_tables_in_queen() {
+    let db = TestDb::new("schemas");
+    let mut c = db.connect();
+    let schema: String = c
+        .query_one(
+            "SELECT n.nspname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.proname = 'queen_configure'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(schema, "public");
+    let tables: Vec<String> = c
+        .query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'queen' ORDER BY 1", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for t in ["cursors", "dead_letters", "leases", "messages", "partitions", "queues"] {
+        assert!(tables.iter().any(|x| x == t), "table queen.{t} is missing from {tables:?}");
+    }
+}
+
+/// Eight sessions each set a different option of the same new queue at once. Every patch
+/// must be applied (none lost to a concurrent read-modify-write) and the queue must end with
+/// one row.
+#[test]
+fn concurrent_configures_all_apply() {
+    let db = TestDb::new("concurrentcfg");
+    let patches = [
+        json!({"leaseTime": 11}),
+        json!({"retryLimit": 12}),
+        json!({"retryDelay": 13}),
+        json!({"deadLetterQueue": false}),
+        json!({"delayedProcessing": 15}),
+        json!({"windowBuffer": 16}),
+        json!({"maxSize": 17}),
+        json!({"retentionSeconds": 18}),
+    ];
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(patches.len()));
+    let handles: Vec<_> = patches
+        .iter()
+        .cloned()
+        .map(|p| {
+            let name = db.name.clone();
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut c = queen_integration_tests::connect(&name);
+                barrier.wait();
+                c.execute("SELECT queen_configure('shared', $1)", &[&p]).unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut c = db.connect();
+    let v: Value = c.query_one("SELECT queen_configure('shared')", &[]).unwrap().get(0);
+    let o = &v["options"];
+    assert_eq!(
+        (o["leaseTime"].clone(), o["retryLimit"].clone(), o["retryDelay"].clone(), o["deadLetterQueue"].clone()),
+        (json!(11), json!(12), json!(13), json!(false))
+    );
+    assert_eq!(
+        (o["delayedProcessing"].clone(), o["windowBuffer"].clone(), o["maxSize"].clone(), o["retentionSeconds"].clone()),
+        (json!(15), json!(16), json!(17), json!(18))
+    );
+    let rows: i64 = c.query_one("SELECT count(*) FROM queen.queues WHERE name = 'shared'", &[]).unwrap().get(0);
+    assert_eq!(rows, 1);
+}
+
+/// A failed configure inside a transaction leaves the transaction's other work to the
+/// caller, and a configure rolled back did not happen.
+#[test]
+fn configure_is_transactional() {
+    let db = TestDb::new("cfgtx");
+    let mut c = db.connect();
+    c.batch_execute("CREATE TABLE app_log (note text)").unwrap();
+    let mut tx = c.transaction().unwrap();
+    tx.execute("INSERT INTO app_log VALUES ('configured')", &[]).unwrap();
+    tx.execute("SELECT queen_configure('rolled', '{\"leaseTime\": 5}')", &[]).unwrap();
+    tx.rollback().unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM queen.queues WHERE name = 'rolled'", &[]).unwrap().get(0);
+    assert_eq!(n, 0, "a rolled-back configure must leave no queue");
+    let n: i64 = c.query_one("SELECT count(*) FROM app_log", &[]).unwrap().get(0);
+    assert_eq!(n, 0);
+
+    let err = c.execute("SELECT queen_configure('q', '{\"nope\": 1}')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&err), "22023");
+    assert!(err.as_db_error().unwrap().message().contains("\"nope\""), "{err}");
+}
