@@ -11,7 +11,7 @@
 --    than one waiting on the other's uncommitted insert. Readers take the earliest row;
 --    maintenance folds duplicates.
 -- 2. Messages are insert-only and ordered by (txid, seq): the pushing transaction's top-level
---    xid8 and a per-backend counter. Commit order is not insert order, so consumer state
+--    xid8 (stored as bigint) and a per-backend counter. Commit order is not insert order, so consumer state
 --    remembers the transactions that were still running when its cursor passed them
 --    ("pending" xids) and picks their messages up when they commit (SPEC §6.1, §6.2).
 -- 3. Hot consumer rows are narrow, have no index on the columns that change (HOT updates) and
@@ -64,7 +64,7 @@ CREATE INDEX partitions_queue_id ON queen.partitions (queue_id, name);
 -- (reported as message_id::text), which keeps keyless pushes out of the uniqueness index.
 CREATE TABLE queen.messages (
     partition_id   uuid        NOT NULL,
-    txid           xid8        NOT NULL,
+    txid           bigint      NOT NULL,
     seq            bigint      NOT NULL,
     queue_id       uuid        NOT NULL,
     message_id     uuid        NOT NULL,
@@ -89,8 +89,8 @@ CREATE TABLE queen.subscriptions (
     consumer_group text        NOT NULL,
     mode           text        NOT NULL CHECK (mode IN ('all', 'new', 'from')),
     from_ts        timestamptz,
-    start_xmax     xid8,
-    start_xip      xid8[],
+    start_xmax     bigint,
+    start_xip      bigint[],
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consumer_group, created_at);
@@ -114,21 +114,21 @@ CREATE TABLE queen.cursors (
     partition_id     uuid        NOT NULL,
     consumer_group   text        NOT NULL,
     queue_id         uuid        NOT NULL,
-    done_txid        xid8        NOT NULL DEFAULT '0',
+    done_txid        bigint      NOT NULL DEFAULT 0,
     done_seq         bigint      NOT NULL DEFAULT 0,
-    pending_txid     xid8[]      NOT NULL DEFAULT '{}',
+    pending_txid     bigint[]    NOT NULL DEFAULT '{}',
     pending_seq      bigint[]    NOT NULL DEFAULT '{}',
-    ahead_txid       xid8[]      NOT NULL DEFAULT '{}',
+    ahead_txid       bigint[]    NOT NULL DEFAULT '{}',
     ahead_seq        bigint[]    NOT NULL DEFAULT '{}',
-    fail_txid        xid8,
+    fail_txid        bigint,
     fail_seq         bigint,
     failures         integer     NOT NULL DEFAULT 0,
     retry_at         timestamptz,
     lease_id         uuid,
     lease_expires_at timestamptz,
-    lease_txid       xid8[],
+    lease_txid       bigint[],
     lease_seq        bigint[],
-    lease_xip        xid8[],
+    lease_xip        bigint[],
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 50);
@@ -165,9 +165,9 @@ CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);
 CREATE TABLE queen.discovery (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
-    upto_txid      xid8        NOT NULL,
+    upto_txid      bigint      NOT NULL,
     upto_seq       bigint      NOT NULL,
-    pending_txid   xid8[]      NOT NULL DEFAULT '{}',
+    pending_txid   bigint[]    NOT NULL DEFAULT '{}',
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX discovery_point ON queen.discovery (queue_id, consumer_group, upto_txid DESC, upto_seq DESC);
@@ -178,7 +178,7 @@ CREATE TABLE queen.dead_letters (
     partition_id   uuid        NOT NULL,
     consumer_group text        NOT NULL,
     message_id     uuid        NOT NULL,
-    txid           xid8        NOT NULL,
+    txid           bigint      NOT NULL,
     seq            bigint      NOT NULL,
     error          text,
     attempts       integer     NOT NULL,

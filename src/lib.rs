@@ -10,6 +10,7 @@ mod configure;
 mod error;
 mod names;
 mod options;
+mod push;
 mod spi;
 
 // The schema comes first: every function's SQL is created after it.

@@ -2,3 +2,4 @@
 //! module that holds the rules, and turn a `QueenError` into an SQL error.
 
 mod configure;
+mod push;

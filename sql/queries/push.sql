@@ -1,0 +1,56 @@
+-- Queries of queen_push (src/push.rs). Sections are prepared once per backend.
+
+-- name: register
+-- Registry rows for the partitions (and queues) of a push that have none visible yet, then
+-- the maxSize of the queues that have one. The registry has no unique index (schema.sql,
+-- rule 1): two transactions creating the same partition each insert a row, and neither waits
+-- for the other, however long it stays open. $1 queue ids, $2 queue names, $3 partition ids,
+-- $4 partition names (parallel arrays, one entry per distinct partition of the push).
+WITH want AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[]) AS w(queue_id, queue, partition_id, partition)
+), missing AS (
+    SELECT w.* FROM want w
+     WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = w.partition_id)
+), new_queues AS (
+    INSERT INTO queen.queues (queue_id, name)
+    SELECT DISTINCT m.queue_id, m.queue FROM missing m
+     WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.queue_id = m.queue_id)
+), new_partitions AS (
+    INSERT INTO queen.partitions (partition_id, queue_id, name)
+    SELECT m.partition_id, m.queue_id, m.partition FROM missing m
+)
+SELECT o.queue_id, o.max_size
+  FROM (SELECT DISTINCT queue_id FROM want) w
+  CROSS JOIN LATERAL (
+        SELECT q.queue_id, q.max_size FROM queen.queues q
+         WHERE q.queue_id = w.queue_id
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at
+         LIMIT 1) o
+ WHERE o.max_size > 0;
+
+-- name: count_queue
+-- How many messages a capped queue holds, counting no further than $2 (its maxSize): the
+-- cost is bounded by the cap, not by the table.
+SELECT count(*) FROM (SELECT 1 FROM queen.messages WHERE queue_id = $1 LIMIT $2) s;
+
+-- name: insert_messages
+-- The messages, in push order (seq is assigned by the caller in input order). A
+-- transaction_id already held in the partition (earlier, earlier in this batch, or by a
+-- concurrent push, which ON CONFLICT waits for) inserts nothing; the caller then reads the
+-- holder. Parallel arrays: $1 partition ids, $2 seq, $3 queue ids, $4 message ids,
+-- $5 transaction ids (NULL = none given), $6 partition names, $7 payloads, $8 trace ids.
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at)
+SELECT u.partition_id, pg_current_xact_id()::text::bigint, u.seq, u.queue_id, u.message_id,
+       u.transaction_id, u.partition, u.payload, u.trace_id, clock_timestamp()
+  FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+              $7::jsonb[], $8::uuid[])
+       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, payload, trace_id)
+    ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
+RETURNING message_id;
+
+-- name: holders
+-- The messages that hold the given (partition, transaction_id) keys.
+SELECT m.partition_id, m.transaction_id, m.message_id
+  FROM unnest($1::uuid[], $2::text[]) AS k(partition_id, transaction_id)
+  JOIN queen.messages m ON m.partition_id = k.partition_id AND m.transaction_id = k.transaction_id;
