@@ -7,11 +7,16 @@
 
 mod api;
 mod configure;
+mod cursor;
+mod discovery;
 mod error;
 mod names;
 mod options;
+mod pop;
 mod push;
 mod spi;
+mod state;
+mod wait;
 
 // The schema comes first: every function's SQL is created after it.
 ::pgrx::extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);

@@ -38,6 +38,18 @@ pub fn check_name<'a>(argument: &'static str, what: &str, value: Option<&'a str>
     Ok(v)
 }
 
+/// Check a consumer group name: like other names, and not the name queue mode is kept under.
+pub fn check_group(what: &str, group: &str) -> QueenResult<()> {
+    check_name("consumer_group", what, Some(group))?;
+    if group == QUEUE_MODE_GROUP {
+        return Err(QueenError::invalid(
+            what.to_string(),
+            format!("\"{QUEUE_MODE_GROUP}\" is reserved for queue mode: pass NULL for queue mode"),
+        ));
+    }
+    Ok(())
+}
+
 pub fn queue_id(queue: &str) -> Uuid {
     Uuid::new_v5(&QUEUE_NAMESPACE, queue.as_bytes())
 }

@@ -161,6 +161,10 @@ pub fn to_pg(u: uuid::Uuid) -> Uuid {
     Uuid::from_bytes(*u.as_bytes())
 }
 
+pub fn from_pg(u: Uuid) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(*u.as_bytes())
+}
+
 /// Push checked items, in order, in the caller's transaction.
 pub fn push(items: Vec<PushItem>) -> QueenResult<Vec<PushResult>> {
     if items.is_empty() {

@@ -2,4 +2,5 @@
 //! module that holds the rules, and turn a `QueenError` into an SQL error.
 
 mod configure;
+mod pop;
 mod push;
