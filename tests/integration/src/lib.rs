@@ -60,3 +60,38 @@ impl Drop for TestDb {
 pub fn sqlstate(e: &postgres::Error) -> String {
     e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
 }
+
+/// The payloads of a pop's rows, as JSON.
+pub fn payloads(rows: &[postgres::Row]) -> Vec<serde_json::Value> {
+    rows.iter().map(|r| r.get::<_, serde_json::Value>("payload")).collect()
+}
+
+/// Pop with auto_ack (at-most-once) from a queue, returning the payloads.
+pub fn pop_auto(c: &mut Client, queue: &str, group: Option<&str>, batch: i32) -> Vec<serde_json::Value> {
+    let rows = c
+        .query(
+            "SELECT * FROM queen_pop($1, consumer_group => $2, batch => $3, auto_ack => true)",
+            &[&queue, &group, &batch],
+        )
+        .unwrap();
+    payloads(&rows)
+}
+
+/// Drain a queue with auto_ack pops until one returns nothing.
+pub fn drain(c: &mut Client, queue: &str, group: Option<&str>) -> Vec<serde_json::Value> {
+    let mut all = vec![];
+    loop {
+        let got = pop_auto(c, queue, group, 100);
+        if got.is_empty() {
+            return all;
+        }
+        all.extend(got);
+    }
+}
+
+/// A session that has an xid and stays in an open transaction until dropped or committed.
+pub fn open_tx(db: &TestDb) -> Client {
+    let mut c = db.connect();
+    c.batch_execute("BEGIN").unwrap();
+    c
+}

@@ -1,0 +1,623 @@
+//! queen_push and queen_pop over real, separate connections: the delivery guarantees of
+//! SPEC §6.1–§6.4 and the behaviour of SPEC §3.1–§3.2.
+
+use queen_integration_tests::{connect, drain, open_tx, payloads, pop_auto, sqlstate, TestDb};
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn push(c: &mut postgres::Client, queue: &str, partition: &str, payload: Value) -> uuid::Uuid {
+    c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap().get(0)
+}
+
+/// SPEC §6.1, the commit-order hazard: A pushes and stays open, B pushes later and commits, a
+/// consumer passes B, then A commits: A's message must still be delivered, to every group.
+#[test]
+fn a_late_commit_is_not_lost() {
+    let db = TestDb::new("hazard");
+    let mut a = open_tx(&db);
+    let mut b = db.connect();
+    let mut consumer = db.connect();
+    // Both groups and queue mode subscribe before anything is pushed.
+    for g in [Some("g1"), Some("g2"), None] {
+        assert!(pop_auto(&mut consumer, "q", g, 10).is_empty());
+    }
+    push(&mut a, "q", "p", json!("A")); // A has the smaller xid
+    push(&mut b, "q", "p", json!("B"));
+    for g in [Some("g1"), Some("g2"), None] {
+        assert_eq!(pop_auto(&mut consumer, "q", g, 10), vec![json!("B")], "group {g:?} passes B");
+        assert!(pop_auto(&mut consumer, "q", g, 10).is_empty());
+    }
+    a.batch_execute("COMMIT").unwrap();
+    for g in [Some("g1"), Some("g2"), None] {
+        assert_eq!(pop_auto(&mut consumer, "q", g, 10), vec![json!("A")], "group {g:?} gets A after its late commit");
+        assert!(pop_auto(&mut consumer, "q", g, 10).is_empty(), "and nothing twice");
+    }
+}
+
+/// The same hazard through a leased pop in a named partition (no discovery involved), and a
+/// late commit into a partition the group has never seen (discovery's own pending list).
+#[test]
+fn a_late_commit_is_found_in_a_new_partition_and_by_partition_pops() {
+    let db = TestDb::new("hazard2");
+    let mut consumer = db.connect();
+    let mut b = db.connect();
+    push(&mut b, "q", "seed", json!(0));
+    assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!(0)]);
+
+    let mut a = open_tx(&db);
+    push(&mut a, "q", "fresh", json!("A-fresh"));
+    push(&mut b, "q", "seed", json!("B"));
+    assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!("B")]);
+    a.batch_execute("COMMIT").unwrap();
+    assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!("A-fresh")]);
+
+    // Partition pops: the cursor's pending list alone.
+    let mut a = open_tx(&db);
+    push(&mut a, "q", "seed", json!("A2"));
+    push(&mut b, "q", "seed", json!("B2"));
+    let pop = |c: &mut postgres::Client| -> Vec<Value> {
+        payloads(
+            &c.query("SELECT * FROM queen_pop('q', 'h', batch => 10, partition => 'seed', auto_ack => true)", &[])
+                .unwrap(),
+        )
+    };
+    assert_eq!(pop(&mut consumer), vec![json!(0), json!("B"), json!("B2")]);
+    a.batch_execute("COMMIT").unwrap();
+    assert_eq!(pop(&mut consumer), vec![json!("A2")]);
+    assert!(pop(&mut consumer).is_empty());
+}
+
+/// A rolled-back push leaves nothing, and the transaction it ran in no longer holds anything
+/// back once it is gone.
+#[test]
+fn a_rolled_back_push_is_never_delivered() {
+    let db = TestDb::new("rollback");
+    let mut a = open_tx(&db);
+    let mut b = db.connect();
+    let mut consumer = db.connect();
+    assert!(pop_auto(&mut consumer, "q", Some("g"), 10).is_empty());
+    push(&mut a, "q", "p", json!("A"));
+    push(&mut b, "q", "p", json!("B"));
+    assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!("B")]);
+    a.batch_execute("ROLLBACK").unwrap();
+    push(&mut b, "q", "p", json!("C"));
+    assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!("C")]);
+    let cursor_pending: i64 = consumer
+        .query_one("SELECT coalesce(sum(cardinality(pending_txid)), 0) FROM queen.cursors", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(cursor_pending, 0, "the aborted transaction is dropped from the pending lists");
+}
+
+/// SPEC §6.2: a transaction that stays open (one that pushed, one that wrote elsewhere) does
+/// not hold back messages that others committed.
+#[test]
+fn an_open_transaction_does_not_stall_delivery() {
+    let db = TestDb::new("nostall");
+    let mut setup = db.connect();
+    setup.batch_execute("CREATE TABLE unrelated (x int)").unwrap();
+    let mut writer = open_tx(&db);
+    writer.batch_execute("INSERT INTO unrelated VALUES (1)").unwrap();
+    let mut pusher = open_tx(&db);
+    push(&mut pusher, "q", "p", json!("held"));
+    let mut b = db.connect();
+    let mut consumer = db.connect();
+    for i in 0..3 {
+        push(&mut b, "q", "p", json!(i));
+        push(&mut b, "q", "other", json!(i));
+        let t0 = Instant::now();
+        let mut got = drain(&mut consumer, "q", Some("g"));
+        got.sort_by_key(|v| v.to_string());
+        assert_eq!(got, vec![json!(i), json!(i)], "committed messages are poppable at once");
+        assert!(t0.elapsed() < Duration::from_secs(2));
+    }
+    // Queue mode too, with a partition pop.
+    let rows = consumer
+        .query("SELECT payload FROM queen_pop('q', batch => 10, partition => 'p', auto_ack => true)", &[])
+        .unwrap();
+    assert_eq!(payloads(&rows), vec![json!(0), json!(1), json!(2)]);
+    pusher.batch_execute("COMMIT").unwrap();
+    writer.batch_execute("COMMIT").unwrap();
+    assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!("held")]);
+}
+
+/// SPEC §6.4: many concurrent poppers of one group never get overlapping messages, and
+/// together they get every message exactly once (leases are not released: no acks).
+#[test]
+fn leases_are_exclusive() {
+    let db = TestDb::new("exclusive");
+    let mut c = db.connect();
+    let items: Vec<Value> = (0..200).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 20), "payload": i})).collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    let threads = 8;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let name = db.name.clone();
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut c = connect(&name);
+                barrier.wait();
+                let mut mine: Vec<(String, i64, uuid::Uuid)> = vec![];
+                let mut empty = 0;
+                while empty < 3 {
+                    // Each pop in its own transaction, held open a moment while other pops run.
+                    let mut tx = c.transaction().unwrap();
+                    let rows = tx.query("SELECT * FROM queen_pop('q', 'workers', batch => 4)", &[]).unwrap();
+                    thread::yield_now();
+                    tx.commit().unwrap();
+                    if rows.is_empty() {
+                        empty += 1;
+                    }
+                    let lease: HashSet<uuid::Uuid> = rows.iter().map(|r| r.get::<_, uuid::Uuid>("lease_id")).collect();
+                    assert!(lease.len() <= 1, "one pop, one lease");
+                    for r in rows {
+                        let p: String = r.get("partition");
+                        let v: Value = r.get("payload");
+                        mine.push((p, v.as_i64().unwrap(), r.get("lease_id")));
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    let mut partition_owner: HashMap<String, uuid::Uuid> = HashMap::new();
+    let mut per_partition: HashMap<String, Vec<i64>> = HashMap::new();
+    for (t, h) in handles.into_iter().enumerate() {
+        for (p, v, lease) in h.join().unwrap() {
+            if let Some(prev) = seen.insert(v, t) {
+                panic!("message {v} delivered to thread {prev} and thread {t}");
+            }
+            // A partition is leased once (leases last 300 s and are never released here).
+            let owner = partition_owner.entry(p.clone()).or_insert(lease);
+            assert_eq!(*owner, lease, "partition {p} was leased twice at once");
+            per_partition.entry(p).or_default().push(v);
+        }
+    }
+    // Every partition was claimed, and its first batch came in order. (Messages after the first
+    // batch stay behind the unreleased lease.)
+    assert_eq!(per_partition.len(), 20);
+    for (p, vs) in per_partition {
+        let i: i64 = p[1..].parse().unwrap();
+        assert_eq!(vs, vec![i, i + 20, i + 40, i + 60], "partition {p}");
+    }
+}
+
+/// SPEC §6.3: a producer pushing one message per transaction into a partition gets strict
+/// FIFO, while other producers push into other partitions and a consumer pops concurrently.
+#[test]
+fn per_partition_fifo_under_concurrent_producers() {
+    let db = TestDb::new("fifo");
+    let n = 150;
+    let producers: Vec<_> = (0..4)
+        .map(|t| {
+            let name = db.name.clone();
+            thread::spawn(move || {
+                let mut c = connect(&name);
+                for i in 0..n {
+                    c.execute("SELECT queen_push('q', $1, $2)", &[&json!(i), &format!("p{t}")]).unwrap();
+                }
+            })
+        })
+        .collect();
+    let name = db.name.clone();
+    let consumer = thread::spawn(move || {
+        let mut c = connect(&name);
+        let mut got: HashMap<String, Vec<i64>> = HashMap::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.values().map(Vec::len).sum::<usize>() < 4 * n as usize {
+            assert!(Instant::now() < deadline, "consumer timed out with {got:?}");
+            let rows = c.query("SELECT * FROM queen_pop('q', 'g', batch => 7, auto_ack => true)", &[]).unwrap();
+            for r in rows {
+                let v: Value = r.get("payload");
+                got.entry(r.get("partition")).or_default().push(v.as_i64().unwrap());
+            }
+        }
+        got
+    });
+    for p in producers {
+        p.join().unwrap();
+    }
+    let got = consumer.join().unwrap();
+    for t in 0..4 {
+        assert_eq!(got[&format!("p{t}")], (0..n as i64).collect::<Vec<_>>(), "partition p{t} out of order");
+    }
+}
+
+/// Fan-out: two groups and queue mode each get every message, in partition order.
+#[test]
+fn every_group_gets_every_message() {
+    let db = TestDb::new("fanout");
+    let mut c = db.connect();
+    let items: Vec<Value> = (0..50).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 5), "payload": i})).collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    for g in [Some("a"), Some("b"), None] {
+        let got = drain(&mut c, "q", g);
+        assert_eq!(got.len(), 50, "group {g:?}");
+        let mut by_partition: HashMap<i64, Vec<i64>> = HashMap::new();
+        for v in got {
+            let v = v.as_i64().unwrap();
+            by_partition.entry(v % 5).or_default().push(v);
+        }
+        for (p, vs) in by_partition {
+            assert_eq!(vs, (0..10).map(|k| p + 5 * k).collect::<Vec<_>>());
+        }
+    }
+}
+
+/// A popping transaction that rolls back never happened: the messages are available again,
+/// as first deliveries.
+#[test]
+fn a_rolled_back_pop_leaves_the_messages_available() {
+    let db = TestDb::new("poprollback");
+    let mut c = db.connect();
+    for i in 0..3 {
+        push(&mut c, "q", "p", json!(i));
+    }
+    let mut tx = c.transaction().unwrap();
+    let rows = tx.query("SELECT * FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
+    assert_eq!(payloads(&rows), vec![json!(0), json!(1), json!(2)]);
+    tx.rollback().unwrap();
+    let mut other = db.connect();
+    let rows = other.query("SELECT * FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
+    assert_eq!(payloads(&rows), vec![json!(0), json!(1), json!(2)]);
+    assert!(rows.iter().all(|r| r.get::<_, i32>("attempt") == 1));
+    let leases: i64 = other.query_one("SELECT count(*) FROM queen.leases", &[]).unwrap().get(0);
+    assert_eq!(leases, 1, "only the committed pop's lease exists");
+}
+
+/// Popped rows carry the lease and the attempt; auto_ack rows have no lease and are gone.
+#[test]
+fn rows_carry_lease_and_attempt_and_auto_ack_has_none() {
+    let db = TestDb::new("rows");
+    let mut c = db.connect();
+    let id = push(&mut c, "q", "p", json!({"k": 1}));
+    push(&mut c, "q", "p", json!({"k": 2}));
+    let rows = c.query("SELECT * FROM queen_pop('q', 'g', lease_seconds => 30)", &[]).unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r.get::<_, uuid::Uuid>("message_id"), id);
+    assert_eq!(r.get::<_, String>("queue"), "q");
+    assert_eq!(r.get::<_, String>("partition"), "p");
+    assert_eq!(r.get::<_, Option<String>>("consumer_group").as_deref(), Some("g"));
+    assert_eq!(r.get::<_, i32>("attempt"), 1);
+    let lease: Option<uuid::Uuid> = r.get("lease_id");
+    assert!(lease.is_some());
+    let secs: f64 = c
+        .query_one("SELECT extract(epoch FROM $1::timestamptz - now())::float8", &[&r.get::<_, std::time::SystemTime>("lease_expires_at")])
+        .unwrap()
+        .get(0);
+    assert!((25.0..=31.0).contains(&secs), "lease_seconds => 30 gives a 30 s lease, got {secs}");
+    // The partition is leased: the group gets nothing more; another group is independent.
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().is_empty());
+    let rows = c.query("SELECT * FROM queen_pop('q', 'other', auto_ack => true, batch => 5)", &[]).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.get::<_, Option<uuid::Uuid>>("lease_id").is_none()));
+    assert!(rows.iter().all(|r| r.get::<_, Option<String>>("consumer_group").as_deref() == Some("other")));
+    assert!(c.query("SELECT * FROM queen_pop('q', 'other', auto_ack => true)", &[]).unwrap().is_empty());
+    // Queue mode rows have a NULL consumer_group, and to_jsonb gives the SPEC's column names.
+    let j: Value = c.query_one("SELECT to_jsonb(m) FROM queen_pop('q', batch => 1) m", &[]).unwrap().get(0);
+    let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+    for k in ["message_id", "transaction_id", "queue", "partition", "partition_id", "payload", "trace_id",
+              "created_at", "consumer_group", "lease_id", "lease_expires_at", "attempt"] {
+        assert!(keys.iter().any(|x| x.as_str() == k), "column {k} missing from {keys:?}");
+    }
+    assert_eq!(j["consumer_group"], Value::Null);
+}
+
+/// Several partitions in one call share one lease; `batch` caps the total.
+#[test]
+fn a_pop_can_claim_several_partitions() {
+    let db = TestDb::new("multi");
+    let mut c = db.connect();
+    for p in ["a", "b", "c"] {
+        for i in 0..3 {
+            push(&mut c, "q", p, json!(format!("{p}{i}")));
+        }
+    }
+    let rows = c.query("SELECT * FROM queen_pop('q', 'g', batch => 100, partitions => 2)", &[]).unwrap();
+    assert_eq!(rows.len(), 6);
+    let leases: HashSet<uuid::Uuid> = rows.iter().map(|r| r.get("lease_id")).collect();
+    assert_eq!(leases.len(), 1);
+    let parts: HashSet<String> = rows.iter().map(|r| r.get("partition")).collect();
+    assert_eq!(parts.len(), 2);
+    let rows = c.query("SELECT * FROM queen_pop('q', 'g', batch => 2, partitions => 3)", &[]).unwrap();
+    assert_eq!(rows.len(), 2, "batch is the total cap");
+    let last: HashSet<String> = rows.iter().map(|r| r.get("partition")).collect();
+    assert!(last.is_disjoint(&parts));
+}
+
+/// Subscription modes (SPEC §3.2): 'all', 'new', 'from', fixed at the group's first pop and
+/// applying to partitions created later.
+#[test]
+fn subscription_modes() {
+    let db = TestDb::new("subs");
+    let mut c = db.connect();
+    push(&mut c, "q", "p", json!("old"));
+    // Mark a time between the old and the new message.
+    thread::sleep(Duration::from_millis(20));
+    let mark: std::time::SystemTime = c.query_one("SELECT clock_timestamp()", &[]).unwrap().get(0);
+    thread::sleep(Duration::from_millis(20));
+    push(&mut c, "q", "p", json!("mid"));
+
+    // 'new' subscribes now: neither old nor mid.
+    let got = payloads(&c.query("SELECT * FROM queen_pop('q', 'n', subscription_mode => 'new', auto_ack => true)", &[]).unwrap());
+    assert!(got.is_empty());
+    // 'from' the mark: mid only.
+    let from = |c: &mut postgres::Client, g: &str| -> Vec<Value> {
+        payloads(&c.query("SELECT * FROM queen_pop('q', $1, batch => 10, subscription_from => $2, auto_ack => true)", &[&g, &mark]).unwrap())
+    };
+    assert_eq!(from(&mut c, "f"), vec![json!("mid")]);
+
+    push(&mut c, "q", "p", json!("new1"));
+    push(&mut c, "q", "later-partition", json!("new2"));
+    let mut n = drain(&mut c, "q", Some("n"));
+    n.sort_by_key(|v| v.to_string());
+    assert_eq!(n, vec![json!("new1"), json!("new2")], "'new' covers partitions created later");
+    let mut f = drain(&mut c, "q", Some("f"));
+    f.sort_by_key(|v| v.to_string());
+    assert_eq!(f, vec![json!("new1"), json!("new2")]);
+    // 'all' (the default): everything.
+    assert_eq!(drain(&mut c, "q", Some("a")).len(), 4);
+
+    // The mode is fixed at the first pop: a later pop asking 'all' does not replay.
+    push(&mut c, "q", "p", json!("new3"));
+    let got = payloads(&c.query("SELECT * FROM queen_pop('q', 'n', batch => 10, subscription_mode => 'all', auto_ack => true)", &[]).unwrap());
+    assert_eq!(got, vec![json!("new3")]);
+    // Queue mode ignores the mode: it always starts at the oldest message.
+    let got = payloads(&c.query("SELECT * FROM queen_pop('q', NULL, batch => 100, subscription_mode => 'new', auto_ack => true, partition => 'p')", &[]).unwrap());
+    assert_eq!(got.len(), 4);
+}
+
+/// delayedProcessing: not delivered before the delay; a waiting pop gets it once it is due.
+#[test]
+fn delayed_processing_holds_messages_back() {
+    let db = TestDb::new("delayed");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"delayedProcessing\": 1}')", &[]).unwrap();
+    let t0 = Instant::now();
+    push(&mut c, "q", "p", json!(1));
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "not before the delay");
+    let rows = c.query("SELECT * FROM queen_pop('q', 'g', wait_ms => 5000, auto_ack => true)", &[]).unwrap();
+    assert_eq!(payloads(&rows), vec![json!(1)]);
+    assert!(t0.elapsed() >= Duration::from_millis(950), "delivered after {:?}", t0.elapsed());
+}
+
+/// windowBuffer: a partition must be quiet for the window before its messages go out.
+#[test]
+fn window_buffer_waits_for_a_quiet_partition() {
+    let db = TestDb::new("window");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"windowBuffer\": 1}')", &[]).unwrap();
+    push(&mut c, "q", "p", json!(1));
+    thread::sleep(Duration::from_millis(600));
+    let last = Instant::now();
+    push(&mut c, "q", "p", json!(2));
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty());
+    let rows = c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, wait_ms => 5000, auto_ack => true)", &[]).unwrap();
+    assert_eq!(payloads(&rows), vec![json!(1), json!(2)]);
+    assert!(last.elapsed() >= Duration::from_millis(950), "the window counts from the newest message");
+}
+
+/// Duplicates (SPEC §3.1): within a batch, against an earlier push, and 8 concurrent pushes
+/// of one key, of which exactly one is queued and all report the same message.
+#[test]
+fn duplicates_are_detected_and_report_the_holder() {
+    let db = TestDb::new("dups");
+    let mut c = db.connect();
+    let first = c.query_one("SELECT message_id, status FROM queen_push('q', '1', 'p', 'key-1')", &[]).unwrap();
+    let again = c.query_one("SELECT message_id, status FROM queen_push('q', '2', 'p', 'key-1')", &[]).unwrap();
+    assert_eq!(again.get::<_, String>(1), "duplicate");
+    assert_eq!(again.get::<_, uuid::Uuid>(0), first.get::<_, uuid::Uuid>(0));
+    // The same key in another partition is another message.
+    let other = c.query_one("SELECT status FROM queen_push('q', '3', 'p2', 'key-1')", &[]).unwrap();
+    assert_eq!(other.get::<_, String>(0), "queued");
+    let rows = c
+        .query(
+            "SELECT idx, message_id, status, transaction_id FROM queen_push('[{\"queue\":\"q\",\"partition\":\"b\",\"transactionId\":\"x\"},{\"queue\":\"q\",\"partition\":\"b\",\"transactionId\":\"x\"},{\"queue\":\"q\",\"partition\":\"b\"}]')",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(rows[0].get::<_, String>(2), "queued");
+    assert_eq!(rows[1].get::<_, String>(2), "duplicate");
+    assert_eq!(rows[1].get::<_, uuid::Uuid>(1), rows[0].get::<_, uuid::Uuid>(1));
+    assert_eq!(rows[2].get::<_, String>(3), rows[2].get::<_, uuid::Uuid>(1).to_string(), "no key: the message id is the key");
+
+    // 8 concurrent transactions push the same key and commit together.
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let name = db.name.clone();
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut c = connect(&name);
+                let mut tx = c.transaction().unwrap();
+                barrier.wait();
+                let r = tx.query_one("SELECT message_id, status FROM queen_push('q', $1, 'race', 'the-key')", &[&json!(i)]).unwrap();
+                tx.commit().unwrap();
+                (r.get::<_, uuid::Uuid>(0), r.get::<_, String>(1))
+            })
+        })
+        .collect();
+    let results: Vec<(uuid::Uuid, String)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.1 == "queued").count(), 1, "{results:?}");
+    let ids: HashSet<uuid::Uuid> = results.iter().map(|r| r.0).collect();
+    assert_eq!(ids.len(), 1, "every push reports the one message: {results:?}");
+    let stored: i64 = c
+        .query_one("SELECT count(*) FROM queen.messages WHERE transaction_id = 'the-key'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 1);
+}
+
+/// SPEC §3.1: creating a partition inside a long transaction blocks no other producer, and
+/// transactions creating partitions in opposite orders do not deadlock.
+#[test]
+fn creating_partitions_never_blocks_other_producers() {
+    let db = TestDb::new("noblock");
+    let mut long = open_tx(&db);
+    push(&mut long, "newq", "newp", json!("long"));
+    let mut other = db.connect();
+    other.batch_execute("SET statement_timeout = '3s'").unwrap();
+    push(&mut other, "newq", "newp", json!("quick")); // would time out if it waited
+    assert_eq!(drain(&mut other, "newq", Some("g")), vec![json!("quick")]);
+    long.batch_execute("COMMIT").unwrap();
+    assert_eq!(drain(&mut other, "newq", Some("g")), vec![json!("long")]);
+
+    let mut t1 = open_tx(&db);
+    let mut t2 = open_tx(&db);
+    t1.batch_execute("SET statement_timeout = '3s'").unwrap();
+    t2.batch_execute("SET statement_timeout = '3s'").unwrap();
+    push(&mut t1, "dq", "x", json!(1));
+    push(&mut t2, "dq", "y", json!(2));
+    push(&mut t1, "dq", "y", json!(3));
+    push(&mut t2, "dq", "x", json!(4));
+    t1.batch_execute("COMMIT").unwrap();
+    t2.batch_execute("COMMIT").unwrap();
+    assert_eq!(drain(&mut other, "dq", Some("g")).len(), 4);
+}
+
+/// No claimable partition starves: while one partition keeps receiving messages, pops of one
+/// partition at a time still serve every other partition.
+#[test]
+fn no_partition_starves() {
+    let db = TestDb::new("starve");
+    let mut c = db.connect();
+    let items: Vec<Value> = (0..30).map(|i| json!({"queue": "q", "partition": format!("p{i}"), "payload": i})).collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    let mut served: HashSet<String> = HashSet::new();
+    let mut producer = db.connect();
+    for round in 0..200 {
+        push(&mut producer, "q", "hot", json!(format!("hot{round}")));
+        for r in c.query("SELECT partition FROM queen_pop('q', 'g', batch => 1, auto_ack => true)", &[]).unwrap() {
+            served.insert(r.get(0));
+        }
+        if served.len() == 31 {
+            break;
+        }
+    }
+    assert_eq!(served.len(), 31, "served only {served:?}");
+}
+
+/// A queue that does not exist pops empty; wait_ms honours its deadline; a waiting pop gets a
+/// message committed meanwhile by another connection.
+#[test]
+fn waiting_pops() {
+    let db = TestDb::new("waiting");
+    let mut c = db.connect();
+    assert!(c.query("SELECT * FROM queen_pop('nosuchqueue')", &[]).unwrap().is_empty());
+    let t0 = Instant::now();
+    assert!(c.query("SELECT * FROM queen_pop('nosuchqueue', wait_ms => 300)", &[]).unwrap().is_empty());
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(3), "waited {waited:?}");
+
+    let name = db.name.clone();
+    let waiter = thread::spawn(move || {
+        let mut c = connect(&name);
+        let t0 = Instant::now();
+        let rows = c.query("SELECT * FROM queen_pop('later', 'g', wait_ms => 10000, auto_ack => true)", &[]).unwrap();
+        (payloads(&rows), t0.elapsed())
+    });
+    // Push once the waiter is waiting (its backend shows the pop running).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%queen_pop(''later''%' AND state = 'active'", &[])
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        thread::yield_now();
+    }
+    push(&mut c, "later", "p", json!("hello"));
+    let (got, took) = waiter.join().unwrap();
+    assert_eq!(got, vec![json!("hello")], "a waiting pop on a queue that did not exist gets its first message");
+    assert!(took < Duration::from_secs(9));
+
+    // Waiting needs READ COMMITTED.
+    c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let err = c.query("SELECT * FROM queen_pop('q', wait_ms => 10)", &[]).unwrap_err();
+    assert_eq!(sqlstate(&err), "0A000");
+    let msg = err.as_db_error().unwrap().message().to_string();
+    assert!(msg.contains("READ COMMITTED") && msg.contains("REPEATABLE READ"), "{msg}");
+    c.batch_execute("ROLLBACK").unwrap();
+}
+
+/// Each bad input of SPEC §3.1 and §3.2 raises its SQLSTATE, names the argument, and stores
+/// nothing.
+#[test]
+fn bad_input_is_refused() {
+    let db = TestDb::new("badinput");
+    let mut c = db.connect();
+    let long = "x".repeat(256);
+    let cases: Vec<(String, &str, &str)> = vec![
+        ("SELECT queen_push(NULL, '1')".into(), "22004", "\"queue\""),
+        ("SELECT queen_push('', '1')".into(), "22023", "\"queue\""),
+        (format!("SELECT queen_push('{long}', '1')"), "22023", "256 characters"),
+        ("SELECT queen_push('q', NULL)".into(), "22004", "\"payload\""),
+        ("SELECT queen_push('q', '1', NULL)".into(), "22004", "\"partition\""),
+        ("SELECT queen_push('q', '1', '')".into(), "22023", "\"partition\""),
+        (format!("SELECT queen_push('q', '1', '{long}')"), "22023", "256 characters"),
+        ("SELECT queen_push('q', '1', 'p', '')".into(), "22023", "\"transaction_id\""),
+        (format!("SELECT queen_push('q', '1', 'p', '{long}')"), "22023", "\"transaction_id\""),
+        ("SELECT queen_push('q', '1', 'p', 't', 'not-a-uuid')".into(), "22P02", "uuid"),
+        ("SELECT queen_push('{\"queue\": \"q\"}'::jsonb)".into(), "22023", "\"items\""),
+        ("SELECT queen_push('[1]'::jsonb)".into(), "22023", "items[0]"),
+        ("SELECT queen_push('[{\"queue\": \"q\"}, {\"partition\": \"p\"}]'::jsonb)".into(), "22023", "items[1].queue"),
+        ("SELECT queen_push('[{\"queue\": \"q\", \"partition\": \"\"}]'::jsonb)".into(), "22023", "items[0].partition"),
+        ("SELECT queen_push('[{\"queue\": \"q\", \"traceId\": \"zz\"}]'::jsonb)".into(), "22P02", "items[0].traceId"),
+        ("SELECT queen_push(NULL::jsonb)".into(), "22004", "\"items\""),
+        ("SELECT * FROM queen_pop(NULL)".into(), "22004", "\"queue\""),
+        ("SELECT * FROM queen_pop('q', '')".into(), "22023", "\"consumer_group\""),
+        ("SELECT * FROM queen_pop('q', '__QUEUE_MODE__')".into(), "22023", "reserved"),
+        ("SELECT * FROM queen_pop('q', batch => 0)".into(), "22023", "\"batch\""),
+        ("SELECT * FROM queen_pop('q', batch => NULL)".into(), "22004", "\"batch\""),
+        ("SELECT * FROM queen_pop('q', partitions => 0)".into(), "22023", "\"partitions\""),
+        ("SELECT * FROM queen_pop('q', wait_ms => -1)".into(), "22023", "\"wait_ms\""),
+        ("SELECT * FROM queen_pop('q', lease_seconds => 0)".into(), "22023", "\"lease_seconds\""),
+        ("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'bogus')".into(), "22023", "\"subscription_mode\""),
+        ("SELECT * FROM queen_pop('q', partition => '')".into(), "22023", "\"partition\""),
+    ];
+    for (sql, state, needle) in cases {
+        let err = c.batch_execute(&sql).unwrap_err();
+        assert_eq!(sqlstate(&err), state, "{sql}: {err}");
+        let msg = err.as_db_error().map(|e| e.message().to_string()).unwrap_or_default();
+        assert!(msg.contains(needle), "{sql}: {msg:?} should name {needle:?}");
+    }
+    let stored: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(stored, 0, "nothing was stored");
+    // A bad item in a batch stores none of the good ones either.
+    assert!(c.batch_execute("SELECT queen_push('[{\"queue\": \"q\"}, {\"queue\": \"\"}]'::jsonb)").is_err());
+    let stored: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(stored, 0);
+}
+
+/// maxSize (SPEC §4): a producer pushing one transaction after another never overshoots; the
+/// error names the queue and its limit; a batch that would overshoot stores nothing.
+#[test]
+fn max_size_is_enforced() {
+    let db = TestDb::new("maxsize");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('capped', '{\"maxSize\": 3}')", &[]).unwrap();
+    for i in 0..3 {
+        push(&mut c, "capped", "p", json!(i));
+    }
+    let err = c.query("SELECT queen_push('capped', '4')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&err), "54000");
+    let msg = err.as_db_error().unwrap().message().to_string();
+    assert!(msg.contains("\"capped\"") && msg.contains('3'), "{msg}");
+    let n: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(n, 3);
+    // A duplicate of a stored key is not a new message: no error.
+    c.execute("SELECT queen_configure('capped2', '{\"maxSize\": 1}')", &[]).unwrap();
+    c.query_one("SELECT status FROM queen_push('capped2', '1', 'p', 'k')", &[]).unwrap();
+    let s: String = c.query_one("SELECT status FROM queen_push('capped2', '1', 'p', 'k')", &[]).unwrap().get(0);
+    assert_eq!(s, "duplicate");
+}
