@@ -8,7 +8,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: run stop test unit-test integration-test install install-debug bootstrap psql
+.PHONY: bench run stop test unit-test integration-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -49,3 +49,7 @@ unit-test: bootstrap
 # Real connections to a server of their own (scripts/integration-tests).
 integration-test: install-debug
 	scripts/integration-tests
+
+# Benchmarks against raw SQL on the same server (release build).
+bench: install
+	scripts/bench

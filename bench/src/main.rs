@@ -1,0 +1,230 @@
+//! queen's benchmarks. Each scenario runs queen and a raw-SQL baseline that does the same job
+//! on the same server (a queue must at least write the message and move a cursor), and
+//! prints throughput, latency percentiles and the ratio queen/raw.
+//!
+//! Usage: queen-bench [scenario ...]   (default: all). Connection from QUEEN_BENCH_HOST,
+//! QUEEN_BENCH_PORT (scripts/bench starts a server).
+
+use postgres::{Client, NoTls};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn connect() -> Client {
+    let host = std::env::var("QUEEN_BENCH_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let port = std::env::var("QUEEN_BENCH_PORT").unwrap_or_else(|_| "28818".into());
+    Client::connect(&format!("host={host} port={port} user=postgres dbname=bench"), NoTls).expect("connect to the bench server")
+}
+
+/// Latencies of one run.
+struct Run {
+    ops: usize,
+    units: usize,
+    total: Duration,
+    lat: Vec<Duration>,
+}
+
+impl Run {
+    fn per_sec(&self) -> f64 {
+        self.units as f64 / self.total.as_secs_f64()
+    }
+    fn pct(&self, p: f64) -> f64 {
+        let mut v = self.lat.clone();
+        v.sort();
+        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+        v[i].as_secs_f64() * 1000.0
+    }
+}
+
+/// Time `ops` calls of `f`; each returns how many units (messages) it handled.
+fn time(ops: usize, mut f: impl FnMut(usize) -> usize) -> Run {
+    let mut lat = Vec::with_capacity(ops);
+    let mut units = 0;
+    let t0 = Instant::now();
+    for i in 0..ops {
+        let t = Instant::now();
+        units += f(i);
+        lat.push(t.elapsed());
+    }
+    Run { ops, units, total: t0.elapsed(), lat }
+}
+
+fn report(name: &str, unit: &str, queen: &Run, raw: &Run, target: Option<f64>) {
+    let ratio = queen.per_sec() / raw.per_sec();
+    let verdict = match target {
+        Some(t) if ratio >= t => format!("target ≥ {t}×: met"),
+        Some(t) => format!("target ≥ {t}×: NOT met"),
+        None => String::new(),
+    };
+    println!(
+        "| {name} | {:.0} {unit}/s | {:.2} / {:.2} ms | {:.0} {unit}/s | {:.2} / {:.2} ms | **{ratio:.2}×** | {verdict} |",
+        queen.per_sec(),
+        queen.pct(0.5),
+        queen.pct(0.99),
+        raw.per_sec(),
+        raw.pct(0.5),
+        raw.pct(0.99),
+    );
+    let _ = (queen.ops, raw.ops);
+}
+
+fn header(title: &str) {
+    println!("\n### {title}\n");
+    println!("| scenario | queen | queen p50 / p99 per call | raw SQL | raw p50 / p99 per call | queen / raw | |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+}
+
+fn setup_raw(c: &mut Client) {
+    c.batch_execute(
+        "DROP TABLE IF EXISTS raw_messages, raw_cursor;
+         CREATE TABLE raw_messages (id bigserial PRIMARY KEY, partition text NOT NULL,
+                                    payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+         CREATE INDEX ON raw_messages (partition, id);
+         CREATE TABLE raw_cursor (partition text PRIMARY KEY, pos bigint NOT NULL) WITH (fillfactor = 50);",
+    )
+    .unwrap();
+}
+
+fn fresh(c: &mut Client) {
+    c.batch_execute("DROP EXTENSION IF EXISTS queen CASCADE; CREATE EXTENSION queen;").unwrap();
+    setup_raw(c);
+}
+
+fn payload(i: usize) -> Value {
+    json!({"order": i, "customer": format!("c{}", i % 97), "amount": 12.5})
+}
+
+/// One push per transaction, vs a raw single-row INSERT.
+fn push_single(c: &mut Client) {
+    fresh(c);
+    let n = 3000;
+    let q = c.prepare("SELECT message_id FROM queen_push('bench', $1, $2)").unwrap();
+    let r = c.prepare("INSERT INTO raw_messages (partition, payload) VALUES ($1, $2)").unwrap();
+    // Warm up plans and caches.
+    for i in 0..100 {
+        c.query(&q, &[&payload(i), &format!("p{}", i % 10)]).unwrap();
+        c.execute(&r, &[&format!("p{}", i % 10), &payload(i)]).unwrap();
+    }
+    let raw = time(n, |i| {
+        c.execute(&r, &[&format!("p{}", i % 10), &payload(i)]).unwrap();
+        1
+    });
+    let queen = time(n, |i| {
+        c.query(&q, &[&payload(i), &format!("p{}", i % 10)]).unwrap();
+        1
+    });
+    report("push, 1 message per transaction", "msg", &queen, &raw, Some(0.9));
+}
+
+/// 100 messages per transaction, vs a raw 100-row INSERT.
+fn push_batch(c: &mut Client) {
+    fresh(c);
+    let n = 300;
+    let items = |k: usize| -> Value {
+        Value::Array((0..100).map(|j| json!({"queue": "bench", "partition": format!("p{}", j % 10), "payload": payload(k * 100 + j)})).collect())
+    };
+    let q = c.prepare("SELECT count(*) FROM queen_push($1::jsonb)").unwrap();
+    let r = c
+        .prepare(
+            "INSERT INTO raw_messages (partition, payload)
+             SELECT e->>'partition', e->'payload' FROM jsonb_array_elements($1::jsonb) e",
+        )
+        .unwrap();
+    for k in 0..10 {
+        c.query(&q, &[&items(k)]).unwrap();
+        c.execute(&r, &[&items(k)]).unwrap();
+    }
+    let batches: Vec<Value> = (0..n).map(items).collect();
+    let raw = time(n, |i| {
+        c.execute(&r, &[&batches[i]]).unwrap();
+        100
+    });
+    let queen = time(n, |i| {
+        c.query(&q, &[&batches[i]]).unwrap();
+        100
+    });
+    report("push, batches of 100 messages", "msg", &queen, &raw, Some(0.7));
+}
+
+/// Pops from a queue with `partitions` partitions of which 10 hold messages, vs raw SQL that
+/// reads the next messages after a cursor and moves the cursor (and is told which partition).
+fn pop_partitions(c: &mut Client, partitions: usize, batch: i32) {
+    fresh(c);
+    // Every partition exists and once had a message.
+    let mut k = 0;
+    while k < partitions {
+        let chunk: Vec<Value> = (k..(k + 1000).min(partitions))
+            .map(|i| json!({"queue": "bench", "partition": format!("p{i}"), "payload": payload(i)}))
+            .collect();
+        c.query("SELECT count(*) FROM queen_push($1::jsonb)", &[&Value::Array(chunk)]).unwrap();
+        k += 1000;
+    }
+    c.batch_execute(&format!(
+        "INSERT INTO raw_messages (partition, payload) SELECT 'p' || i, '{{}}' FROM generate_series(0, {partitions} - 1) i;
+         INSERT INTO raw_cursor SELECT 'p' || i, (SELECT max(id) FROM raw_messages) FROM generate_series(0, {partitions} - 1) i;
+         VACUUM ANALYZE;"
+    ))
+    .unwrap();
+    // The group subscribes now: the old messages are behind it.
+    c.query("SELECT * FROM queen_pop('bench', 'g', subscription_mode => 'new')", &[]).unwrap();
+    // Then 10 partitions get messages.
+    let per = 400 * batch as usize / 10;
+    let mut pushed = 0;
+    while pushed < per * 10 {
+        let chunk: Vec<Value> = (0..1000.min(per * 10 - pushed))
+            .map(|j| json!({"queue": "bench", "partition": format!("p{}", (pushed + j) % 10 * (partitions / 10)), "payload": payload(j)}))
+            .collect();
+        c.query("SELECT count(*) FROM queen_push($1::jsonb)", &[&Value::Array(chunk.clone())]).unwrap();
+        c.execute(
+            "INSERT INTO raw_messages (partition, payload) SELECT e->>'partition', e->'payload' FROM jsonb_array_elements($1::jsonb) e",
+            &[&Value::Array(chunk)],
+        )
+        .unwrap();
+        pushed += 1000.min(per * 10 - pushed);
+    }
+    c.batch_execute("VACUUM ANALYZE").unwrap();
+    let ops = 400;
+    let q = c.prepare("SELECT * FROM queen_pop('bench', 'g', batch => $1, auto_ack => true)").unwrap();
+    let r = c
+        .prepare(
+            "WITH next AS (
+                 SELECT id, payload FROM raw_messages
+                  WHERE partition = $1 AND id > (SELECT pos FROM raw_cursor WHERE partition = $1)
+                  ORDER BY id LIMIT $2),
+             moved AS (
+                 UPDATE raw_cursor SET pos = (SELECT max(id) FROM next)
+                  WHERE partition = $1 AND EXISTS (SELECT 1 FROM next))
+             SELECT * FROM next",
+        )
+        .unwrap();
+    let limit = batch as i64;
+    let raw = time(ops, |i| c.query(&r, &[&format!("p{}", i % 10 * (partitions / 10)), &limit]).unwrap().len());
+    let queen = time(ops, |_| c.query(&q, &[&batch]).unwrap().len());
+    assert!(queen.units > 0 && raw.units > 0);
+    report(
+        &format!("pop (auto_ack, batch {batch}), {partitions} partitions, 10 with messages"),
+        "msg",
+        &queen,
+        &raw,
+        None,
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let want = |s: &str| args.is_empty() || args.iter().any(|a| s.starts_with(a.as_str()));
+    let mut c = connect();
+    let version: String = c.query_one("SELECT version()", &[]).unwrap().get(0);
+    println!("PostgreSQL: {version}");
+    if want("push") {
+        header("Push (one client, synchronous_commit on)");
+        push_single(&mut c);
+        push_batch(&mut c);
+    }
+    if want("pop") {
+        header("Pop (one client; raw SQL is told which partition to read)");
+        for n in [10usize, 10_000, 100_000] {
+            pop_partitions(&mut c, n, 1);
+        }
+        pop_partitions(&mut c, 10_000, 100);
+    }
+}
