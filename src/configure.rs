@@ -4,10 +4,9 @@
 use crate::error::QueenResult;
 use crate::names;
 use crate::options::StoredOptions;
-use crate::spi::Query;
+use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
-use pgrx::prelude::*;
 use serde_json::{json, Value};
 
 const SQL: &str = include_str!("../sql/queries/configure.sql");
@@ -25,18 +24,22 @@ const INSERT_QUEUE: Query = Query { file: SQL, name: "insert_queue", args: OPTIO
 
 /// The stored options of a queue; all `None` (defaults) for a queue never configured or
 /// not existing.
-pub fn load(client: &mut pgrx::spi::SpiClient<'_>, queue_id: pgrx::Uuid) -> StoredOptions {
-    let rows = LOAD_OPTIONS.execute(client, &[queue_id.into()]).expect("queen: load_options");
-    let Some(row) = rows.into_iter().next() else { return StoredOptions::default() };
-    let int = |i: usize| row.get::<i32>(i).expect("queen: load_options column");
+pub fn load(s: &mut Spi, queue_id: pgrx::Uuid) -> StoredOptions {
+    let mut rows = LOAD_OPTIONS.run(s, &[queue_id.into()]);
+    rows.next().map_or_else(StoredOptions::default, |row| stored_options(&row, 1))
+}
+
+/// The option columns of a row, in the order of `load_options`, from column `at` on.
+pub fn stored_options(row: &spi::Row<'_>, at: usize) -> StoredOptions {
+    let int = |i: usize| row.get::<i32>(at + i - 1);
     StoredOptions {
         lease_time: int(1),
         retry_limit: int(2),
         retry_delay: int(3),
-        dead_letter_queue: row.get::<bool>(4).expect("queen: load_options column"),
+        dead_letter_queue: row.get::<bool>(at + 3),
         delayed_processing: int(5),
         window_buffer: int(6),
-        max_size: row.get::<i64>(7).expect("queen: load_options column"),
+        max_size: row.get::<i64>(at + 6),
         retention_seconds: int(8),
         completed_retention_seconds: int(9),
         max_wait_time_seconds: int(10),
@@ -46,9 +49,9 @@ pub fn load(client: &mut pgrx::spi::SpiClient<'_>, queue_id: pgrx::Uuid) -> Stor
 /// Apply `patch` to `queue` and return `{"queue": name, "options": {every option}}`.
 pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
     let queue_id = pgrx::Uuid::from_bytes(*names::queue_id(queue).as_bytes());
-    Spi::connect_mut(|client| {
-        LOCK_QUEUE.execute(client, &[queue_id.into()]).expect("queen: lock_queue");
-        let stored = load(client, queue_id).patched(patch)?;
+    spi::connect(|s| {
+        LOCK_QUEUE.run(s, &[queue_id.into()]);
+        let stored = load(s, queue_id).patched(patch)?;
         let o = &stored;
         let args: [DatumWithOid; 12] = [
             queue_id.into(),
@@ -64,9 +67,9 @@ pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
             o.max_wait_time_seconds.into(),
             queue.into(),
         ];
-        let updated = UPDATE_OPTIONS.execute(client, &args).expect("queen: update_options").len();
+        let updated = UPDATE_OPTIONS.run(s, &args).len();
         if updated == 0 {
-            INSERT_QUEUE.execute(client, &args).expect("queen: insert_queue");
+            INSERT_QUEUE.run(s, &args);
         }
         Ok(json!({"queue": queue, "options": stored.effective().to_json()}))
     })

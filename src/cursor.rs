@@ -93,10 +93,6 @@ impl Cursor {
         self.lease.as_ref()?.keys.iter().copied().find(|k| !self.is_finished(*k))
     }
 
-    pub fn in_lease(&self, k: Key) -> bool {
-        self.lease.as_ref().is_some_and(|b| b.keys.contains(&k))
-    }
-
     /// Mark `k` finished (completed or dead-lettered) and move the cursor over the finished
     /// prefix of the batch. Returns true when the whole batch is finished, which releases the
     /// lease.
@@ -204,14 +200,14 @@ impl Cursor {
     }
 
     /// Resolve pending transactions after a read: `visible[i]` says whether `pending[i]`
-    /// committed (is visible in the reading snapshot), `left[i]` whether it still has
-    /// unfinished messages in this partition. Committed ones with nothing left and aborted ones
-    /// (not visible, below the snapshot's `xmin`) are dropped. Returns whether anything changed.
-    pub fn resolve_pending(&mut self, visible: &[bool], left: &[bool], xmin: i64) -> bool {
+    /// committed (is visible in the reading snapshot), `aborted[i]` whether it rolled back,
+    /// `left[i]` whether it still has unfinished messages in this partition. Committed ones
+    /// with nothing left and aborted ones are dropped. Returns whether anything changed.
+    pub fn resolve_pending(&mut self, visible: &[bool], aborted: &[bool], left: &[bool]) -> bool {
         let before = self.pending.len();
         let mut i = 0;
-        self.pending.retain(|&(x, _)| {
-            let keep = if visible[i] { left[i] } else { x >= xmin };
+        self.pending.retain(|_| {
+            let keep = if visible[i] { left[i] } else { !aborted[i] };
             i += 1;
             keep
         });
@@ -311,12 +307,11 @@ mod tests {
     #[test]
     fn pending_transactions_are_resolved() {
         let mut c = Cursor { done: (20, 1), pending: vec![(12, 0), (13, 0), (15, 2)], ..Cursor::default() };
-        // 12 committed but has more to deliver; 13 aborted (below xmin, invisible);
-        // 15 committed and has nothing left.
-        assert!(c.resolve_pending(&[true, false, true], &[true, false, false], 14));
+        // 12 committed but has more to deliver; 13 aborted; 15 committed, nothing left.
+        assert!(c.resolve_pending(&[true, false, true], &[false, true, false], &[true, false, false]));
         assert_eq!(c.pending, vec![(12, 0)]);
-        // Still running (not visible, not below xmin): kept.
-        assert!(!c.resolve_pending(&[false], &[false], 11));
+        // Still running (or committed after the snapshot): kept.
+        assert!(!c.resolve_pending(&[false], &[false], &[false]));
         assert_eq!(c.pending, vec![(12, 0)]);
     }
 

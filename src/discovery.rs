@@ -11,22 +11,19 @@
 //! other pops read the same stretch of log again.
 
 use crate::cursor::Key;
-use crate::spi::Query;
-use crate::state::{INT8, INT8S, SQL, TEXT, TSTZ, UUID, UUIDS};
-use pgrx::datum::DatumWithOid;
-use pgrx::spi::SpiClient;
-use pgrx::datum::TimestampWithTimeZone;
+use crate::spi::{Query, Spi};
+use crate::state::{BOOL, INT8, INT8S, SQL, TEXT, TSTZ, UUID, UUIDS};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
 /// How many log entries one pop reads at most. Each message is read once per group, so the
 /// cost is spread over the pops; the bound keeps any single pop short.
 pub const SCAN_LIMIT: i64 = 1000;
 
-const DISCOVERY_POINT: Query = Query { file: SQL, name: "discovery_point", args: &[UUID, TEXT] };
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
-const DISCOVERY_SCAN: Query = Query { file: SQL, name: "discovery_scan", args: &[UUID, INT8, INT8, INT8S, INT8] };
-const DISCOVERY_SAVE: Query = Query { file: SQL, name: "discovery_save", args: &[UUID, TEXT, INT8, INT8, INT8S] };
-const HINTS_ADD: Query = Query { file: SQL, name: "hints_add", args: &[UUID, TEXT, UUIDS] };
+const DISCOVERY_SCAN: Query = Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8] };
+const DISCOVERY_RECORD: Query =
+    Query { file: SQL, name: "discovery_record", args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S] };
 
 /// A subscription of a group to a queue (SPEC §3.2), as stored.
 #[derive(Debug, Clone)]
@@ -44,69 +41,80 @@ pub struct Point {
     pub pending: Vec<i64>,
 }
 
-/// The point a group starts discovering from when it has none yet.
-fn initial_point(client: &mut SpiClient<'_>, queue_id: Uuid, sub: &Subscription) -> Point {
-    match sub.mode.as_str() {
-        "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
-        "from" => {
-            let args: [DatumWithOid; 2] = [queue_id.into(), sub.from_ts.into()];
-            let row = QUEUE_FROM_POSITION.execute(client, &args).expect("queen: queue_from_position").first();
-            let (t, s, x) = row.get_three::<i64, i64, Vec<i64>>().expect("queen: position");
-            Point { upto: (t.unwrap_or(0), s.unwrap_or(0)), pending: x.unwrap_or_default() }
-        }
-        _ => Point { upto: (0, 0), pending: vec![] },
+struct Scan {
+    point: Point,
+    stored: bool,
+    xip: Vec<i64>,
+    visible: Vec<bool>,
+    aborted: Vec<bool>,
+    last: Option<Key>,
+    partitions: Vec<Uuid>,
+}
+
+fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point) -> Scan {
+    let args: [DatumWithOid; 6] = [
+        queue_id.into(),
+        group.into(),
+        initial.upto.0.into(),
+        initial.upto.1.into(),
+        initial.pending.clone().into(),
+        SCAN_LIMIT.into(),
+    ];
+    let row = DISCOVERY_SCAN.run(s, &args).first();
+    Scan {
+        xip: row.get::<Vec<i64>>(1).unwrap_or_default(),
+        visible: row.get::<Vec<bool>>(2).unwrap_or_default(),
+        aborted: row.get::<Vec<bool>>(3).unwrap_or_default(),
+        last: match (row.get::<i64>(4), row.get::<i64>(5)) {
+            (Some(t), Some(q)) => Some((t, q)),
+            _ => None,
+        },
+        partitions: row.get::<Vec<Uuid>>(6).unwrap_or_default(),
+        point: Point { upto: (row.req(7), row.req(8)), pending: row.get::<Vec<i64>>(9).unwrap_or_default() },
+        stored: row.req(10),
     }
 }
 
 /// Read the log after the group's point, hint the partitions found, and move the point.
-pub fn discover(client: &mut SpiClient<'_>, queue_id: Uuid, group: &str, sub: &Subscription) {
-    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
-    let point = DISCOVERY_POINT
-        .execute(client, &args)
-        .expect("queen: discovery_point")
-        .next()
-        .map(|r| Point {
-            upto: (r.get::<i64>(1).unwrap().unwrap(), r.get::<i64>(2).unwrap().unwrap()),
-            pending: r.get::<Vec<i64>>(3).unwrap().unwrap_or_default(),
-        });
-    let stored = point.is_some();
-    let point = point.unwrap_or_else(|| initial_point(client, queue_id, sub));
-
-    let args: [DatumWithOid; 5] =
-        [queue_id.into(), point.upto.0.into(), point.upto.1.into(), point.pending.clone().into(), SCAN_LIMIT.into()];
-    let row = DISCOVERY_SCAN.execute(client, &args).expect("queen: discovery_scan").first();
-    let col = |i: usize| row.get::<Vec<i64>>(i).expect("queen: discovery column").unwrap_or_default();
-    let xmin = row.get::<i64>(1).expect("queen: xmin").unwrap_or(0);
-    let xip = col(2);
-    let visible = row.get::<Vec<bool>>(3).expect("queen: visible").unwrap_or_default();
-    let last = match (row.get::<i64>(4).expect("queen: last"), row.get::<i64>(5).expect("queen: last")) {
-        (Some(t), Some(s)) => Some((t, s)),
-        _ => None,
+pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription) {
+    let initial = match sub.mode.as_str() {
+        "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
+        _ => Point { upto: (0, 0), pending: vec![] },
     };
-    let partitions = row.get::<Vec<Uuid>>(6).expect("queen: partitions").unwrap_or_default();
-
-    let next = next_point(&point, &visible, xmin, &xip, last);
-    if !partitions.is_empty() {
-        let args: [DatumWithOid; 3] = [queue_id.into(), group.into(), partitions.into()];
-        HINTS_ADD.execute(client, &args).expect("queen: hints_add");
+    let mut sc = scan(s, queue_id, group, &initial);
+    if !sc.stored && sub.mode == "from" {
+        // First discovery of a 'from' subscription: start just before its time.
+        let args: [DatumWithOid; 2] = [queue_id.into(), sub.from_ts.into()];
+        let row = QUEUE_FROM_POSITION.run(s, &args).first();
+        let from = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
+        sc = scan(s, queue_id, group, &from);
     }
-    if next != point || !stored {
-        let args: [DatumWithOid; 5] =
-            [queue_id.into(), group.into(), next.upto.0.into(), next.upto.1.into(), next.pending.into()];
-        DISCOVERY_SAVE.execute(client, &args).expect("queen: discovery_save");
+    let next = next_point(&sc.point, &sc.visible, &sc.aborted, &sc.xip, sc.last);
+    let save = next != sc.point || !sc.stored;
+    if save || !sc.partitions.is_empty() {
+        let args: [DatumWithOid; 7] = [
+            queue_id.into(),
+            group.into(),
+            sc.partitions.into(),
+            save.into(),
+            next.upto.0.into(),
+            next.upto.1.into(),
+            next.pending.into(),
+        ];
+        DISCOVERY_RECORD.run(s, &args);
     }
 }
 
 /// The point after a scan: pending transactions that committed (their partitions were
-/// hinted) or aborted (invisible and below `xmin`) are dropped; transactions the scan passed
-/// while they were running (in `xip`, between the old point and the last entry read) are added.
-pub fn next_point(point: &Point, visible: &[bool], xmin: i64, xip: &[i64], last: Option<Key>) -> Point {
+/// hinted) or aborted are dropped; transactions the scan passed while they were running (in
+/// `xip`, between the old point and the last entry read) are added.
+pub fn next_point(point: &Point, visible: &[bool], aborted: &[bool], xip: &[i64], last: Option<Key>) -> Point {
     let mut pending: Vec<i64> = point
         .pending
         .iter()
-        .zip(visible.iter().chain(std::iter::repeat(&false)))
-        .filter(|(x, vis)| !**vis && **x >= xmin)
-        .map(|(x, _)| *x)
+        .enumerate()
+        .filter(|(i, _)| !visible[*i] && !aborted[*i])
+        .map(|(_, x)| *x)
         .collect();
     let upto = match last {
         Some(k) => {
@@ -128,13 +136,13 @@ mod tests {
     fn the_point_keeps_running_transactions_it_passed() {
         let p = Point { upto: (10, 1), pending: vec![] };
         // Read up to (20,3); 12 and 15 were running, 25 is beyond what was read.
-        let n = next_point(&p, &[], 9, &[12, 15, 25], Some((20, 3)));
+        let n = next_point(&p, &[], &[], &[12, 15, 25], Some((20, 3)));
         assert_eq!(n, Point { upto: (20, 3), pending: vec![12, 15] });
         // 12 committed (its partitions were hinted), 15 is still running, nothing new.
-        let n2 = next_point(&n, &[true, false], 11, &[15], None);
+        let n2 = next_point(&n, &[true, false], &[false, false], &[15], None);
         assert_eq!(n2, Point { upto: (20, 3), pending: vec![15] });
-        // 15 aborted: invisible and below xmin.
-        let n3 = next_point(&n2, &[false], 16, &[], None);
+        // 15 aborted.
+        let n3 = next_point(&n2, &[false], &[true], &[], None);
         assert!(n3.pending.is_empty());
     }
 }

@@ -10,6 +10,7 @@ mod configure;
 mod cursor;
 mod discovery;
 mod error;
+mod jsonb;
 mod names;
 mod options;
 mod pop;

@@ -11,14 +11,12 @@ use crate::discovery::{self, Subscription};
 use crate::error::{QueenError, QueenResult};
 use crate::names::{self, QUEUE_MODE_GROUP};
 use crate::options::QueueOptions;
-use crate::spi::Query;
+use crate::jsonb::Jsonb;
+use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Micros, INT4, INT8, INT8S, SQL, TEXT, TSTZ, UUID, UUIDS};
-use pgrx::datum::DatumWithOid;
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
-use pgrx::prelude::*;
-use pgrx::spi::SpiClient;
-use pgrx::datum::TimestampWithTimeZone;
-use pgrx::{JsonB, Uuid};
+use pgrx::Uuid;
 
 /// The most messages one pop may return.
 pub const MAX_BATCH: i32 = 10_000;
@@ -33,12 +31,12 @@ const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUI
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
 const CURSOR_CLAIM_NEW: Query =
     Query { file: SQL, name: "cursor_claim_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
-const READ_PARTITION: Query = Query {
+const LOOK: Query = Query {
     file: SQL,
-    name: "read_partition",
-    args: &[UUID, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, PgOid::BuiltIn(T::FLOAT8OID)],
+    name: "look",
+    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, PgOid::BuiltIn(T::FLOAT8OID)],
 };
-const LEASE_INSERT: Query = Query { file: SQL, name: "lease_insert", args: &[UUID, UUID, TEXT, UUIDS, TSTZ] };
+const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
 pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
 /// Namespace of the advisory locks queen takes ("QUEN").
@@ -67,7 +65,7 @@ pub struct Popped {
     pub queue: String,
     pub partition: String,
     pub partition_id: Uuid,
-    pub payload: JsonB,
+    pub payload: Jsonb,
     pub trace_id: Option<Uuid>,
     pub created_at: TimestampWithTimeZone,
     pub consumer_group: Option<String>,
@@ -126,17 +124,15 @@ pub fn group_key(group: Option<&str>) -> &str {
 
 /// One attempt at popping: what is deliverable now, in the caller's transaction.
 pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
-    let queue_id = names::queue_id(&req.queue);
-    let queue_id = crate::push::to_pg(queue_id);
+    let queue_id = crate::push::to_pg(names::queue_id(&req.queue));
     let group = group_key(req.group.as_deref()).to_string();
-    Spi::connect_mut(|client| {
+    spi::connect(|s| {
         // Queue mode always reads from the oldest retained message.
         let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
         let from = if req.group.is_none() { None } else { req.from };
-        let Some(sub) = subscribe(client, queue_id, &group, mode, from) else {
+        let Some((sub, opts)) = subscribe(s, queue_id, &group, mode, from) else {
             return Vec::new(); // no such queue
         };
-        let opts = crate::configure::load(client, queue_id).effective();
         let mut pop = Pop {
             req,
             queue_id,
@@ -149,37 +145,29 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
             out: Vec::new(),
             claimed: Vec::new(),
         };
-        pop.run(client);
-        if let (Some(id), Some(exp)) = (pop.lease_id, pop.lease_expires_at) {
-            if !pop.claimed.is_empty() {
-                let args: [DatumWithOid; 5] = [
-                    id.into(),
-                    queue_id.into(),
-                    pop.group.as_str().into(),
-                    pop.claimed.clone().into(),
-                    state::timestamp(exp).into(),
-                ];
-                LEASE_INSERT.execute(client, &args).expect("queen: lease_insert");
-            }
-        }
+        pop.run(s);
         pop.out
     })
 }
 
+/// The group's subscription (created now if it has none) and the queue's options; None when
+/// the queue does not exist.
 fn subscribe(
-    client: &mut SpiClient<'_>,
+    s: &mut Spi,
     queue_id: Uuid,
     group: &str,
     mode: &str,
     from: Option<TimestampWithTimeZone>,
-) -> Option<Subscription> {
+) -> Option<(Subscription, QueueOptions)> {
     let args: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
-    SUBSCRIBE.execute(client, &args).expect("queen: subscribe").next().map(|r| Subscription {
-        mode: r.get::<String>(1).unwrap().unwrap(),
-        from_ts: r.get::<TimestampWithTimeZone>(2).unwrap(),
-        start_xmax: r.get::<i64>(3).unwrap().unwrap_or(0),
-        start_xip: r.get::<Vec<i64>>(4).unwrap().unwrap_or_default(),
-    })
+    let row = SUBSCRIBE.run(s, &args).next()?;
+    let sub = Subscription {
+        mode: row.req::<String>(1),
+        from_ts: row.get::<TimestampWithTimeZone>(2),
+        start_xmax: row.get::<i64>(3).unwrap_or(0),
+        start_xip: row.get::<Vec<i64>>(4).unwrap_or_default(),
+    };
+    Some((sub, crate::configure::stored_options(&row, 5).effective()))
 }
 
 /// A message as read from a partition.
@@ -188,21 +176,31 @@ struct Msg {
     message_id: Uuid,
     transaction_id: String,
     partition: String,
-    payload: JsonB,
+    payload: Jsonb,
     trace_id: Option<Uuid>,
     created_at: TimestampWithTimeZone,
 }
 
-/// What one read of a partition saw.
-struct Read {
-    xmin: i64,
+/// What one look at a partition saw: the row, and the messages and snapshot facts of `look`.
+struct Look {
+    row: CursorRow,
+    stored: bool,
     xip: Vec<i64>,
     pending_visible: Vec<bool>,
+    pending_aborted: Vec<bool>,
     pending_left: Vec<bool>,
     newest_at: Option<Micros>,
     now: Micros,
     lease_expires_at: Micros,
     msgs: Vec<Msg>,
+}
+
+/// How a pop came to hold a cursor row.
+enum Claimed {
+    /// It created the row, in the state it looked at: the look stays valid.
+    Created,
+    /// It locked an existing row, whose version this is.
+    Locked(String),
 }
 
 struct Pop<'a> {
@@ -219,11 +217,6 @@ struct Pop<'a> {
     claimed: Vec<Uuid>,
 }
 
-enum Visit {
-    Delivered,
-    Skipped,
-}
-
 impl Pop<'_> {
     fn remaining(&self) -> i32 {
         self.req.batch - self.out.len() as i32
@@ -233,22 +226,18 @@ impl Pop<'_> {
         self.remaining() <= 0 || self.claimed.len() as i32 >= self.req.partitions
     }
 
-    fn run(&mut self, client: &mut SpiClient<'_>) {
+    fn run(&mut self, s: &mut Spi) {
         if let Some(name) = &self.req.partition {
             let p = crate::push::to_pg(names::partition_id(&crate::push::from_pg(self.queue_id), name));
-            self.visit(client, p);
+            self.visit(s, p);
             return;
         }
-        discovery::discover(client, self.queue_id, &self.group, &self.sub);
+        discovery::discover(s, self.queue_id, &self.group, &self.sub);
         let mut tried: Vec<Uuid> = Vec::new();
         while !self.done() {
             let args: [DatumWithOid; 4] =
                 [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
-            let page: Vec<Uuid> = CANDIDATES
-                .execute(client, &args)
-                .expect("queen: candidates")
-                .map(|r| r.get::<Uuid>(1).unwrap().unwrap())
-                .collect();
+            let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
             if page.is_empty() {
                 break;
             }
@@ -257,7 +246,7 @@ impl Pop<'_> {
                     continue;
                 }
                 tried.push(p);
-                self.visit(client, p);
+                self.visit(s, p);
                 if self.done() {
                     break;
                 }
@@ -265,215 +254,196 @@ impl Pop<'_> {
         }
     }
 
-    /// The state a group starts with on a partition it has no cursor row for.
-    fn initial(&self, client: &mut SpiClient<'_>, partition: Uuid) -> Cursor {
-        match self.sub.mode.as_str() {
-            "new" => Cursor::subscribed_new(self.sub.start_xmax, &self.sub.start_xip),
-            "from" => {
-                let args: [DatumWithOid; 2] = [partition.into(), self.sub.from_ts.into()];
-                let row = PARTITION_FROM_POSITION.execute(client, &args).expect("queen: position").first();
-                let (t, s, x) = row.get_three::<i64, i64, Vec<i64>>().expect("queen: position");
-                let mut c = Cursor::subscribed_new(0, &x.unwrap_or_default());
-                c.done = (t.unwrap_or(0), s.unwrap_or(0));
-                c
-            }
-            _ => Cursor::default(),
-        }
-    }
-
-    fn hints_set(&self, client: &mut SpiClient<'_>, partition: Uuid, at: Micros) {
+    fn hints_set(&self, s: &mut Spi, partition: Uuid, at: Micros) {
         let args: [DatumWithOid; 4] =
             [self.queue_id.into(), partition.into(), self.group.as_str().into(), state::timestamp(at).into()];
-        HINTS_SET.execute(client, &args).expect("queen: hints_set");
+        HINTS_SET.run(s, &args);
     }
 
-    fn hints_delete(&self, client: &mut SpiClient<'_>, partition: Uuid) {
+    fn hints_delete(&self, s: &mut Spi, partition: Uuid) {
         let args: [DatumWithOid; 2] = [partition.into(), self.group.as_str().into()];
-        HINTS_DELETE.execute(client, &args).expect("queen: hints_delete");
+        HINTS_DELETE.run(s, &args);
     }
 
-    fn read(&self, client: &mut SpiClient<'_>, partition: Uuid, c: &Cursor) -> Read {
-        let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-        let (at, aseq): (Vec<i64>, Vec<i64>) = c.ahead.iter().copied().unzip();
-        let args: [DatumWithOid; 9] = [
+    /// Look at a partition (no lock). `initial` is the state the group starts with there if
+    /// it has no cursor row yet.
+    fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
+        let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
+        let args: [DatumWithOid; 8] = [
             partition.into(),
-            c.done.0.into(),
-            c.done.1.into(),
+            self.group.as_str().into(),
+            initial.done.0.into(),
+            initial.done.1.into(),
             pt.into(),
             ps.into(),
-            at.into(),
-            aseq.into(),
             (self.remaining() as i64).into(),
             (self.lease_seconds as f64).into(),
         ];
-        let mut read: Option<Read> = None;
-        for r in READ_PARTITION.execute(client, &args).expect("queen: read_partition") {
-            let rd = read.get_or_insert_with(|| Read {
-                xmin: r.get::<i64>(1).unwrap().unwrap_or(0),
-                xip: r.get::<Vec<i64>>(2).unwrap().unwrap_or_default(),
-                pending_visible: r.get::<Vec<bool>>(3).unwrap().unwrap_or_default(),
-                pending_left: r.get::<Vec<bool>>(4).unwrap().unwrap_or_default(),
-                newest_at: r.get::<TimestampWithTimeZone>(5).unwrap().map(state::micros),
-                now: state::micros(r.get::<TimestampWithTimeZone>(6).unwrap().unwrap()),
-                lease_expires_at: state::micros(r.get::<TimestampWithTimeZone>(7).unwrap().unwrap()),
+        let mut look: Option<Look> = None;
+        for r in LOOK.run(s, &args) {
+            let lk = look.get_or_insert_with(|| Look {
+                row: state::parse(&r, 1),
+                stored: r.req::<bool>(17),
+                xip: r.get::<Vec<i64>>(18).unwrap_or_default(),
+                pending_visible: r.get::<Vec<bool>>(19).unwrap_or_default(),
+                pending_aborted: r.get::<Vec<bool>>(20).unwrap_or_default(),
+                pending_left: r.get::<Vec<bool>>(21).unwrap_or_default(),
+                newest_at: r.get::<TimestampWithTimeZone>(22).map(state::micros),
+                now: state::micros(r.req(23)),
+                lease_expires_at: state::micros(r.req(24)),
                 msgs: Vec::new(),
             });
-            if let Some(txid) = r.get::<i64>(9).unwrap() {
-                rd.msgs.push(Msg {
-                    key: (txid, r.get::<i64>(10).unwrap().unwrap()),
-                    message_id: r.get::<Uuid>(11).unwrap().unwrap(),
-                    transaction_id: r.get::<String>(12).unwrap().unwrap(),
-                    partition: r.get::<String>(13).unwrap().unwrap(),
-                    payload: r.get::<JsonB>(14).unwrap().unwrap(),
-                    trace_id: r.get::<Uuid>(15).unwrap(),
-                    created_at: r.get::<TimestampWithTimeZone>(16).unwrap().unwrap(),
+            if let Some(txid) = r.get::<i64>(26) {
+                lk.msgs.push(Msg {
+                    key: (txid, r.req(27)),
+                    message_id: r.req(28),
+                    transaction_id: r.req(29),
+                    partition: r.req(30),
+                    payload: Jsonb(r.transfer(31, -1).expect("queen: payload is not NULL")),
+                    trace_id: r.get(32),
+                    created_at: r.req(33),
                 });
             }
         }
-        read.expect("queen: read_partition returns its meta row")
+        look.expect("queen: look returns its meta row")
+    }
+
+    /// Look at a partition, starting a group that has no cursor row there where its
+    /// subscription says.
+    fn look_fresh(&self, s: &mut Spi, partition: Uuid) -> Look {
+        let start = match self.sub.mode.as_str() {
+            "new" => Cursor::subscribed_new(self.sub.start_xmax, &self.sub.start_xip),
+            _ => Cursor::default(),
+        };
+        let look = self.look(s, partition, &start);
+        if look.stored || self.sub.mode != "from" {
+            return look;
+        }
+        // A 'from' subscriber's first look at this partition: start before its time.
+        let args: [DatumWithOid; 2] = [partition.into(), self.sub.from_ts.into()];
+        let row = PARTITION_FROM_POSITION.run(s, &args).first();
+        let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>(3).unwrap_or_default());
+        c.done = (row.req(1), row.req(2));
+        self.look(s, partition, &c)
     }
 
     /// How many of the read messages may be delivered now (a prefix: order holds), and when
     /// the first one held back becomes deliverable.
-    fn deliverable(&self, read: &Read) -> (usize, Option<Micros>) {
+    fn deliverable(&self, look: &Look) -> (usize, Option<Micros>) {
         const SEC: i64 = 1_000_000;
-        if self.opts.window_buffer > 0 {
-            if let Some(newest) = read.newest_at {
+        if self.opts.window_buffer > 0 && !look.msgs.is_empty() {
+            if let Some(newest) = look.newest_at {
                 let quiet_at = newest + self.opts.window_buffer as i64 * SEC;
-                if quiet_at > read.now && !read.msgs.is_empty() {
+                if quiet_at > look.now {
                     return (0, Some(quiet_at));
                 }
             }
         }
         if self.opts.delayed_processing > 0 {
             let delay = self.opts.delayed_processing as i64 * SEC;
-            for (i, m) in read.msgs.iter().enumerate() {
+            for (i, m) in look.msgs.iter().enumerate() {
                 let at = state::micros(m.created_at) + delay;
-                if at > read.now {
+                if at > look.now {
                     return (i, Some(at));
                 }
             }
         }
-        (read.msgs.len(), None)
+        (look.msgs.len(), None)
+    }
+
+    /// Nothing to deliver from this partition now: leave its hints for when there may be.
+    fn pass_by(&self, s: &mut Spi, partition: Uuid, later: Option<Micros>) {
+        match later {
+            Some(at) => self.hints_set(s, partition, at),
+            None => self.hints_delete(s, partition),
+        }
     }
 
     /// Look at one partition and deliver from it if the group may.
-    fn visit(&mut self, client: &mut SpiClient<'_>, partition: Uuid) -> Visit {
-        let seen = state::get(client, partition, &self.group);
-        if let Some(row) = &seen {
-            if row.lease_active(row.now) {
-                self.hints_set(client, partition, row.lease_expires_at.unwrap());
-                return Visit::Skipped;
-            }
-            if let Some(at) = row.retry_at.filter(|&at| at > row.now) {
-                self.hints_set(client, partition, at);
-                return Visit::Skipped;
-            }
+    fn visit(&mut self, s: &mut Spi, partition: Uuid) {
+        let mut look = self.look_fresh(s, partition);
+        if look.row.lease_active(look.now) {
+            return self.hints_set(s, partition, look.row.lease_expires_at.unwrap());
         }
-        let expired = seen.as_ref().is_some_and(|r| r.lease_expired(r.now));
-        let cursor = match &seen {
-            Some(r) => r.cursor.clone(),
-            None => self.initial(client, partition),
-        };
-        let mut first_read = None;
+        if let Some(at) = look.row.retry_pending(look.now) {
+            return self.hints_set(s, partition, at);
+        }
+        let expired = look.row.lease_expired(look.now);
         if !expired {
-            // Lock-free look: is there anything to deliver?
-            let read = self.read(client, partition, &cursor);
-            let (n, later) = self.deliverable(&read);
+            let (n, later) = self.deliverable(&look);
             if n == 0 {
-                match later {
-                    Some(at) => self.hints_set(client, partition, at),
-                    None => self.hints_delete(client, partition),
-                }
-                return Visit::Skipped;
+                return self.pass_by(s, partition, later);
             }
-            first_read = Some(read);
         }
         // Worth claiming: lock the row (or create it), never waiting.
-        let Some(mut row) = self.claim(client, partition, seen.as_ref(), cursor) else {
-            return Visit::Skipped;
+        let Some(claimed) = self.claim(s, partition, &look) else { return };
+        let still_valid = match &claimed {
+            Claimed::Created => true,
+            Claimed::Locked(version) => look.stored && Some(version) == look.row.version.as_ref(),
         };
-        if row.lease_active(row.now) {
-            self.hints_set(client, partition, row.lease_expires_at.unwrap());
-            return Visit::Skipped;
-        }
-        if let Some(at) = row.retry_at.filter(|&at| at > row.now) {
-            self.hints_set(client, partition, at);
-            return Visit::Skipped;
+        if !still_valid {
+            // Changed since we looked: look again, now that it is ours.
+            look = self.look_fresh(s, partition);
+            if look.row.lease_active(look.now) {
+                return self.hints_set(s, partition, look.row.lease_expires_at.unwrap());
+            }
+            if let Some(at) = look.row.retry_pending(look.now) {
+                return self.hints_set(s, partition, at);
+            }
         }
         let mut changed = false;
-        if row.lease_expired(row.now) {
-            self.expire(client, partition, &mut row);
+        if look.row.lease_expired(look.now) {
+            let mut row = look.row.clone();
+            self.expire(s, partition, &mut row);
+            // Read again from the state after expiry (the dead letter, if any, is finished).
+            let c = row.cursor.clone();
+            look = self.look(s, partition, &c);
+            look.row = row;
             changed = true;
-            first_read = None;
         }
-        // The look is still valid if nobody changed the row since (or we just created it
-        // from the same initial state): the same cursor read by an older snapshot.
-        let unchanged = seen.as_ref().map_or(true, |s| s.version == row.version);
-        let read = match first_read {
-            Some(r) if unchanged => r,
-            _ => self.read(client, partition, &row.cursor),
-        };
-        changed |= row.cursor.resolve_pending(&read.pending_visible, &read.pending_left, read.xmin);
-        let (n, later) = self.deliverable(&read);
+        changed |= look.row.cursor.resolve_pending(&look.pending_visible, &look.pending_aborted, &look.pending_left);
+        let (n, later) = self.deliverable(&look);
         if n == 0 {
             if changed {
-                state::save(client, partition, &self.group, &row);
+                let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false };
+                state::save(s, partition, &self.group, &look.row, also);
             }
-            match later {
-                Some(at) => self.hints_set(client, partition, at),
-                None => self.hints_delete(client, partition),
-            }
-            return Visit::Skipped;
+            return self.pass_by(s, partition, later);
         }
-        self.deliver(client, partition, row, read, n);
-        Visit::Delivered
+        self.deliver(s, partition, look, n);
     }
 
     /// Lock the cursor row of `partition` for this transaction, or create it. None when
     /// another transaction holds it.
-    fn claim(
-        &self,
-        client: &mut SpiClient<'_>,
-        partition: Uuid,
-        seen: Option<&CursorRow>,
-        initial: Cursor,
-    ) -> Option<CursorRow> {
-        if seen.is_some() {
-            return state::lock(client, partition, &self.group);
+    fn claim(&self, s: &mut Spi, partition: Uuid, look: &Look) -> Option<Claimed> {
+        if look.stored {
+            return state::lock(s, partition, &self.group).map(Claimed::Locked);
         }
         let key = pair_lock_key(partition, &self.group);
         let args: [DatumWithOid; 2] = [LOCK_SPACE.into(), key.into()];
-        let got = TRY_LOCK_PAIR
-            .execute(client, &args)
-            .expect("queen: try_lock_pair")
-            .first()
-            .get_one::<bool>()
-            .expect("queen: try lock")
-            .unwrap_or(false);
-        if !got {
+        if !TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1) {
             return None;
         }
-        let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
+        let c = &look.row.cursor;
+        let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
         let args: [DatumWithOid; 7] = [
             partition.into(),
             self.group.as_str().into(),
             self.queue_id.into(),
-            initial.done.0.into(),
-            initial.done.1.into(),
+            c.done.0.into(),
+            c.done.1.into(),
             pt.into(),
             ps.into(),
         ];
-        let created = CURSOR_CLAIM_NEW.execute(client, &args).expect("queen: cursor_claim_new").len();
-        if created == 0 {
+        match CURSOR_CLAIM_NEW.run(s, &args).next() {
+            Some(_) => Some(Claimed::Created),
             // Created and committed by someone else since we looked.
-            return state::lock(client, partition, &self.group);
+            None => state::lock(s, partition, &self.group).map(Claimed::Locked),
         }
-        state::lock(client, partition, &self.group)
     }
 
     /// Settle an expired lease: a failure of its first unfinished message (SPEC §5).
-    fn expire(&self, client: &mut SpiClient<'_>, partition: Uuid, row: &mut CursorRow) {
+    fn expire(&self, s: &mut Spi, partition: Uuid, row: &mut CursorRow) {
         if let Some(charge) = row.cursor.expire(self.opts.retry_limit) {
             if charge.spent && self.opts.dead_letter_queue {
                 let args: [DatumWithOid; 6] = [
@@ -484,45 +454,50 @@ impl Pop<'_> {
                     "lease expired".into(),
                     charge.attempt.into(),
                 ];
-                DEAD_LETTER.execute(client, &args).expect("queen: dead_letter");
+                DEAD_LETTER.run(s, &args);
             }
         }
         row.lease_id = None;
         row.lease_expires_at = None;
     }
 
-    fn deliver(&mut self, client: &mut SpiClient<'_>, partition: Uuid, mut row: CursorRow, read: Read, n: usize) {
-        let msgs = &read.msgs[..n];
-        let keys: Vec<Key> = msgs.iter().map(|m| m.key).collect();
+    fn deliver(&mut self, s: &mut Spi, partition: Uuid, look: Look, n: usize) {
+        let mut row = look.row;
+        let keys: Vec<Key> = look.msgs[..n].iter().map(|m| m.key).collect();
         // Transactions running between the frontier and the last key delivered: they become
         // pending when the frontier passes them.
         let last = keys.iter().copied().filter(|k| row.cursor.pending.binary_search_by_key(&k.0, |p| p.0).is_err()).max();
         let xip: Vec<i64> = match last {
-            Some(l) => read.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
+            Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
             None => Vec::new(),
         };
         let attempts: Vec<i32> = keys.iter().map(|k| row.cursor.attempt_of(*k)).collect();
-        let expires = *self.lease_expires_at.get_or_insert(read.lease_expires_at);
+        let expires = *self.lease_expires_at.get_or_insert(look.lease_expires_at);
         row.cursor.lease = Some(Batch { keys: keys.clone(), xip });
-        if self.req.auto_ack {
+        let first_claim = self.claimed.is_empty();
+        let also = if self.req.auto_ack {
             for k in &keys {
                 row.cursor.finish(*k);
             }
             row.cursor.lease = None;
             row.lease_id = None;
             row.lease_expires_at = None;
-            // There may be more: leave the partition due now; the next look deletes the hint
+            // There may be more: the partition stays due now; the next look deletes the hint
             // if it is empty.
-            self.hints_set(client, partition, read.now);
+            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(look.now), create_lease: false }
         } else {
             row.lease_id = self.lease_id;
             row.lease_expires_at = Some(expires);
-            self.hints_set(client, partition, expires);
+            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(expires), create_lease: first_claim }
+        };
+        state::save(s, partition, &self.group, &row, also);
+        if !self.req.auto_ack && !first_claim {
+            let args: [DatumWithOid; 2] = [self.lease_id.into(), partition.into()];
+            LEASE_ADD_PARTITION.run(s, &args);
         }
-        state::save(client, partition, &self.group, &row);
         self.claimed.push(partition);
         let consumer_group = self.req.group.clone();
-        for (m, attempt) in read.msgs.into_iter().take(n).zip(attempts) {
+        for (m, attempt) in look.msgs.into_iter().take(n).zip(attempts) {
             self.out.push(Popped {
                 message_id: m.message_id,
                 transaction_id: m.transaction_id,

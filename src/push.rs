@@ -7,11 +7,11 @@
 
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::names::{self, DEFAULT_PARTITION};
-use crate::spi::Query;
+use crate::jsonb::Jsonb;
+use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
-use pgrx::prelude::*;
-use pgrx::{JsonB, Uuid};
+use pgrx::Uuid;
 use serde_json::Value;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -25,7 +25,6 @@ pub const MAX_TRANSACTION_ID_CHARS: usize = 255;
 pub struct PushItem {
     pub queue: String,
     pub partition: String,
-    pub payload: Value,
     pub transaction_id: Option<String>,
     pub trace_id: Option<uuid::Uuid>,
 }
@@ -119,27 +118,28 @@ fn parse_item(i: usize, item: &Value) -> QueenResult<PushItem> {
             kind: "uuid",
         })?),
     };
-    Ok(PushItem {
-        queue,
-        partition,
-        payload: obj.get("payload").cloned().unwrap_or(Value::Null),
-        transaction_id,
-        trace_id,
-    })
+    // The payload ("payload", missing = JSON null) is not read here: it goes from the items
+    // argument to the table as is (insert_messages).
+    Ok(PushItem { queue, partition, transaction_id, trace_id })
 }
 
 const SQL: &str = include_str!("../sql/queries/push.sql");
+const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
 const UUIDS: PgOid = PgOid::BuiltIn(T::UUIDARRAYOID);
+const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
 const TEXTS: PgOid = PgOid::BuiltIn(T::TEXTARRAYOID);
+const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
 const INT8S: PgOid = PgOid::BuiltIn(T::INT8ARRAYOID);
-const JSONBS: PgOid = PgOid::BuiltIn(T::JSONBARRAYOID);
+const INT4S: PgOid = PgOid::BuiltIn(T::INT4ARRAYOID);
+const JSONB: PgOid = PgOid::BuiltIn(T::JSONBOID);
 const REGISTER: Query = Query { file: SQL, name: "register", args: &[UUIDS, TEXTS, UUIDS, TEXTS] };
-const COUNT_QUEUE: Query =
-    Query { file: SQL, name: "count_queue", args: &[PgOid::BuiltIn(T::UUIDOID), PgOid::BuiltIn(T::INT8OID)] };
+const COUNT_QUEUE: Query = Query { file: SQL, name: "count_queue", args: &[UUID, INT8] };
+const PUSH_ONE: Query =
+    Query { file: SQL, name: "push_one", args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID] };
 const INSERT_MESSAGES: Query = Query {
     file: SQL,
     name: "insert_messages",
-    args: &[UUIDS, INT8S, UUIDS, UUIDS, TEXTS, TEXTS, JSONBS, UUIDS],
+    args: &[UUIDS, INT8S, UUIDS, UUIDS, TEXTS, TEXTS, JSONB, INT4S, UUIDS],
 };
 const HOLDERS: Query = Query { file: SQL, name: "holders", args: &[UUIDS, TEXTS] };
 
@@ -165,166 +165,199 @@ pub fn from_pg(u: Uuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(*u.as_bytes())
 }
 
+/// Where the payloads come from.
+pub enum Payloads {
+    /// The one payload of the scalar form.
+    One(Jsonb),
+    /// The items argument of the batch form: item i's payload is `items -> i -> 'payload'`.
+    Items(Jsonb),
+}
+
+/// Ids of a checked item.
+struct Target {
+    queue_id: Uuid,
+    partition_id: Uuid,
+}
+
+fn new_result(idx: usize, it: &PushItem, t: &Target) -> PushResult {
+    PushResult {
+        idx: idx as i32,
+        message_id: to_pg(uuid::Uuid::now_v7()),
+        transaction_id: String::new(),
+        queue: it.queue.clone(),
+        partition: it.partition.clone(),
+        partition_id: t.partition_id,
+        status: PushStatus::Queued,
+    }
+}
+
 /// Push checked items, in order, in the caller's transaction.
-pub fn push(items: Vec<PushItem>) -> QueenResult<Vec<PushResult>> {
+pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushResult>> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    // Ids, computed once per distinct queue and partition.
-    let mut partitions: HashMap<(&str, &str), (uuid::Uuid, uuid::Uuid)> = HashMap::new();
-    for it in &items {
-        partitions.entry((&it.queue, &it.partition)).or_insert_with(|| {
-            let q = names::queue_id(&it.queue);
-            (q, names::partition_id(&q, &it.partition))
-        });
-    }
-    let mut results: Vec<PushResult> = items
+    let mut ids: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
+    let targets: Vec<Target> = items
         .iter()
-        .enumerate()
-        .map(|(i, it)| {
-            let (_, p) = partitions[&(it.queue.as_str(), it.partition.as_str())];
-            PushResult {
-                idx: i as i32,
-                message_id: to_pg(uuid::Uuid::now_v7()),
-                transaction_id: String::new(),
-                queue: it.queue.clone(),
-                partition: it.partition.clone(),
-                partition_id: to_pg(p),
-                status: PushStatus::Queued,
-            }
+        .map(|it| {
+            let q = *ids.entry((&it.queue, "")).or_insert_with(|| names::queue_id(&it.queue));
+            let p = *ids.entry((&it.queue, &it.partition)).or_insert_with(|| names::partition_id(&q, &it.partition));
+            Target { queue_id: to_pg(q), partition_id: to_pg(p) }
         })
         .collect();
+    let mut results: Vec<PushResult> = items.iter().zip(&targets).enumerate().map(|(i, (it, t))| new_result(i, it, t)).collect();
 
-    Spi::connect_mut(|client| {
-        // 1. Registry rows, and the caps of capped queues.
-        let (mut rq, mut rqn, mut rp, mut rpn) = (vec![], vec![], vec![], vec![]);
-        for ((queue, partition), (q, p)) in &partitions {
-            rq.push(to_pg(*q));
-            rqn.push(queue.to_string());
-            rp.push(to_pg(*p));
-            rpn.push(partition.to_string());
-        }
-        let caps: Vec<(Uuid, i64)> = REGISTER
-            .execute(client, &[rq.into(), rqn.into(), rp.into(), rpn.into()])
-            .expect("queen: register")
-            .map(|r| (r.get::<Uuid>(1).unwrap().unwrap(), r.get::<i64>(2).unwrap().unwrap()))
-            .collect();
-
-        // 2. The messages. A key that turns out to be held (and whose holder vanished before
-        // we could read it, which only retention can cause) is pushed again, at most twice.
-        let mut todo: Vec<usize> = (0..items.len()).collect();
-        for _round in 0..3 {
-            if todo.is_empty() {
-                break;
-            }
-            let queued = insert(client, &items, &mut results, &todo, &partitions);
-            let dups: Vec<usize> = todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect();
-            for i in &todo {
-                if queued.contains(&results[*i].message_id) {
-                    results[*i].status = PushStatus::Queued;
-                }
-            }
-            todo = resolve_duplicates(client, &items, &mut results, dups);
-            for i in &todo {
-                results[*i].message_id = to_pg(uuid::Uuid::now_v7());
-            }
-        }
-        if !todo.is_empty() {
-            return Err(QueenError::invalid(
-                format!("items[{}].transactionId", todo[0]),
-                "its holder disappeared while the push ran; push it again",
-            ));
-        }
-
-        // 3. Caps: counted after the insert, so that a producer pushing one transaction after
-        // another can never overshoot; pushes in flight in other transactions are not visible
-        // and may (SPEC §4 maxSize).
-        for (queue_id, max) in caps {
-            if !results.iter().any(|r| r.status == PushStatus::Queued && queue_of(&partitions, r) == queue_id) {
-                continue;
-            }
-            let n = COUNT_QUEUE
-                .execute(client, &[queue_id.into(), (max.saturating_add(1)).into()])
-                .expect("queen: count_queue")
-                .first()
-                .get_one::<i64>()
-                .expect("queen: count")
-                .unwrap_or(0);
-            if n > max {
-                let queue = results.iter().find(|r| queue_of(&partitions, r) == queue_id).unwrap().queue.clone();
-                return Err(QueenError::QueueFull { queue, max_size: max });
-            }
+    spi::connect(|s| -> QueenResult<()> {
+        match payloads {
+            Payloads::One(payload) => push_one(s, &items[0], &targets[0], &mut results[0], payload)?,
+            Payloads::Items(all) => push_batch(s, &items, &targets, &mut results, all)?,
         }
         Ok(())
     })?;
-
     for (r, it) in results.iter_mut().zip(&items) {
-        if r.transaction_id.is_empty() {
-            r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
-        }
+        r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
     }
     Ok(results)
 }
 
-fn queue_of(partitions: &HashMap<(&str, &str), (uuid::Uuid, uuid::Uuid)>, r: &PushResult) -> Uuid {
-    to_pg(partitions[&(r.queue.as_str(), r.partition.as_str())].0)
+/// One message: a single statement in the common case (partition registered, queue uncapped).
+fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload: Jsonb) -> QueenResult<()> {
+    for _attempt in 0..3 {
+        let args: [DatumWithOid; 8] = [
+            t.partition_id.into(),
+            next_seq().into(),
+            t.queue_id.into(),
+            r.message_id.into(),
+            it.transaction_id.as_deref().into(),
+            it.partition.as_str().into(),
+            payload.into(),
+            it.trace_id.map(to_pg).into(),
+        ];
+        let inserted = PUSH_ONE.run(s, &args).next().map(|row| (row.req::<bool>(2), row.get::<i64>(3)));
+        match inserted {
+            Some((registered, max_size)) => {
+                if !registered {
+                    register(s, &[(it, t)]);
+                }
+                if let Some(max) = max_size.filter(|m| *m > 0) {
+                    check_cap(s, &it.queue, t.queue_id, max)?;
+                }
+                r.status = PushStatus::Queued;
+                return Ok(());
+            }
+            None => {
+                if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0]).is_empty() {
+                    return Ok(());
+                }
+                // The holder vanished (retention deleted it) between our insert and our read.
+                r.message_id = to_pg(uuid::Uuid::now_v7());
+            }
+        }
+    }
+    Err(holder_vanished(0))
 }
 
-/// Insert items `todo`; returns the message ids that were inserted.
-fn insert(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    items: &[PushItem],
-    results: &mut [PushResult],
-    todo: &[usize],
-    partitions: &HashMap<(&str, &str), (uuid::Uuid, uuid::Uuid)>,
-) -> std::collections::HashSet<Uuid> {
-    let n = todo.len();
-    let (mut pid, mut seq, mut qid, mut mid) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut tid, mut pname, mut payload, mut trace) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    for &i in todo {
-        let it = &items[i];
-        let (q, p) = partitions[&(it.queue.as_str(), it.partition.as_str())];
-        pid.push(to_pg(p));
-        seq.push(next_seq());
-        qid.push(to_pg(q));
-        mid.push(results[i].message_id);
-        tid.push(it.transaction_id.clone());
-        pname.push(it.partition.clone());
-        payload.push(JsonB(it.payload.clone()));
-        trace.push(it.trace_id.map(to_pg));
+fn holder_vanished(i: usize) -> QueenError {
+    QueenError::invalid(format!("items[{i}].transactionId"), "its holder disappeared while the push ran; push it again")
+}
+
+/// Registry rows for the partitions (and queues) of `targets` that have none visible.
+/// Returns the caps of the capped queues among them.
+fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<(Uuid, i64)> {
+    let mut seen = std::collections::HashSet::new();
+    let (mut rq, mut rqn, mut rp, mut rpn) = (vec![], vec![], vec![], vec![]);
+    for (it, t) in targets {
+        if seen.insert(t.partition_id) {
+            rq.push(t.queue_id);
+            rqn.push(it.queue.clone());
+            rp.push(t.partition_id);
+            rpn.push(it.partition.clone());
+        }
     }
-    let args: [DatumWithOid; 8] =
-        [pid.into(), seq.into(), qid.into(), mid.into(), tid.into(), pname.into(), payload.into(), trace.into()];
-    INSERT_MESSAGES
-        .execute(client, &args)
-        .expect("queen: insert_messages")
-        .map(|r| r.get::<Uuid>(1).unwrap().unwrap())
-        .collect()
+    let args: [DatumWithOid; 4] = [rq.into(), rqn.into(), rp.into(), rpn.into()];
+    REGISTER.run(s, &args).map(|r| (r.req::<Uuid>(1), r.req::<i64>(2))).collect()
+}
+
+/// Caps are checked after the insert, so that a producer pushing one transaction after
+/// another never overshoots; pushes in flight in other transactions are not visible and may
+/// (SPEC §4 maxSize).
+fn check_cap(s: &mut Spi, queue: &str, queue_id: Uuid, max: i64) -> QueenResult<()> {
+    let args: [DatumWithOid; 2] = [queue_id.into(), max.saturating_add(1).into()];
+    let n = COUNT_QUEUE.run(s, &args).first().get::<i64>(1).unwrap_or(0);
+    if n > max {
+        return Err(QueenError::QueueFull { queue: queue.to_string(), max_size: max });
+    }
+    Ok(())
+}
+
+fn push_batch(
+    s: &mut Spi,
+    items: &[PushItem],
+    targets: &[Target],
+    results: &mut [PushResult],
+    all: Jsonb,
+) -> QueenResult<()> {
+    let pairs: Vec<(&PushItem, &Target)> = items.iter().zip(targets).collect();
+    let caps = register(s, &pairs);
+    let mut todo: Vec<usize> = (0..items.len()).collect();
+    for _round in 0..3 {
+        if todo.is_empty() {
+            break;
+        }
+        let n = todo.len();
+        let (mut pid, mut seq, mut qid, mut mid) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut tid, mut pname, mut idx, mut trace) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for &i in &todo {
+            pid.push(targets[i].partition_id);
+            seq.push(next_seq());
+            qid.push(targets[i].queue_id);
+            mid.push(results[i].message_id);
+            tid.push(items[i].transaction_id.clone());
+            pname.push(items[i].partition.clone());
+            idx.push(i as i32);
+            trace.push(items[i].trace_id.map(to_pg));
+        }
+        let args: [DatumWithOid; 9] = [
+            pid.into(),
+            seq.into(),
+            qid.into(),
+            mid.into(),
+            tid.into(),
+            pname.into(),
+            all.into(),
+            idx.into(),
+            trace.into(),
+        ];
+        let queued: std::collections::HashSet<Uuid> = INSERT_MESSAGES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
+        let dups: Vec<usize> = todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect();
+        todo = resolve_duplicates(s, items, results, dups);
+        for i in &todo {
+            results[*i].message_id = to_pg(uuid::Uuid::now_v7());
+        }
+    }
+    if let Some(&i) = todo.first() {
+        return Err(holder_vanished(i));
+    }
+    for (queue_id, max) in caps {
+        let r = results.iter().position(|r| r.status == PushStatus::Queued && targets[r.idx as usize].queue_id == queue_id);
+        if let Some(i) = r {
+            check_cap(s, &items[i].queue, queue_id, max)?;
+        }
+    }
+    Ok(())
 }
 
 /// Point duplicates at the message that holds their key. Returns the items whose holder
 /// could not be found (deleted in between).
-fn resolve_duplicates(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    items: &[PushItem],
-    results: &mut [PushResult],
-    dups: Vec<usize>,
-) -> Vec<usize> {
+fn resolve_duplicates(s: &mut Spi, items: &[PushItem], results: &mut [PushResult], dups: Vec<usize>) -> Vec<usize> {
     if dups.is_empty() {
         return dups;
     }
     let pids: Vec<Uuid> = dups.iter().map(|&i| results[i].partition_id).collect();
     let tids: Vec<String> = dups.iter().map(|&i| items[i].transaction_id.clone().unwrap_or_default()).collect();
-    let holders: HashMap<(Uuid, String), Uuid> = HOLDERS
-        .execute(client, &[pids.into(), tids.into()])
-        .expect("queen: holders")
-        .map(|r| {
-            (
-                (r.get::<Uuid>(1).unwrap().unwrap(), r.get::<String>(2).unwrap().unwrap()),
-                r.get::<Uuid>(3).unwrap().unwrap(),
-            )
-        })
-        .collect();
+    let args: [DatumWithOid; 2] = [pids.into(), tids.into()];
+    let holders: HashMap<(Uuid, String), Uuid> =
+        HOLDERS.run(s, &args).map(|r| ((r.req::<Uuid>(1), r.req::<String>(2)), r.req::<Uuid>(3))).collect();
     let mut missing = vec![];
     for i in dups {
         let key = (results[i].partition_id, items[i].transaction_id.clone().unwrap_or_default());
@@ -354,12 +387,10 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(items[0].partition, "Default");
-        assert_eq!(items[0].payload, json!({"a": 1}));
         assert_eq!(items[1].partition, "p");
         assert_eq!(items[1].transaction_id.as_deref(), Some("t1"));
         assert!(items[1].trace_id.is_some());
         assert_eq!(items[2].partition, "Default");
-        assert_eq!(items[2].payload, Value::Null, "a missing payload is JSON null");
     }
 
     fn err(v: Value) -> QueenError {

@@ -2,30 +2,28 @@
 //! retry timing that live beside it. Shared by pop and ack.
 
 use crate::cursor::{Batch, Cursor, Key};
-use crate::spi::Query;
-use pgrx::datum::DatumWithOid;
+use crate::spi::{Query, Row, Spi};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
-use pgrx::spi::{SpiClient, SpiHeapTupleData};
-use pgrx::datum::TimestampWithTimeZone;
 use pgrx::Uuid;
 
 pub const SQL: &str = include_str!("../sql/queries/pop.sql");
 pub const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
 pub const UUIDS: PgOid = PgOid::BuiltIn(T::UUIDARRAYOID);
 pub const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
+pub const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
 pub const INT4: PgOid = PgOid::BuiltIn(T::INT4OID);
 pub const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
 pub const INT8S: PgOid = PgOid::BuiltIn(T::INT8ARRAYOID);
 pub const TSTZ: PgOid = PgOid::BuiltIn(T::TIMESTAMPTZOID);
 
-const CURSOR_GET: Query = Query { file: SQL, name: "cursor_get", args: &[UUID, TEXT] };
 const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT] };
 const CURSOR_SAVE: Query = Query {
     file: SQL,
     name: "cursor_save",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S,
-        INT8S, INT8S,
+        INT8S, INT8S, UUID, TSTZ, BOOL,
     ],
 };
 
@@ -47,10 +45,9 @@ pub struct CursorRow {
     pub retry_at: Option<Micros>,
     pub lease_id: Option<Uuid>,
     pub lease_expires_at: Option<Micros>,
-    /// The row version (xmin), to tell whether it changed between two reads.
-    pub version: String,
-    /// The server's clock when the row was read.
-    pub now: Micros,
+    /// The row version (xmin), to tell whether it changed between two reads; None when the
+    /// row does not exist (yet).
+    pub version: Option<String>,
 }
 
 impl CursorRow {
@@ -61,28 +58,33 @@ impl CursorRow {
     pub fn lease_expired(&self, now: Micros) -> bool {
         self.lease_id.is_some() && !self.lease_active(now)
     }
+
+    pub fn retry_pending(&self, now: Micros) -> Option<Micros> {
+        self.retry_at.filter(|&at| at > now)
+    }
 }
 
 fn keys(t: Vec<i64>, s: Vec<i64>) -> Vec<Key> {
     t.into_iter().zip(s).collect()
 }
 
-fn parse(row: SpiHeapTupleData<'_>) -> CursorRow {
-    let i8 = |i: usize| row.get::<i64>(i).expect("queen: cursor column");
-    let arr = |i: usize| row.get::<Vec<i64>>(i).expect("queen: cursor column").unwrap_or_default();
-    let ts = |i: usize| row.get::<TimestampWithTimeZone>(i).expect("queen: cursor column").map(micros);
-    let pending_t = arr(3);
-    let pending_s = arr(4);
-    let lease_id = row.get::<Uuid>(11).expect("queen: cursor column");
+/// Parse the cursor columns of a row, in `queen.cursors` order from `done_txid` to
+/// `lease_xip`, then the row version, starting at column `at`.
+pub fn parse(row: &Row<'_>, at: usize) -> CursorRow {
+    let c = |i: usize| at + i - 1;
+    let i8 = |i: usize| row.get::<i64>(c(i));
+    let arr = |i: usize| row.get::<Vec<i64>>(c(i)).unwrap_or_default();
+    let ts = |i: usize| row.get::<TimestampWithTimeZone>(c(i)).map(micros);
+    let lease_id = row.get::<Uuid>(c(11));
     let fail = match (i8(7), i8(8)) {
-        (Some(t), Some(s)) => Some(((t, s), row.get::<i32>(9).expect("queen: failures").unwrap_or(0))),
+        (Some(t), Some(s)) => Some(((t, s), row.get::<i32>(c(9)).unwrap_or(0))),
         _ => None,
     };
     let lease = lease_id.map(|_| Batch { keys: keys(arr(13), arr(14)), xip: arr(15) });
     CursorRow {
         cursor: Cursor {
             done: (i8(1).unwrap_or(0), i8(2).unwrap_or(0)),
-            pending: pending_t.into_iter().zip(pending_s).collect(),
+            pending: keys(arr(3), arr(4)),
             ahead: keys(arr(5), arr(6)),
             fail,
             lease,
@@ -90,25 +92,27 @@ fn parse(row: SpiHeapTupleData<'_>) -> CursorRow {
         retry_at: ts(10),
         lease_id,
         lease_expires_at: ts(12),
-        version: row.get::<String>(16).expect("queen: cursor version").unwrap_or_default(),
-        now: ts(17).expect("queen: clock"),
+        version: row.get::<String>(c(16)),
     }
 }
 
-/// The committed row of (partition, group), without locking it.
-pub fn get(client: &mut SpiClient<'_>, partition: Uuid, group: &str) -> Option<CursorRow> {
+/// Lock the row of (partition, group) for this transaction; returns its version, or None
+/// when it does not exist or another transaction holds it (never waits).
+pub fn lock(s: &mut Spi, partition: Uuid, group: &str) -> Option<String> {
     let args: [DatumWithOid; 2] = [partition.into(), group.into()];
-    CURSOR_GET.execute(client, &args).expect("queen: cursor_get").next().map(parse)
+    CURSOR_LOCK.run(s, &args).next().map(|r| r.req::<String>(1))
 }
 
-/// The row of (partition, group), locked for this transaction; None when it does not exist
-/// or another transaction holds it (never waits).
-pub fn lock(client: &mut SpiClient<'_>, partition: Uuid, group: &str) -> Option<CursorRow> {
-    let args: [DatumWithOid; 2] = [partition.into(), group.into()];
-    CURSOR_LOCK.execute(client, &args).expect("queen: cursor_lock").next().map(parse)
+/// What else to do when a row is saved.
+pub struct SaveAlso {
+    pub queue_id: Uuid,
+    /// Move the partition's hints to this time (or add one).
+    pub hint_at: Option<Micros>,
+    /// Create the row's lease, over this partition.
+    pub create_lease: bool,
 }
 
-pub fn save(client: &mut SpiClient<'_>, partition: Uuid, group: &str, row: &CursorRow) {
+pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: SaveAlso) {
     let c = &row.cursor;
     let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
     let (at, aseq): (Vec<i64>, Vec<i64>) = c.ahead.iter().copied().unzip();
@@ -121,7 +125,7 @@ pub fn save(client: &mut SpiClient<'_>, partition: Uuid, group: &str, row: &Curs
     };
     let lease_id = c.lease.as_ref().and(row.lease_id);
     let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
-    let args: [DatumWithOid; 17] = [
+    let args: [DatumWithOid; 20] = [
         partition.into(),
         group.into(),
         c.done.0.into(),
@@ -139,6 +143,9 @@ pub fn save(client: &mut SpiClient<'_>, partition: Uuid, group: &str, row: &Curs
         lt.into(),
         ls.into(),
         lx.into(),
+        also.queue_id.into(),
+        also.hint_at.map(timestamp).into(),
+        (also.create_lease && lease_id.is_some()).into(),
     ];
-    CURSOR_SAVE.execute(client, &args).expect("queen: cursor_save");
+    CURSOR_SAVE.run(s, &args);
 }

@@ -1,11 +1,13 @@
--- Queries of queen_pop (src/pop.rs, src/discovery.rs). Sections are prepared once per backend.
--- Snapshots: pg_current_snapshot() returns the snapshot of the statement that calls it, so a
--- query that reads messages and the snapshot together sees exactly what the snapshot says.
+-- Queries of queen_pop (src/pop.rs, src/discovery.rs, src/state.rs). Sections are prepared
+-- once per backend. Snapshots: pg_current_snapshot() returns the snapshot of the statement
+-- that calls it, so a query that reads messages and the snapshot together sees exactly what
+-- the snapshot says.
 
 -- name: subscribe
 -- The group's subscription to the queue: the oldest row, or a new one taken now (with this
 -- statement's snapshot, for mode 'new') if the queue exists and the group has none. No
 -- unique index (schema.sql, rule 1): the first pops of a group never wait on each other.
+-- With it, the queue's stored options (NULL = default), in queen_configure's column order.
 -- $1 queue id, $2 group, $3 mode, $4 from_ts
 WITH existing AS (
     SELECT mode, from_ts, start_xmax, start_xip FROM queen.subscriptions
@@ -22,15 +24,181 @@ WITH existing AS (
        AND EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1)
     RETURNING mode, from_ts, start_xmax, start_xip
 )
-SELECT * FROM existing
-UNION ALL
-SELECT * FROM created;
+SELECT sub.mode, sub.from_ts, sub.start_xmax, sub.start_xip,
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
+       o.max_wait_time_seconds
+  FROM (SELECT * FROM existing UNION ALL SELECT * FROM created) AS sub
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.queues q WHERE q.queue_id = $1
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS o ON true;
 
--- name: discovery_point
-SELECT upto_txid, upto_seq, pending_txid FROM queen.discovery
- WHERE queue_id = $1 AND consumer_group = $2
- ORDER BY upto_txid DESC, upto_seq DESC
- LIMIT 1;
+-- name: discovery_scan
+-- The group's discovery point (or $3/$4/$5 when it has none yet), the queue log after it (at
+-- most $6 entries), and the partitions of pending transactions that have committed since.
+-- $1 queue id, $2 group.
+WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+stored AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.discovery
+     WHERE queue_id = $1 AND consumer_group = $2
+     ORDER BY upto_txid DESC, upto_seq DESC LIMIT 1
+),
+point AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid, true AS stored FROM stored
+    UNION ALL
+    SELECT $3::bigint, $4::bigint, $5::bigint[], false WHERE NOT EXISTS (SELECT 1 FROM stored)
+),
+log AS MATERIALIZED (
+    SELECT m.txid, m.seq, m.partition_id FROM point CROSS JOIN LATERAL (
+        SELECT txid, seq, partition_id FROM queen.messages
+         WHERE queue_id = $1 AND (txid, seq) > (point.upto_txid, point.upto_seq)
+         ORDER BY txid, seq LIMIT $6) AS m
+),
+pend AS MATERIALIZED (
+    SELECT p.x, p.ord, pg_visible_in_snapshot(p.x::text::xid8, snap.s) AS vis
+      FROM point CROSS JOIN LATERAL unnest(point.pending_txid) WITH ORDINALITY AS p(x, ord), snap
+),
+last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1)
+SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x) AS xip,
+       ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
+       ARRAY(SELECT COALESCE(pg_xact_status(x::text::xid8), 'aborted') = 'aborted' FROM pend ORDER BY ord) AS pending_aborted,
+       (SELECT txid FROM last) AS last_txid,
+       (SELECT seq FROM last) AS last_seq,
+       ARRAY(SELECT partition_id FROM log
+             UNION
+             SELECT m.partition_id FROM pend
+               JOIN queen.messages m ON m.queue_id = $1 AND m.txid = pend.x
+              WHERE pend.vis) AS partitions,
+       point.upto_txid, point.upto_seq, point.pending_txid, point.stored
+  FROM snap, point;
+
+-- name: discovery_record
+-- Hint the partitions found ("they may have work for the group": always new rows, never a
+-- check for an existing one, since a hint seen now may be deleted by a transaction that did
+-- not see our message), and, when $4, record the new point: insert-only, so concurrent pops
+-- never wait on each other; points behind it are pruned, skipping rows others are pruning.
+-- $1 queue id, $2 group, $3 partitions, $5/$6/$7 the new point.
+WITH hinted AS (
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
+    SELECT $1, $2, p, clock_timestamp() FROM unnest($3::uuid[]) AS p
+), pruned AS (
+    DELETE FROM queen.discovery WHERE $4 AND ctid IN (
+        SELECT ctid FROM queen.discovery
+         WHERE queue_id = $1 AND consumer_group = $2 AND (upto_txid, upto_seq) < ($5, $6)
+           FOR UPDATE SKIP LOCKED)
+)
+INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid)
+SELECT $1, $2, $5, $6, $7 WHERE $4;
+
+-- name: look
+-- A look at a partition for a group, without locking anything: the cursor row as committed
+-- (or $3..$6, the state a group starts with, when it has none: stored = false), and unless
+-- the row shows a lease or a retry delay, the next messages in delivery order: first those
+-- of pending transactions that have committed, then those after the frontier; finished ones
+-- (ahead) left out. With them, in every row (and in one row when there is no message), what
+-- the reading snapshot says: its running transactions, which pending transactions
+-- are visible, which aborted, and which still have messages left, and the partition's newest
+-- message time.
+-- $1 partition, $2 group, $7 limit, $8 lease seconds.
+WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s, clock_timestamp() AS now),
+stored AS MATERIALIZED (
+    SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
+           fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
+           lease_xip, xmin::text AS version, true AS stored
+      FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
+),
+c AS MATERIALIZED (
+    SELECT * FROM stored
+    UNION ALL
+    SELECT $3::bigint, $4::bigint, $5::bigint[], $6::bigint[], '{}'::bigint[], '{}'::bigint[],
+           NULL::bigint, NULL::bigint, 0, NULL::timestamptz, NULL::uuid, NULL::timestamptz,
+           NULL::bigint[], NULL::bigint[], NULL::bigint[], NULL::text, false
+     WHERE NOT EXISTS (SELECT 1 FROM stored)
+),
+busy AS MATERIALIZED (
+    SELECT (c.lease_id IS NOT NULL OR COALESCE(c.retry_at > snap.now, false)) AS busy FROM c, snap
+),
+pend AS MATERIALIZED (
+    SELECT p.x, p.ps, p.ord
+      FROM c CROSS JOIN LATERAL unnest(c.pending_txid, c.pending_seq) WITH ORDINALITY AS p(x, ps, ord)
+),
+ahead AS MATERIALIZED (
+    SELECT a.x, a.s FROM c CROSS JOIN LATERAL unnest(c.ahead_txid, c.ahead_seq) AS a(x, s)
+),
+msgs AS MATERIALIZED (
+    SELECT * FROM (
+        SELECT 0 AS src, m.* FROM pend CROSS JOIN LATERAL (
+            SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text) AS transaction_id,
+                   m.partition, m.payload, m.trace_id, m.created_at
+              FROM queen.messages m
+             WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+               AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
+             ORDER BY m.seq LIMIT $7) m
+        UNION ALL
+        SELECT 1 AS src, m.* FROM c CROSS JOIN LATERAL (
+            SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text),
+                   m.partition, m.payload, m.trace_id, m.created_at
+              FROM queen.messages m
+             WHERE m.partition_id = $1 AND (m.txid, m.seq) > (c.done_txid, c.done_seq)
+               AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
+             ORDER BY m.txid, m.seq LIMIT $7) m
+    ) u
+    WHERE NOT (SELECT busy FROM busy)
+    ORDER BY src, txid, seq
+    LIMIT $7
+),
+meta AS (
+    SELECT c.*,
+           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS xip,
+           ARRAY(SELECT pg_visible_in_snapshot(pend.x::text::xid8, s) FROM pend ORDER BY ord) AS pending_visible,
+           ARRAY(SELECT COALESCE(pg_xact_status(pend.x::text::xid8), 'aborted') = 'aborted'
+                   FROM pend ORDER BY ord) AS pending_aborted,
+           ARRAY(SELECT EXISTS (
+                     SELECT 1 FROM queen.messages m
+                      WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+                        AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq))
+                   FROM pend ORDER BY ord) AS pending_left,
+           (SELECT created_at FROM queen.messages WHERE partition_id = $1
+             ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
+           snap.now,
+           snap.now + make_interval(secs => $8) AS lease_expires_at
+      FROM c, snap
+)
+SELECT meta.*, msgs.src, msgs.txid, msgs.seq, msgs.message_id, msgs.transaction_id,
+       msgs.partition, msgs.payload, msgs.trace_id, msgs.created_at
+  FROM meta LEFT JOIN msgs ON true
+ ORDER BY msgs.src, msgs.txid, msgs.seq;
+
+-- name: cursor_lock
+-- Lock the row for this transaction, never waiting: no row when another transaction holds it.
+SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
+   FOR UPDATE SKIP LOCKED;
+
+-- name: cursor_save
+-- Write a (partition, group) row back; when $19 is not NULL, move the partition's hints to it
+-- (a lease's expiry; now, after an auto_ack pop) or add one: a partition with work always has
+-- a hint; and when $20, create the lease $13 of queue $18 over this partition.
+WITH saved AS (
+    UPDATE queen.cursors
+       SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
+           ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
+           lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
+           lease_xip = $17, updated_at = clock_timestamp()
+     WHERE partition_id = $1 AND consumer_group = $2
+), moved AS (
+    UPDATE queen.ready SET ready_at = $19 WHERE $19 IS NOT NULL AND ctid IN (
+        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
+           FOR UPDATE SKIP LOCKED)
+    RETURNING 1
+), hinted AS (
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
+    SELECT $18, $2, $1, $19 WHERE $19 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM moved)
+)
+INSERT INTO queen.leases (lease_id, queue_id, consumer_group, partition_ids, expires_at)
+SELECT $13, $18, $2, ARRAY[$1], $14 WHERE $20;
+
+-- name: lease_add_partition
+UPDATE queen.leases SET partition_ids = partition_ids || $2 WHERE lease_id = $1;
 
 -- name: queue_from_position
 -- Where a 'from' subscription starts reading the queue log: just before the first message
@@ -58,51 +226,6 @@ pos AS (SELECT * FROM f
 SELECT pos.txid, pos.seq,
        ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x WHERE x::text::bigint < pos.txid)
   FROM pos, snap;
-
--- name: discovery_scan
--- The queue log after the group's discovery point (at most $5 entries), and the partitions
--- of pending transactions that have committed since. $1 queue id, $2/$3 the point,
--- $4 pending txids, $5 limit.
-WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
-log AS MATERIALIZED (
-    SELECT txid, seq, partition_id FROM queen.messages
-     WHERE queue_id = $1 AND (txid, seq) > ($2, $3)
-     ORDER BY txid, seq LIMIT $5
-),
-pend AS MATERIALIZED (
-    SELECT p.x, p.ord, pg_visible_in_snapshot(p.x::text::xid8, snap.s) AS vis
-      FROM unnest($4::bigint[]) WITH ORDINALITY AS p(x, ord), snap
-),
-last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1)
-SELECT pg_snapshot_xmin(snap.s)::text::bigint AS xmin,
-       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x) AS xip,
-       ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
-       (SELECT txid FROM last) AS last_txid,
-       (SELECT seq FROM last) AS last_seq,
-       ARRAY(SELECT partition_id FROM log
-             UNION
-             SELECT m.partition_id FROM pend
-               JOIN queen.messages m ON m.queue_id = $1 AND m.txid = pend.x
-              WHERE pend.vis) AS partitions
-  FROM snap;
-
--- name: discovery_save
--- A new discovery point. Insert-only (concurrent pops never wait on each other); points
--- behind it are pruned, skipping any row another transaction is pruning.
-WITH pruned AS (
-    DELETE FROM queen.discovery WHERE ctid IN (
-        SELECT ctid FROM queen.discovery
-         WHERE queue_id = $1 AND consumer_group = $2 AND (upto_txid, upto_seq) < ($3, $4)
-           FOR UPDATE SKIP LOCKED)
-)
-INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid)
-VALUES ($1, $2, $3, $4, $5);
-
--- name: hints_add
--- "These partitions may have work for the group": always a new row, never a check for an
--- existing one (a hint seen now may be deleted by a transaction that did not see our message).
-INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
-SELECT $1, $2, p, clock_timestamp() FROM unnest($3::uuid[]) AS p;
 
 -- name: candidates
 -- The partitions whose hints are due, oldest first (no partition starves), except those
@@ -134,19 +257,6 @@ DELETE FROM queen.ready WHERE ctid IN (
     SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
        FOR UPDATE SKIP LOCKED);
 
--- name: cursor_get
-SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
-       fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
-       lease_xip, xmin::text, clock_timestamp()
-  FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2;
-
--- name: cursor_lock
-SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
-       fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
-       lease_xip, xmin::text, clock_timestamp()
-  FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
-   FOR UPDATE SKIP LOCKED;
-
 -- name: cursor_claim_new
 -- Create a cursor row for a (partition, group) that has none. The caller holds the
 -- transaction-level advisory lock of that pair (taken with a try-lock, never waited for), so
@@ -158,70 +268,6 @@ RETURNING xmin::text;
 
 -- name: try_lock_pair
 SELECT pg_try_advisory_xact_lock($1, $2);
-
--- name: cursor_save
-UPDATE queen.cursors
-   SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
-       ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
-       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, updated_at = clock_timestamp()
- WHERE partition_id = $1 AND consumer_group = $2;
-
--- name: read_partition
--- The next messages of a partition for a group, in delivery order: first those of pending
--- transactions that have committed, then those after the frontier; finished ones (ahead)
--- left out. With them, in every row (and in one row when there is no message), what the
--- reading snapshot says: its xmin, its running transactions, which pending transactions
--- are visible and which still have messages left, and the partition's newest message time.
--- $1 partition, $2/$3 frontier, $4/$5 pending, $6/$7 ahead, $8 limit, $9 lease seconds.
-WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
-pend AS MATERIALIZED (
-    SELECT p.x, p.ps, p.ord FROM unnest($4::bigint[], $5::bigint[]) WITH ORDINALITY AS p(x, ps, ord)
-),
-ahead AS MATERIALIZED (SELECT a.x, a.s FROM unnest($6::bigint[], $7::bigint[]) AS a(x, s)),
-msgs AS MATERIALIZED (
-    SELECT * FROM (
-        SELECT 0 AS src, m.* FROM pend CROSS JOIN LATERAL (
-            SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text) AS transaction_id,
-                   m.partition, m.payload, m.trace_id, m.created_at
-              FROM queen.messages m
-             WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
-               AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
-             ORDER BY m.seq LIMIT $8) m
-        UNION ALL
-        (SELECT 1 AS src, m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text),
-                m.partition, m.payload, m.trace_id, m.created_at
-           FROM queen.messages m
-          WHERE m.partition_id = $1 AND (m.txid, m.seq) > ($2, $3)
-            AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
-          ORDER BY m.txid, m.seq LIMIT $8)
-    ) u
-    ORDER BY src, txid, seq
-    LIMIT $8
-),
-meta AS (
-    SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
-           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS xip,
-           ARRAY(SELECT pg_visible_in_snapshot(pend.x::text::xid8, s) FROM pend ORDER BY ord) AS pending_visible,
-           ARRAY(SELECT EXISTS (
-                     SELECT 1 FROM queen.messages m
-                      WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
-                        AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq))
-                   FROM pend ORDER BY ord) AS pending_left,
-           (SELECT created_at FROM queen.messages WHERE partition_id = $1
-             ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
-           clock_timestamp() AS now,
-           clock_timestamp() + make_interval(secs => $9) AS lease_expires_at
-      FROM snap
-)
-SELECT meta.*, msgs.src, msgs.txid, msgs.seq, msgs.message_id, msgs.transaction_id,
-       msgs.partition, msgs.payload, msgs.trace_id, msgs.created_at
-  FROM meta LEFT JOIN msgs ON true
- ORDER BY msgs.src, msgs.txid, msgs.seq;
-
--- name: lease_insert
-INSERT INTO queen.leases (lease_id, queue_id, consumer_group, partition_ids, expires_at)
-VALUES ($1, $2, $3, $4, $5);
 
 -- name: dead_letter
 -- File a message as a dead letter of a group; the message itself stays.

@@ -33,19 +33,35 @@ SELECT o.queue_id, o.max_size
 -- cost is bounded by the cap, not by the table.
 SELECT count(*) FROM (SELECT 1 FROM queen.messages WHERE queue_id = $1 LIMIT $2) s;
 
+-- name: push_one
+-- One message (the common case, in one statement): inserted unless its transaction_id is
+-- already held in the partition (earlier, or by a concurrent push, which ON CONFLICT waits
+-- for); the caller then reads the holder. With it, whether the partition has a registry row
+-- and the queue's maxSize. $1 partition id, $2 seq, $3 queue id, $4 message id,
+-- $5 transaction id (NULL = none given), $6 partition name, $7 payload, $8 trace id.
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at)
+VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+    ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
+RETURNING message_id,
+          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
+          (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
+            ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS max_size;
+
 -- name: insert_messages
--- The messages, in push order (seq is assigned by the caller in input order). A
--- transaction_id already held in the partition (earlier, earlier in this batch, or by a
--- concurrent push, which ON CONFLICT waits for) inserts nothing; the caller then reads the
--- holder. Parallel arrays: $1 partition ids, $2 seq, $3 queue ids, $4 message ids,
--- $5 transaction ids (NULL = none given), $6 partition names, $7 payloads, $8 trace ids.
+-- A batch, in push order (seq is assigned by the caller in input order); duplicates as in
+-- push_one. Payloads are taken from the items argument itself ($7 -> idx -> 'payload'), so
+-- they go from the caller's jsonb to the table without a round trip through text. Parallel
+-- arrays: $1 partition ids, $2 seq, $3 queue ids, $4 message ids, $5 transaction ids,
+-- $6 partition names, $8 item indexes, $9 trace ids.
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
 SELECT u.partition_id, pg_current_xact_id()::text::bigint, u.seq, u.queue_id, u.message_id,
-       u.transaction_id, u.partition, u.payload, u.trace_id, clock_timestamp()
+       u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
+       u.trace_id, clock_timestamp()
   FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
-              $7::jsonb[], $8::uuid[])
-       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, payload, trace_id)
+              $8::int[], $9::uuid[])
+       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
     ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
 RETURNING message_id;
 

@@ -3,7 +3,8 @@ use crate::names;
 use crate::pop::{self, PopRequest};
 use pgrx::prelude::*;
 use pgrx::datum::TimestampWithTimeZone;
-use pgrx::{JsonB, Uuid};
+use crate::jsonb::Jsonb;
+use pgrx::Uuid;
 
 /// `queen_pop(...)`: SPEC §3.2. Claims partitions for the group and returns their next messages.
 #[allow(clippy::too_many_arguments)]
@@ -27,7 +28,7 @@ fn queen_pop(
         name!(queue, String),
         name!(partition, String),
         name!(partition_id, Uuid),
-        name!(payload, JsonB),
+        name!(payload, Jsonb),
         name!(trace_id, Option<Uuid>),
         name!(created_at, TimestampWithTimeZone),
         name!(consumer_group, Option<String>),

@@ -1,8 +1,9 @@
 use crate::error::{OrReport, QueenError};
 use crate::names;
-use crate::push::{self, PushItem, PushResult};
+use crate::push::{self, Payloads, PushItem, PushResult};
 use pgrx::prelude::*;
-use pgrx::{JsonB, Uuid};
+use crate::jsonb::Jsonb;
+use pgrx::Uuid;
 
 type Rows = TableIterator<
     'static,
@@ -27,7 +28,7 @@ fn rows(results: Vec<PushResult>) -> Rows {
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
 fn queen_push_one(
     queue: Option<&str>,
-    payload: Option<JsonB>,
+    payload: Option<Jsonb>,
     partition: default!(Option<&str>, "'Default'"),
     transaction_id: default!(Option<&str>, "NULL"),
     trace_id: default!(Option<Uuid>, "NULL"),
@@ -54,17 +55,16 @@ fn queen_push_one(
     let item = PushItem {
         queue: queue.to_string(),
         partition: partition.to_string(),
-        payload: payload.0,
         transaction_id: transaction_id.map(str::to_string),
-        trace_id: trace_id.map(|u| uuid::Uuid::from_bytes(*u.as_bytes())),
+        trace_id: trace_id.map(push::from_pg),
     };
-    rows(push::push(vec![item]).or_report(F))
+    rows(push::push(vec![item], Payloads::One(payload)).or_report(F))
 }
 
 /// `queen_push(items)`: SPEC §3.1, a batch in Queen's wire shape; one result per item, in order.
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
 fn queen_push_batch(
-    items: Option<JsonB>,
+    items: Option<Jsonb>,
 ) -> TableIterator<
     'static,
     (
@@ -79,6 +79,6 @@ fn queen_push_batch(
 > {
     const F: &str = "queen_push";
     let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
-    let items = push::parse_items(&items.0).or_report(F);
-    rows(push::push(items).or_report(F))
+    let parsed = push::parse_items(&items.to_value()).or_report(F);
+    rows(push::push(parsed, Payloads::Items(items)).or_report(F))
 }
