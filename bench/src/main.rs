@@ -160,10 +160,10 @@ fn pop_partitions(c: &mut Client, partitions: usize, batch: i32) {
     }
     c.batch_execute(&format!(
         "INSERT INTO raw_messages (partition, payload) SELECT 'p' || i, '{{}}' FROM generate_series(0, {partitions} - 1) i;
-         INSERT INTO raw_cursor SELECT 'p' || i, (SELECT max(id) FROM raw_messages) FROM generate_series(0, {partitions} - 1) i;
-         VACUUM ANALYZE;"
+         INSERT INTO raw_cursor SELECT 'p' || i, (SELECT max(id) FROM raw_messages) FROM generate_series(0, {partitions} - 1) i;"
     ))
     .unwrap();
+    c.batch_execute("VACUUM ANALYZE").unwrap();
     // The group subscribes now: the old messages are behind it.
     c.query("SELECT * FROM queen_pop('bench', 'g', subscription_mode => 'new')", &[]).unwrap();
     // Then 10 partitions get messages.
