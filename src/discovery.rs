@@ -16,9 +16,16 @@ use crate::state::{BOOL, INT8, INT8S, SQL, TEXT, TSTZ, UUID, UUIDS};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
-/// How many log entries one pop reads at most. Each message is read once per group, so the
-/// cost is spread over the pops; the bound keeps any single pop short.
-pub const SCAN_LIMIT: i64 = 1000;
+/// How many log entries one pop reads: a few times what it may deliver, between these bounds.
+/// Each message is read once per group, so the cost is spread over the pops; the bound keeps
+/// any single pop short while a backlog is discovered (a partition deep in the backlog is
+/// reached after at most backlog / MIN_SCAN pops, so none starves).
+const MIN_SCAN: i64 = 64;
+const MAX_SCAN: i64 = 1000;
+
+pub fn scan_limit(deliverable: i64) -> i64 {
+    deliverable.saturating_mul(4).clamp(MIN_SCAN, MAX_SCAN)
+}
 
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
 const DISCOVERY_SCAN: Query = Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8] };
@@ -51,14 +58,14 @@ struct Scan {
     partitions: Vec<Uuid>,
 }
 
-fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point) -> Scan {
+fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -> Scan {
     let args: [DatumWithOid; 6] = [
         queue_id.into(),
         group.into(),
         initial.upto.0.into(),
         initial.upto.1.into(),
         initial.pending.clone().into(),
-        SCAN_LIMIT.into(),
+        limit.into(),
     ];
     let row = DISCOVERY_SCAN.run(s, &args).first();
     Scan {
@@ -69,25 +76,32 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point) -> Scan {
             (Some(t), Some(q)) => Some((t, q)),
             _ => None,
         },
-        partitions: row.get::<Vec<Uuid>>(6).unwrap_or_default(),
-        point: Point { upto: (row.req(7), row.req(8)), pending: row.get::<Vec<i64>>(9).unwrap_or_default() },
-        stored: row.req(10),
+        partitions: {
+            // The log names a partition once per message: keep each once, in log order.
+            let mut all = row.get::<Vec<Uuid>>(6).unwrap_or_default();
+            all.extend(row.get::<Vec<Uuid>>(7).unwrap_or_default());
+            let mut seen = std::collections::HashSet::new();
+            all.retain(|p| seen.insert(*p));
+            all
+        },
+        point: Point { upto: (row.req(8), row.req(9)), pending: row.get::<Vec<i64>>(10).unwrap_or_default() },
+        stored: row.req(11),
     }
 }
 
 /// Read the log after the group's point, hint the partitions found, and move the point.
-pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription) {
+pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) {
     let initial = match sub.mode.as_str() {
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
     };
-    let mut sc = scan(s, queue_id, group, &initial);
+    let mut sc = scan(s, queue_id, group, &initial, limit);
     if !sc.stored && sub.mode == "from" {
         // First discovery of a 'from' subscription: start just before its time.
         let args: [DatumWithOid; 2] = [queue_id.into(), sub.from_ts.into()];
         let row = QUEUE_FROM_POSITION.run(s, &args).first();
         let from = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
-        sc = scan(s, queue_id, group, &from);
+        sc = scan(s, queue_id, group, &from, limit);
     }
     let next = next_point(&sc.point, &sc.visible, &sc.aborted, &sc.xip, sc.last);
     let save = next != sc.point || !sc.stored;

@@ -232,7 +232,8 @@ impl Pop<'_> {
             self.visit(s, p);
             return;
         }
-        discovery::discover(s, self.queue_id, &self.group, &self.sub);
+        let limit = discovery::scan_limit(self.req.batch as i64 * self.req.partitions as i64);
+        discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
         let mut tried: Vec<Uuid> = Vec::new();
         while !self.done() {
             let args: [DatumWithOid; 4] =
@@ -279,33 +280,32 @@ impl Pop<'_> {
             (self.remaining() as i64).into(),
             (self.lease_seconds as f64).into(),
         ];
-        let mut look: Option<Look> = None;
-        for r in LOOK.run(s, &args) {
-            let lk = look.get_or_insert_with(|| Look {
-                row: state::parse(&r, 1),
-                stored: r.req::<bool>(17),
-                xip: r.get::<Vec<i64>>(18).unwrap_or_default(),
-                pending_visible: r.get::<Vec<bool>>(19).unwrap_or_default(),
-                pending_aborted: r.get::<Vec<bool>>(20).unwrap_or_default(),
-                pending_left: r.get::<Vec<bool>>(21).unwrap_or_default(),
-                newest_at: r.get::<TimestampWithTimeZone>(22).map(state::micros),
-                now: state::micros(r.req(23)),
-                lease_expires_at: state::micros(r.req(24)),
-                msgs: Vec::new(),
+        let mut rows = LOOK.run(s, &args);
+        let r = rows.next().expect("queen: look returns its meta row");
+        let mut look = Look {
+            row: state::parse(&r, 9),
+            stored: r.req::<bool>(25),
+            xip: r.get::<Vec<i64>>(26).unwrap_or_default(),
+            pending_visible: r.get::<Vec<bool>>(27).unwrap_or_default(),
+            pending_aborted: r.get::<Vec<bool>>(28).unwrap_or_default(),
+            pending_left: r.get::<Vec<bool>>(29).unwrap_or_default(),
+            newest_at: r.get::<TimestampWithTimeZone>(30).map(state::micros),
+            now: state::micros(r.req(31)),
+            lease_expires_at: state::micros(r.req(32)),
+            msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
+        };
+        for r in rows {
+            look.msgs.push(Msg {
+                key: (r.req(1), r.req(2)),
+                message_id: r.req(3),
+                transaction_id: r.req(4),
+                partition: r.req(5),
+                payload: Jsonb(r.transfer(6, -1).expect("queen: payload is not NULL")),
+                trace_id: r.get(7),
+                created_at: r.req(8),
             });
-            if let Some(txid) = r.get::<i64>(26) {
-                lk.msgs.push(Msg {
-                    key: (txid, r.req(27)),
-                    message_id: r.req(28),
-                    transaction_id: r.req(29),
-                    partition: r.req(30),
-                    payload: Jsonb(r.transfer(31, -1).expect("queen: payload is not NULL")),
-                    trace_id: r.get(32),
-                    created_at: r.req(33),
-                });
-            }
         }
-        look.expect("queen: look returns its meta row")
+        look
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its
@@ -476,10 +476,7 @@ impl Pop<'_> {
         row.cursor.lease = Some(Batch { keys: keys.clone(), xip });
         let first_claim = self.claimed.is_empty();
         let also = if self.req.auto_ack {
-            for k in &keys {
-                row.cursor.finish(*k);
-            }
-            row.cursor.lease = None;
+            row.cursor.finish_all();
             row.lease_id = None;
             row.lease_expires_at = None;
             // There may be more: the partition stays due now; the next look deletes the hint

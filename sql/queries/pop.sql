@@ -35,7 +35,8 @@ SELECT sub.mode, sub.from_ts, sub.start_xmax, sub.start_xip,
 
 -- name: discovery_scan
 -- The group's discovery point (or $3/$4/$5 when it has none yet), the queue log after it (at
--- most $6 entries), and the partitions of pending transactions that have committed since.
+-- most $6 entries: their partitions, with repeats), and the partitions of pending
+-- transactions that have committed since.
 -- $1 queue id, $2 group.
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
 stored AS MATERIALIZED (
@@ -64,11 +65,10 @@ SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x) AS xip,
        ARRAY(SELECT COALESCE(pg_xact_status(x::text::xid8), 'aborted') = 'aborted' FROM pend ORDER BY ord) AS pending_aborted,
        (SELECT txid FROM last) AS last_txid,
        (SELECT seq FROM last) AS last_seq,
-       ARRAY(SELECT partition_id FROM log
-             UNION
-             SELECT m.partition_id FROM pend
+       ARRAY(SELECT partition_id FROM log) AS log_partitions,
+       ARRAY(SELECT DISTINCT m.partition_id FROM pend
                JOIN queen.messages m ON m.queue_id = $1 AND m.txid = pend.x
-              WHERE pend.vis) AS partitions,
+              WHERE pend.vis) AS pending_partitions,
        point.upto_txid, point.upto_seq, point.pending_txid, point.stored
   FROM snap, point;
 
@@ -95,8 +95,7 @@ SELECT $1, $2, $5, $6, $7 WHERE $4;
 -- (or $3..$6, the state a group starts with, when it has none: stored = false), and unless
 -- the row shows a lease or a retry delay, the next messages in delivery order: first those
 -- of pending transactions that have committed, then those after the frontier; finished ones
--- (ahead) left out. With them, in every row (and in one row when there is no message), what
--- the reading snapshot says: its running transactions, which pending transactions
+-- (ahead) left out. With them, what the reading snapshot says: its running transactions, which pending transactions
 -- are visible, which aborted, and which still have messages left, and the partition's newest
 -- message time.
 -- $1 partition, $2 group, $7 limit, $8 lease seconds.
@@ -126,6 +125,9 @@ ahead AS MATERIALIZED (
     SELECT a.x, a.s FROM c CROSS JOIN LATERAL unnest(c.ahead_txid, c.ahead_seq) AS a(x, s)
 ),
 msgs AS MATERIALIZED (
+    -- No ORDER BY: the pending branch comes first (pend is in txid order, each LATERAL read
+    -- in seq order), then the frontier branch in index order; Append keeps branch order, and
+    -- queen's plans are never parallel.
     SELECT * FROM (
         SELECT 0 AS src, m.* FROM pend CROSS JOIN LATERAL (
             SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text) AS transaction_id,
@@ -144,30 +146,34 @@ msgs AS MATERIALIZED (
              ORDER BY m.txid, m.seq LIMIT $7) m
     ) u
     WHERE NOT (SELECT busy FROM busy)
-    ORDER BY src, txid, seq
     LIMIT $7
-),
-meta AS (
-    SELECT c.*,
-           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS xip,
-           ARRAY(SELECT pg_visible_in_snapshot(pend.x::text::xid8, s) FROM pend ORDER BY ord) AS pending_visible,
-           ARRAY(SELECT COALESCE(pg_xact_status(pend.x::text::xid8), 'aborted') = 'aborted'
-                   FROM pend ORDER BY ord) AS pending_aborted,
-           ARRAY(SELECT EXISTS (
-                     SELECT 1 FROM queen.messages m
-                      WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
-                        AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq))
-                   FROM pend ORDER BY ord) AS pending_left,
-           (SELECT created_at FROM queen.messages WHERE partition_id = $1
-             ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
-           snap.now,
-           snap.now + make_interval(secs => $8) AS lease_expires_at
-      FROM c, snap
 )
-SELECT meta.*, msgs.src, msgs.txid, msgs.seq, msgs.message_id, msgs.transaction_id,
-       msgs.partition, msgs.payload, msgs.trace_id, msgs.created_at
-  FROM meta LEFT JOIN msgs ON true
- ORDER BY msgs.src, msgs.txid, msgs.seq;
+-- First row: the cursor and what the snapshot says (message columns NULL); then one row per
+-- message (the rest NULL). Message columns come first, so reading them is cheap.
+SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
+       NULL::text AS transaction_id, NULL::text AS partition, NULL::jsonb AS payload,
+       NULL::uuid AS trace_id, NULL::timestamptz AS created_at,
+       c.*,
+       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS xip,
+       ARRAY(SELECT pg_visible_in_snapshot(pend.x::text::xid8, s) FROM pend ORDER BY ord) AS pending_visible,
+       ARRAY(SELECT COALESCE(pg_xact_status(pend.x::text::xid8), 'aborted') = 'aborted'
+               FROM pend ORDER BY ord) AS pending_aborted,
+       ARRAY(SELECT EXISTS (
+                 SELECT 1 FROM queen.messages m
+                  WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+                    AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq))
+               FROM pend ORDER BY ord) AS pending_left,
+       (SELECT created_at FROM queen.messages WHERE partition_id = $1
+         ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
+       snap.now,
+       snap.now + make_interval(secs => $8) AS lease_expires_at
+  FROM c, snap
+UNION ALL
+SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, created_at,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, -- the cursor
+       NULL, NULL, NULL, NULL, NULL,                                           -- ... row
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL                                -- the snapshot
+  FROM msgs;
 
 -- name: cursor_lock
 -- Lock the row for this transaction, never waiting: no row when another transaction holds it.
@@ -175,9 +181,11 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
    FOR UPDATE SKIP LOCKED;
 
 -- name: cursor_save
--- Write a (partition, group) row back; when $19 is not NULL, move the partition's hints to it
--- (a lease's expiry; now, after an auto_ack pop) or add one: a partition with work always has
--- a hint; and when $20, create the lease $13 of queue $18 over this partition.
+-- Write a (partition, group) row back; when $19 is not NULL, replace the partition's visible
+-- hints by one due at $19 (a lease's expiry; now, after an auto_ack pop): a partition with
+-- work always has a hint, and the duplicates discovery leaves are folded here, by the holder
+-- of the cursor row (rows another transaction holds are skipped, never waited for); and when
+-- $20, create the lease $13 of queue $18 over this partition.
 WITH saved AS (
     UPDATE queen.cursors
        SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
@@ -185,14 +193,13 @@ WITH saved AS (
            lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
            lease_xip = $17, updated_at = clock_timestamp()
      WHERE partition_id = $1 AND consumer_group = $2
-), moved AS (
-    UPDATE queen.ready SET ready_at = $19 WHERE $19 IS NOT NULL AND ctid IN (
+), folded AS (
+    DELETE FROM queen.ready WHERE $19 IS NOT NULL AND ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
            FOR UPDATE SKIP LOCKED)
-    RETURNING 1
 ), hinted AS (
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
-    SELECT $18, $2, $1, $19 WHERE $19 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM moved)
+    SELECT $18, $2, $1, $19 WHERE $19 IS NOT NULL
 )
 INSERT INTO queen.leases (lease_id, queue_id, consumer_group, partition_ids, expires_at)
 SELECT $13, $18, $2, ARRAY[$1], $14 WHERE $20;
