@@ -5,6 +5,7 @@
 
 ::pgrx::pg_module_magic!(name, version);
 
+mod ack;
 mod api;
 mod configure;
 mod cursor;

@@ -150,6 +150,28 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
     })
 }
 
+/// The state a group starts with on a partition it has no cursor row for, by its subscription.
+pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
+    match sub.mode.as_str() {
+        "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
+        "from" => {
+            let args: [DatumWithOid; 2] = [partition.into(), sub.from_ts.into()];
+            let row = PARTITION_FROM_POSITION.run(s, &args).first();
+            let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>(3).unwrap_or_default());
+            c.done = (row.req(1), row.req(2));
+            c
+        }
+        _ => Cursor::default(),
+    }
+}
+
+/// For acks: the queue's options and the group's subscription (mode 'all' if it has none
+/// yet: an ack without a lease subscribes its group, as a pop would). None when the queue does
+/// not exist.
+pub fn subscribe_existing_or_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(QueueOptions, Subscription)> {
+    subscribe(s, queue_id, group, "all", None).map(|(sub, opts)| (opts, sub))
+}
+
 /// The group's subscription (created now if it has none) and the queue's options; None when
 /// the queue does not exist.
 fn subscribe(
@@ -320,11 +342,8 @@ impl Pop<'_> {
             return look;
         }
         // A 'from' subscriber's first look at this partition: start before its time.
-        let args: [DatumWithOid; 2] = [partition.into(), self.sub.from_ts.into()];
-        let row = PARTITION_FROM_POSITION.run(s, &args).first();
-        let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>(3).unwrap_or_default());
-        c.done = (row.req(1), row.req(2));
-        self.look(s, partition, &c)
+        let start = initial_cursor(s, &self.sub, partition);
+        self.look(s, partition, &start)
     }
 
     /// How many of the read messages may be delivered now (a prefix: order holds), and when

@@ -1,6 +1,7 @@
 //! The SQL surface: every `queen_*` function, each a few lines that check arguments, call the
 //! module that holds the rules, and turn a `QueenError` into an SQL error.
 
+mod ack;
 mod configure;
 mod pop;
 mod push;

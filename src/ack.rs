@@ -1,0 +1,437 @@
+//! `queen_ack` (SPEC §3.3, §5): what each answer does to a group's cursor, its lease, retries
+//! and dead letters.
+//!
+//! - `completed`: the message is finished; the cursor moves over the finished prefix of the
+//!   lease's batch, and the lease is released when all of the batch is finished.
+//! - `failed`: one failure charged to the message; with retries left the lease is released and
+//!   the message (with the rest of its partition) comes back after `retryDelay`; with none left
+//!   it is filed as a dead letter and finished.
+//! - `retry`: the lease is released and the message comes back at once; nothing is charged.
+//! - `dlq`: filed as a dead letter now, and finished.
+//!
+//! In one call, the entries of one (partition, group) are applied in delivery order; at the
+//! first that comes back, the lease is released and the rest are `superseded`: not applied,
+//! delivered again (reference/000: "In a batch, the cursor stops at the first message that
+//! comes back"). A refused ack is a result, not an error, and changes nothing.
+
+use crate::cursor::Key;
+use crate::error::{shorten, QueenError, QueenResult};
+use crate::names;
+use crate::options::QueueOptions;
+use crate::pop::{self, DEAD_LETTER};
+use crate::push::{from_pg, to_pg};
+use crate::spi::{self, Query, Spi};
+use crate::state::{self, CursorRow, Micros, INT8, INT8S, TEXT, UUID, UUIDS};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
+use pgrx::Uuid;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckStatus {
+    Completed,
+    Failed,
+    Retry,
+    Dlq,
+}
+
+impl AckStatus {
+    pub fn parse(what: &str, value: &str) -> QueenResult<AckStatus> {
+        match value {
+            "completed" | "true" => Ok(AckStatus::Completed),
+            "failed" | "false" => Ok(AckStatus::Failed),
+            "retry" => Ok(AckStatus::Retry),
+            "dlq" => Ok(AckStatus::Dlq),
+            other => Err(QueenError::invalid(
+                what.to_string(),
+                format!("must be 'completed', 'failed', 'retry' or 'dlq' (or true / false), got \"{}\"", shorten(other)),
+            )),
+        }
+    }
+
+    fn from_json(what: &str, v: &Value) -> QueenResult<AckStatus> {
+        match v {
+            Value::Bool(true) => Ok(AckStatus::Completed),
+            Value::Bool(false) => Ok(AckStatus::Failed),
+            Value::String(s) => AckStatus::parse(what, s),
+            other => Err(QueenError::invalid(
+                what.to_string(),
+                format!("must be a status string or a boolean, got {}", shorten(&other.to_string())),
+            )),
+        }
+    }
+}
+
+/// One acknowledgement, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AckEntry {
+    pub message_id: Option<uuid::Uuid>,
+    pub transaction_id: Option<String>,
+    pub partition_id: Option<uuid::Uuid>,
+    pub lease_id: Option<uuid::Uuid>,
+    /// None: queue mode.
+    pub group: Option<String>,
+    pub status: AckStatus,
+    pub error: Option<String>,
+}
+
+/// The outcome of one entry, in the shape of `queen.ack_result`.
+#[derive(Debug, Clone)]
+pub struct AckResult {
+    pub idx: i32,
+    pub message_id: Option<Uuid>,
+    pub success: bool,
+    pub error: Option<String>,
+    pub lease_released: bool,
+    pub dead_lettered: bool,
+}
+
+/// The entries of the batch form: a JSON array of objects in Queen's shape (camelCase) or
+/// rows of `queen_pop` turned into JSON (snake_case).
+pub fn parse_acks(acks: &Value) -> QueenResult<Vec<AckEntry>> {
+    let arr = acks.as_array().ok_or_else(|| {
+        QueenError::invalid(
+            "argument \"acks\"",
+            format!("must be a JSON array of objects, got {}", shorten(&acks.to_string())),
+        )
+    })?;
+    arr.iter().enumerate().map(|(i, a)| parse_ack(i, a)).collect()
+}
+
+fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
+    let obj = v.as_object().ok_or_else(|| {
+        QueenError::invalid(format!("acks[{i}]"), format!("must be an object, got {}", shorten(&v.to_string())))
+    })?;
+    // The first of the names that is present (camelCase wins over snake_case).
+    let field = |names: &[&'static str]| -> Option<(&'static str, &Value)> {
+        names.iter().find_map(|n| obj.get(*n).filter(|v| !v.is_null()).map(|v| (*n, v)))
+    };
+    let string = |names: &[&'static str]| -> QueenResult<Option<String>> {
+        match field(names) {
+            None => Ok(None),
+            Some((_, Value::String(s))) => Ok(Some(s.clone())),
+            Some((n, other)) => Err(QueenError::invalid(
+                format!("acks[{i}].{n}"),
+                format!("must be a string, got {}", shorten(&other.to_string())),
+            )),
+        }
+    };
+    let uuid = |names: &[&'static str]| -> QueenResult<Option<uuid::Uuid>> {
+        let Some((n, _)) = field(names) else { return Ok(None) };
+        let s = string(&[n])?.expect("present");
+        uuid::Uuid::parse_str(&s)
+            .map(Some)
+            .map_err(|_| QueenError::InvalidText { what: format!("acks[{i}].{n}"), value: s, kind: "uuid" })
+    };
+    let message_id = uuid(&["messageId", "message_id"])?;
+    let partition_id = uuid(&["partitionId", "partition_id"])?;
+    let transaction_id = string(&["transactionId", "transaction_id"])?;
+    if message_id.is_none() && (transaction_id.is_none() || partition_id.is_none()) {
+        return Err(QueenError::invalid(
+            format!("acks[{i}]"),
+            "names no message: give \"messageId\", or \"transactionId\" and \"partitionId\"",
+        ));
+    }
+    let lease_id = uuid(&["leaseId", "lease_id"])?;
+    let group = match field(&["consumerGroup", "consumer_group"]) {
+        None => None,
+        Some((_, Value::String(g))) => {
+            names::check_group(&format!("acks[{i}].consumerGroup"), g)?;
+            Some(g.clone())
+        }
+        Some((n, other)) => {
+            return Err(QueenError::invalid(
+                format!("acks[{i}].{n}"),
+                format!("must be a string or null, got {}", shorten(&other.to_string())),
+            ))
+        }
+    };
+    let status = match field(&["_status", "status"]) {
+        None => AckStatus::Completed,
+        Some((n, v)) => AckStatus::from_json(&format!("acks[{i}].{n}"), v)?,
+    };
+    let error = match field(&["_error", "error"]) {
+        None => None,
+        Some((_, Value::String(s))) => Some(s.clone()),
+        Some((_, other)) => Some(other.to_string()),
+    };
+    Ok(AckEntry { message_id, transaction_id, partition_id, lease_id, group, status, error })
+}
+
+const SQL: &str = include_str!("../sql/queries/ack.sql");
+const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, PgOid::BuiltIn(T::TEXTARRAYOID), UUIDS] };
+const ACK_LOCK: Query = Query { file: SQL, name: "ack_lock", args: &[UUID, TEXT] };
+const ACK_CURSOR_NEW: Query =
+    Query { file: SQL, name: "ack_cursor_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
+const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
+const LEASE_RELEASE: Query = Query { file: SQL, name: "lease_release", args: &[UUID, UUID] };
+
+/// A message an entry names, as found.
+#[derive(Clone, Copy)]
+struct Found {
+    partition_id: Uuid,
+    key: Key,
+    queue_id: Uuid,
+    message_id: Uuid,
+}
+
+/// Apply acknowledgements in the caller's transaction; one result per entry, in order.
+pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
+    let mut results: Vec<AckResult> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| AckResult {
+            idx: i as i32,
+            message_id: e.message_id.map(to_pg),
+            success: false,
+            error: None,
+            lease_released: false,
+            dead_lettered: false,
+        })
+        .collect();
+    spi::connect(|s| {
+        let found = find(s, entries);
+        // Entries by (partition, group), locked in that order so that two calls acking the
+        // same partitions cannot deadlock.
+        let mut groups: BTreeMap<(uuid::Uuid, String), Vec<usize>> = BTreeMap::new();
+        for (i, f) in found.iter().enumerate() {
+            match f {
+                None => results[i].error = Some("message not found".into()),
+                Some(f) => {
+                    results[i].message_id = Some(f.message_id);
+                    let g = pop::group_key(entries[i].group.as_deref()).to_string();
+                    groups.entry((from_pg(f.partition_id), g)).or_default().push(i);
+                }
+            }
+        }
+        let mut options: HashMap<(Uuid, String), Option<(QueueOptions, crate::discovery::Subscription)>> = HashMap::new();
+        for ((partition, group), idxs) in groups {
+            let f = found[idxs[0]].expect("grouped entries were found");
+            let sub = options
+                .entry((f.queue_id, group.clone()))
+                .or_insert_with(|| pop::subscribe_existing_or_all(s, f.queue_id, &group))
+                .clone();
+            let Some((opts, sub)) = sub else { continue };
+            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group, opts: &opts };
+            g.apply(&sub, entries, &found, &idxs, &mut results);
+        }
+    });
+    results
+}
+
+/// Look up the messages the entries name.
+fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
+    let mids: Vec<Option<Uuid>> = entries.iter().map(|e| e.message_id.map(to_pg)).collect();
+    let pids: Vec<Option<Uuid>> = entries.iter().map(|e| e.partition_id.map(to_pg)).collect();
+    let tids: Vec<Option<String>> = entries.iter().map(|e| e.transaction_id.clone()).collect();
+    let tid_uuids: Vec<Option<Uuid>> = entries
+        .iter()
+        .map(|e| e.transaction_id.as_deref().and_then(|t| uuid::Uuid::parse_str(t).ok()).map(to_pg))
+        .collect();
+    let args: [DatumWithOid; 4] = [mids.into(), pids.into(), tids.into(), tid_uuids.into()];
+    let mut found = vec![None; entries.len()];
+    for r in ACK_FIND.run(s, &args) {
+        let ord = r.req::<i64>(1) as usize - 1;
+        found[ord] = Some(Found { partition_id: r.req(2), key: (r.req(3), r.req(4)), queue_id: r.req(5), message_id: r.req(6) });
+    }
+    found
+}
+
+/// The entries of one (partition, group).
+struct Group<'a> {
+    s: &'a mut Spi,
+    partition: Uuid,
+    queue_id: Uuid,
+    group: &'a str,
+    opts: &'a QueueOptions,
+}
+
+impl Group<'_> {
+    fn lock(&mut self, sub: &crate::discovery::Subscription) -> (CursorRow, Micros) {
+        let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
+        if let Some(r) = ACK_LOCK.run(self.s, &args).next() {
+            return (state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)));
+        }
+        // The group never popped this partition: its cursor starts where its subscription says.
+        let c = pop::initial_cursor(self.s, sub, self.partition);
+        let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
+        let args: [DatumWithOid; 7] = [
+            self.partition.into(),
+            self.group.into(),
+            self.queue_id.into(),
+            c.done.0.into(),
+            c.done.1.into(),
+            pt.into(),
+            ps.into(),
+        ];
+        ACK_CURSOR_NEW.run(self.s, &args);
+        let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
+        let r = ACK_LOCK.run(self.s, &args).first();
+        (state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)))
+    }
+
+    /// Why an entry with a lease is refused, if it is.
+    fn lease_refusal(&mut self, row: &CursorRow, now: Micros, lease: Uuid, k: Key) -> Option<&'static str> {
+        if row.lease_id == Some(lease) {
+            if !row.lease_active(now) {
+                return Some("lease expired");
+            }
+            if !row.cursor.lease.as_ref().is_some_and(|b| b.keys.contains(&k)) {
+                return Some("lease not held");
+            }
+            return None;
+        }
+        let args: [DatumWithOid; 1] = [lease.into()];
+        let expiry = LEASE_EXPIRY.run(self.s, &args).next().map(|r| state::micros(r.req::<TimestampWithTimeZone>(1)));
+        match expiry {
+            Some(e) if e <= now => Some("lease expired"),
+            _ => Some("lease not held"),
+        }
+    }
+
+    fn dead_letter(&mut self, k: Key, error: Option<&str>, attempts: i32) -> bool {
+        if !self.opts.dead_letter_queue {
+            return false;
+        }
+        let args: [DatumWithOid; 6] =
+            [self.partition.into(), self.group.into(), k.0.into(), k.1.into(), error.into(), attempts.into()];
+        DEAD_LETTER.run(self.s, &args);
+        true
+    }
+
+    fn apply(
+        &mut self,
+        sub: &crate::discovery::Subscription,
+        entries: &[AckEntry],
+        found: &[Option<Found>],
+        idxs: &[usize],
+        results: &mut [AckResult],
+    ) {
+        let (mut row, now) = self.lock(sub);
+        // Delivery order: the lease's batch order for its messages, key order otherwise.
+        let key_of = |i: usize| found[i].expect("found").key;
+        let mut order: Vec<usize> = idxs.to_vec();
+        let batch_pos = |k: Key| row.cursor.lease.as_ref().and_then(|b| b.keys.iter().position(|x| *x == k));
+        order.sort_by_key(|&i| (batch_pos(key_of(i)).map_or(1, |_| 0), batch_pos(key_of(i)).unwrap_or(0), key_of(i)));
+
+        let held_lease = row.lease_id.filter(|_| row.lease_active(now));
+        let mut changed = false;
+        let mut came_back = false;
+        let mut hint_at: Option<Micros> = None;
+        for i in order {
+            let e = &entries[i];
+            let k = key_of(i);
+            let r = &mut results[i];
+            if came_back {
+                r.error = Some("superseded".into());
+                continue;
+            }
+            if row.cursor.is_finished(k) {
+                r.error = Some("already acknowledged".into());
+                continue;
+            }
+            if let Some(lease) = e.lease_id.map(to_pg) {
+                if let Some(why) = self.lease_refusal(&row, now, lease, k) {
+                    r.error = Some(why.into());
+                    continue;
+                }
+            }
+            changed = true;
+            r.success = true;
+            let released = match e.status {
+                AckStatus::Completed => row.cursor.finish(k),
+                AckStatus::Dlq => {
+                    let attempts = row.cursor.attempt_of(k);
+                    r.dead_lettered = self.dead_letter(k, e.error.as_deref(), attempts);
+                    row.cursor.finish(k)
+                }
+                AckStatus::Failed => {
+                    let charge = row.cursor.charge(k, self.opts.retry_limit);
+                    if charge.spent {
+                        r.dead_lettered = self.dead_letter(k, e.error.as_deref(), charge.attempt);
+                        row.cursor.finish(k)
+                    } else {
+                        came_back = true;
+                        row.cursor.release();
+                        if self.opts.retry_delay > 0 {
+                            row.retry_at = Some(now + self.opts.retry_delay as i64 * 1000);
+                        }
+                        true
+                    }
+                }
+                AckStatus::Retry => {
+                    came_back = true;
+                    row.cursor.release();
+                    true
+                }
+            };
+            if released && row.lease_id.is_some() {
+                r.lease_released = held_lease.is_some();
+                if let Some(l) = row.lease_id.take() {
+                    let args: [DatumWithOid; 2] = [l.into(), self.partition.into()];
+                    LEASE_RELEASE.run(self.s, &args);
+                }
+                row.lease_expires_at = None;
+            }
+            if released || came_back {
+                // The partition may have work again: now, or when the retry delay ends.
+                hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
+            }
+        }
+        if changed {
+            let also = state::SaveAlso { queue_id: self.queue_id, hint_at, create_lease: false };
+            state::save(self.s, self.partition, self.group, &row, also);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const M: &str = "0190a5b4-0000-7000-8000-000000000001";
+    const L: &str = "0190a5b4-0000-7000-8000-0000000000aa";
+
+    #[test]
+    fn statuses() {
+        for (s, want) in [("completed", AckStatus::Completed), ("true", AckStatus::Completed), ("failed", AckStatus::Failed),
+                          ("false", AckStatus::Failed), ("retry", AckStatus::Retry), ("dlq", AckStatus::Dlq)] {
+            assert_eq!(AckStatus::parse("status", s).unwrap(), want);
+        }
+        assert!(AckStatus::parse("argument \"status\"", "done").unwrap_err().to_string().contains("\"done\""));
+    }
+
+    #[test]
+    fn queens_shape_and_popped_rows_are_accepted() {
+        let a = parse_acks(&json!([
+            {"messageId": M, "leaseId": L, "consumerGroup": "g", "_status": "failed", "_error": "boom", "status": "completed"},
+            {"message_id": M, "lease_id": L, "consumer_group": null, "payload": {"x": 1}, "attempt": 1},
+            {"transactionId": "t1", "partitionId": M, "status": false, "error": "e"},
+        ]))
+        .unwrap();
+        assert_eq!(a[0].status, AckStatus::Failed, "_status wins over status");
+        assert_eq!(a[0].error.as_deref(), Some("boom"));
+        assert_eq!(a[0].group.as_deref(), Some("g"));
+        assert_eq!(a[1].status, AckStatus::Completed, "completed by default");
+        assert_eq!(a[1].group, None, "null consumer_group is queue mode");
+        assert_eq!(a[1].lease_id, Some(uuid::Uuid::parse_str(L).unwrap()));
+        assert_eq!(a[2].transaction_id.as_deref(), Some("t1"));
+        assert_eq!(a[2].status, AckStatus::Failed);
+    }
+
+    #[test]
+    fn malformed_acks_are_errors() {
+        let err = |v: Value| parse_acks(&v).unwrap_err();
+        assert!(err(json!({})).to_string().contains("argument \"acks\""));
+        assert!(err(json!([3])).to_string().contains("acks[0]: must be an object"));
+        assert!(err(json!([{"leaseId": L}])).to_string().contains("names no message"));
+        assert!(err(json!([{"transactionId": "t"}])).to_string().contains("names no message"));
+        assert!(matches!(err(json!([{"messageId": "nope"}])), QueenError::InvalidText { .. }));
+        assert!(matches!(err(json!([{"messageId": M, "leaseId": "x"}])), QueenError::InvalidText { .. }));
+        assert!(err(json!([{"messageId": M, "consumerGroup": 5}])).to_string().contains("acks[0].consumerGroup"));
+        assert!(err(json!([{"messageId": M, "_status": "nope"}])).to_string().contains("acks[0]._status"));
+        assert!(err(json!([{"messageId": 7}])).to_string().contains("must be a string"));
+    }
+}

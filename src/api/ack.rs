@@ -1,0 +1,85 @@
+use crate::ack::{self, AckEntry, AckResult, AckStatus};
+use crate::error::{OrReport, QueenError};
+use crate::jsonb::Jsonb;
+use crate::names;
+use crate::push::from_pg;
+use pgrx::prelude::*;
+use pgrx::Uuid;
+
+fn rows(
+    results: Vec<AckResult>,
+) -> TableIterator<
+    'static,
+    (
+        name!(idx, i32),
+        name!(message_id, Option<Uuid>),
+        name!(success, bool),
+        name!(error, Option<String>),
+        name!(lease_released, bool),
+        name!(dead_lettered, bool),
+    ),
+> {
+    TableIterator::new(
+        results.into_iter().map(|r| (r.idx, r.message_id, r.success, r.error, r.lease_released, r.dead_lettered)),
+    )
+}
+
+/// `queen_ack(message_id, lease_id, status, error, consumer_group)`: SPEC §3.3, one message.
+/// A refused ack is a row with `success = false` and the reason, not an error.
+#[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
+fn queen_ack_one(
+    message_id: Option<Uuid>,
+    lease_id: Option<Uuid>,
+    status: default!(Option<&str>, "'completed'"),
+    error: default!(Option<&str>, "NULL"),
+    consumer_group: default!(Option<&str>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(idx, i32),
+        name!(message_id, Option<Uuid>),
+        name!(success, bool),
+        name!(error, Option<String>),
+        name!(lease_released, bool),
+        name!(dead_lettered, bool),
+    ),
+> {
+    const F: &str = "queen_ack";
+    let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
+    let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
+    let status = AckStatus::parse("argument \"status\"", status).or_report(F);
+    if let Some(g) = consumer_group {
+        names::check_group("argument \"consumer_group\"", g).or_report(F);
+    }
+    let entry = AckEntry {
+        message_id: Some(from_pg(message_id)),
+        transaction_id: None,
+        partition_id: None,
+        lease_id: lease_id.map(from_pg),
+        group: consumer_group.map(str::to_string),
+        status,
+        error: error.map(str::to_string),
+    };
+    rows(ack::ack(&[entry]))
+}
+
+/// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order.
+#[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
+fn queen_ack_batch(
+    acks: Option<Jsonb>,
+) -> TableIterator<
+    'static,
+    (
+        name!(idx, i32),
+        name!(message_id, Option<Uuid>),
+        name!(success, bool),
+        name!(error, Option<String>),
+        name!(lease_released, bool),
+        name!(dead_lettered, bool),
+    ),
+> {
+    const F: &str = "queen_ack";
+    let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
+    let entries = ack::parse_acks(&acks.to_value()).or_report(F);
+    rows(ack::ack(&entries))
+}
