@@ -186,3 +186,99 @@ CREATE TABLE queen.dead_letters (
     PRIMARY KEY (partition_id, consumer_group, txid, seq)
 );
 CREATE INDEX dead_letters_queue ON queen.dead_letters (queue_id, consumer_group);
+
+-- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
+-- The functions return the same columns as RETURNS TABLE.
+CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,
+                                  partition text, partition_id uuid, status text);
+CREATE TYPE queen.message AS (message_id uuid, transaction_id text, queue text, partition text,
+                              partition_id uuid, payload jsonb, trace_id uuid, created_at timestamptz,
+                              consumer_group text, lease_id uuid, lease_expires_at timestamptz,
+                              attempt int);
+CREATE TYPE queen.ack_result AS (idx int, message_id uuid, success boolean, error text,
+                                 lease_released boolean, dead_lettered boolean);
+
+-- How many messages a group has yet to finish in a partition, and the oldest of them, given
+-- its cursor: those after the frontier plus those of its pending transactions after their
+-- positions, less those finished out of order. Two index ranges per call: the cost is that of
+-- the pending messages, never of the partition's history.
+CREATE FUNCTION queen.partition_lag(p uuid, done_txid bigint, done_seq bigint,
+                                    pending_txid bigint[], pending_seq bigint[], ahead int,
+                                    OUT pending bigint, OUT oldest_pending timestamptz)
+LANGUAGE sql STABLE AS $$
+    WITH after AS (
+        SELECT count(*) AS n, min(created_at) AS oldest FROM queen.messages m
+         WHERE m.partition_id = p AND (m.txid, m.seq) > (done_txid, done_seq)
+    ), behind AS (
+        SELECT count(*) AS n, min(m.created_at) AS oldest
+          FROM unnest(pending_txid, pending_seq) AS x(txid, seq)
+          JOIN queen.messages m ON m.partition_id = p AND m.txid = x.txid AND m.seq > x.seq
+    )
+    SELECT greatest(after.n + behind.n - ahead, 0), least(after.oldest, behind.oldest)
+      FROM after, behind
+$$;
+
+-- One row per queue. `messages` counts through the queue-log index.
+CREATE VIEW queen.queue_stats AS
+SELECT q.name AS queue,
+       (SELECT count(DISTINCT p.partition_id) FROM queen.partitions p WHERE p.queue_id = q.queue_id) AS partitions,
+       (SELECT count(*) FROM queen.messages m WHERE m.queue_id = q.queue_id) AS messages,
+       (SELECT count(DISTINCT s.consumer_group) FROM queen.subscriptions s WHERE s.queue_id = q.queue_id) AS consumer_groups,
+       (SELECT count(*) FROM queen.dead_letters d WHERE d.queue_id = q.queue_id) AS dead_letters,
+       (SELECT m.created_at FROM queen.messages m WHERE m.queue_id = q.queue_id
+         ORDER BY m.txid, m.seq LIMIT 1) AS oldest_message,
+       (SELECT m.created_at FROM queen.messages m WHERE m.queue_id = q.queue_id
+         ORDER BY m.txid DESC, m.seq DESC LIMIT 1) AS newest_message
+  FROM (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues
+         ORDER BY queue_id, created_at) q;
+
+-- One row per partition of a queue for each group subscribed to it (queue mode as NULL),
+-- partitions the group has not popped yet included.
+CREATE VIEW queen.group_lag AS
+SELECT q.name AS queue,
+       NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
+       p.name AS partition,
+       lag.pending,
+       lag.oldest_pending,
+       CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
+       CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
+  FROM (SELECT DISTINCT ON (queue_id, consumer_group) * FROM queen.subscriptions
+         ORDER BY queue_id, consumer_group, created_at) s
+  JOIN (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues
+         ORDER BY queue_id, created_at) q USING (queue_id)
+  JOIN (SELECT DISTINCT ON (partition_id) partition_id, queue_id, name FROM queen.partitions
+         ORDER BY partition_id, created_at) p USING (queue_id)
+  LEFT JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = s.consumer_group
+  CROSS JOIN LATERAL (
+        SELECT * FROM queen.partition_lag(p.partition_id, c.done_txid, c.done_seq, c.pending_txid,
+                                          c.pending_seq, cardinality(c.ahead_txid))
+         WHERE c.partition_id IS NOT NULL
+        UNION ALL
+        SELECT * FROM queen.partition_lag(p.partition_id, s.start_xmax, 0, s.start_xip,
+                                          array_fill(0::bigint, ARRAY[cardinality(s.start_xip)]), 0)
+         WHERE c.partition_id IS NULL AND s.mode = 'new'
+        UNION ALL
+        SELECT * FROM queen.partition_lag(p.partition_id, 0, 0, '{}', '{}', 0)
+         WHERE c.partition_id IS NULL AND s.mode = 'all'
+        UNION ALL
+        SELECT * FROM (SELECT count(*), min(m.created_at) FROM queen.messages m
+                        WHERE m.partition_id = p.partition_id AND m.created_at >= s.from_ts) f
+         WHERE c.partition_id IS NULL AND s.mode = 'from'
+  ) lag;
+
+-- Dead letters with their messages (a message retention removed shows NULL payload).
+CREATE VIEW queen.dead_letters_view AS
+SELECT q.name AS queue,
+       COALESCE(m.partition, p.name) AS partition,
+       NULLIF(d.consumer_group, '__QUEUE_MODE__') AS consumer_group,
+       d.message_id,
+       COALESCE(m.transaction_id, d.message_id::text) AS transaction_id,
+       m.payload,
+       d.error,
+       d.attempts,
+       m.created_at,
+       d.failed_at
+  FROM queen.dead_letters d
+  LEFT JOIN queen.messages m ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq
+  LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = d.queue_id ORDER BY created_at LIMIT 1) q ON true
+  LEFT JOIN LATERAL (SELECT name FROM queen.partitions WHERE partition_id = d.partition_id ORDER BY created_at LIMIT 1) p ON true;

@@ -6,6 +6,7 @@
 ::pgrx::pg_module_magic!(name, version);
 
 mod ack;
+mod admin;
 mod api;
 mod configure;
 mod cursor;

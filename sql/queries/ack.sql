@@ -47,3 +47,119 @@ WITH gone AS (
 )
 UPDATE queen.leases SET partition_ids = array_remove(partition_ids, $2)
  WHERE lease_id = $1 AND NOT EXISTS (SELECT 1 FROM gone);
+
+-- name: renew
+-- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the
+-- new expiry, or no row when the lease is no longer active. Hints rows another transaction
+-- holds are skipped (the next pop that looks moves them).
+WITH l AS MATERIALIZED (
+    SELECT * FROM queen.leases WHERE lease_id = $1 AND expires_at > clock_timestamp() FOR UPDATE
+), secs AS MATERIALIZED (
+    SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = l.queue_id
+                          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1), 300) AS s
+      FROM l
+), new AS MATERIALIZED (
+    SELECT greatest(l.expires_at, clock_timestamp() + make_interval(secs => secs.s)) AS e FROM l, secs
+), lease AS (
+    UPDATE queen.leases SET expires_at = new.e FROM new WHERE lease_id = $1
+), cursors AS (
+    UPDATE queen.cursors c SET lease_expires_at = new.e FROM l, new
+     WHERE c.partition_id = ANY (l.partition_ids) AND c.consumer_group = l.consumer_group
+       AND c.lease_id = $1
+), hints AS (
+    UPDATE queen.ready r SET ready_at = new.e FROM new WHERE r.ctid IN (
+        SELECT r2.ctid FROM queen.ready r2, l
+         WHERE r2.partition_id = ANY (l.partition_ids) AND r2.consumer_group = l.consumer_group
+           FOR UPDATE OF r2 SKIP LOCKED)
+)
+SELECT e FROM new;
+
+-- name: seek
+-- Move group $2's cursor in every partition of queue $1 to just before the first message
+-- created at or after $3 (NULL: after the last stored message), keeping as pending the
+-- transactions running now below that point; release the group's leases on the queue; make
+-- the position the group's subscription (for partitions created later); restart its
+-- discovery there, and hint every partition. Returns the number of partitions set.
+WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+xip AS MATERIALIZED (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS xs FROM snap),
+parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
+pos AS MATERIALIZED (
+    SELECT p.partition_id, COALESCE(f.txid, l.txid, 0) AS txid, COALESCE(f.seq, l.seq, 0) AS seq
+      FROM parts p
+      LEFT JOIN LATERAL (
+            SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m
+             WHERE m.partition_id = p.partition_id AND $3::timestamptz IS NOT NULL AND m.created_at >= $3
+             ORDER BY m.txid, m.seq LIMIT 1) f ON true
+      LEFT JOIN LATERAL (
+            SELECT m.txid, m.seq FROM queen.messages m
+             WHERE m.partition_id = p.partition_id
+             ORDER BY m.txid DESC, m.seq DESC LIMIT 1) l ON true
+),
+leases AS (
+    DELETE FROM queen.leases WHERE queue_id = $1 AND consumer_group = $2
+),
+subs AS (
+    DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2
+),
+sub AS (
+    INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip)
+    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3,
+           pg_snapshot_xmax(s)::text::bigint, (SELECT xs FROM xip)
+      FROM snap
+),
+disc AS (
+    DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2
+),
+hints AS (
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
+    SELECT $1, $2, partition_id, clock_timestamp() FROM pos
+),
+set AS (
+    INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid, pending_seq)
+    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)])
+      FROM pos CROSS JOIN LATERAL (
+            SELECT ARRAY(SELECT x FROM unnest((SELECT xs FROM xip)) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+       SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,
+           pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
+           ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,
+           retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_txid = NULL,
+           lease_seq = NULL, lease_xip = NULL, updated_at = clock_timestamp()
+    RETURNING 1
+)
+SELECT count(*) FROM set;
+
+-- name: delete_group
+-- Forget group $1 on queue $2 (NULL: every queue): cursors, leases, subscriptions, dead
+-- letters, hints, discovery points. Returns the number of (logical) cursors removed: one per
+-- partition of each queue the group was subscribed to.
+WITH subs AS MATERIALIZED (
+    SELECT DISTINCT queue_id FROM queen.subscriptions
+     WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), counted AS (
+    SELECT count(DISTINCT p.partition_id) AS n FROM queen.partitions p JOIN subs USING (queue_id)
+), c AS (DELETE FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), l AS (DELETE FROM queen.leases WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), s AS (DELETE FROM queen.subscriptions WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), d AS (DELETE FROM queen.dead_letters WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), r AS (DELETE FROM queen.ready WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), x AS (DELETE FROM queen.discovery WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+)
+SELECT n FROM counted;
+
+-- name: delete_queue
+-- Drop queue $1 with everything in it; whether it existed.
+WITH existed AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1)
+        OR EXISTS (SELECT 1 FROM queen.partitions WHERE queue_id = $1) AS e
+), m AS (DELETE FROM queen.messages WHERE queue_id = $1
+), p AS (DELETE FROM queen.partitions WHERE queue_id = $1
+), q AS (DELETE FROM queen.queues WHERE queue_id = $1
+), c AS (DELETE FROM queen.cursors WHERE queue_id = $1
+), l AS (DELETE FROM queen.leases WHERE queue_id = $1
+), s AS (DELETE FROM queen.subscriptions WHERE queue_id = $1
+), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1
+), r AS (DELETE FROM queen.ready WHERE queue_id = $1
+), x AS (DELETE FROM queen.discovery WHERE queue_id = $1
+)
+SELECT e FROM existed;

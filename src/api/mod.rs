@@ -2,6 +2,7 @@
 //! module that holds the rules, and turn a `QueenError` into an SQL error.
 
 mod ack;
+mod admin;
 mod configure;
 mod pop;
 mod push;

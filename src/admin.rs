@@ -1,0 +1,53 @@
+//! The functions that operate on consumer state (SPEC §3.4): `queen_renew`, `queen_seek`,
+//! `queen_delete_group`, `queen_delete_queue`. Each is one statement of
+//! `sql/queries/ack.sql`.
+
+use crate::error::{QueenError, QueenResult};
+use crate::names;
+use crate::pop::group_key;
+use crate::push::to_pg;
+use crate::spi::{self, Query};
+use crate::state::{INT4, TEXT, TSTZ, UUID};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::Uuid;
+
+const SQL: &str = include_str!("../sql/queries/ack.sql");
+const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4] };
+const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ] };
+const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID] };
+const DELETE_QUEUE: Query = Query { file: SQL, name: "delete_queue", args: &[UUID] };
+
+/// Extend an active lease; None when it is no longer active.
+pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<TimestampWithTimeZone>> {
+    if let Some(s) = seconds.filter(|s| *s <= 0) {
+        return Err(QueenError::invalid("argument \"seconds\"", format!("must be 1 or more, got {s}")));
+    }
+    Ok(spi::connect(|s| {
+        let args: [DatumWithOid; 2] = [lease_id.into(), seconds.into()];
+        RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>(1))
+    }))
+}
+
+pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {
+    let queue_id = to_pg(names::queue_id(queue));
+    spi::connect(|s| {
+        let args: [DatumWithOid; 3] = [queue_id.into(), group_key(group).into(), to_time.into()];
+        SEEK.run(s, &args).first().req::<i64>(1) as i32
+    })
+}
+
+pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> i32 {
+    let queue_id = queue.map(|q| to_pg(names::queue_id(q)));
+    spi::connect(|s| {
+        let args: [DatumWithOid; 2] = [group_key(group).into(), queue_id.into()];
+        DELETE_GROUP.run(s, &args).first().req::<i64>(1) as i32
+    })
+}
+
+pub fn delete_queue(queue: &str) -> bool {
+    let queue_id = to_pg(names::queue_id(queue));
+    spi::connect(|s| {
+        let args: [DatumWithOid; 1] = [queue_id.into()];
+        DELETE_QUEUE.run(s, &args).first().req::<bool>(1)
+    })
+}
