@@ -414,11 +414,11 @@ impl Pop<'_> {
         if look.row.lease_expired(look.now) {
             let mut row = look.row.clone();
             self.expire(s, partition, &mut row);
-            // Read again from the state after expiry (the dead letter, if any, is finished).
-            let c = row.cursor.clone();
-            look = self.look(s, partition, &c);
-            look.row = row;
-            changed = true;
+            // Write the settled state, then read again from it (the dead letter, if any, is
+            // finished now).
+            let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false };
+            state::save(s, partition, &self.group, &row, also);
+            look = self.look_fresh(s, partition);
         }
         changed |= look.row.cursor.resolve_pending(&look.pending_visible, &look.pending_aborted, &look.pending_left);
         let (n, later) = self.deliverable(&look);
