@@ -209,6 +209,102 @@ fn pop_partitions(c: &mut Client, partitions: usize, batch: i32) {
     );
 }
 
+/// Fill a queue with `n` messages over `parts` partitions (and the raw table likewise).
+fn fill(c: &mut Client, n: usize, parts: usize) {
+    let mut k = 0;
+    while k < n {
+        let chunk: Vec<Value> = (k..(k + 1000).min(n))
+            .map(|i| json!({"queue": "bench", "partition": format!("p{}", i % parts), "payload": payload(i)}))
+            .collect();
+        c.query("SELECT count(*) FROM queen_push($1::jsonb)", &[&Value::Array(chunk.clone())]).unwrap();
+        c.execute(
+            "INSERT INTO raw_messages (partition, payload) SELECT e->>'partition', e->'payload' FROM jsonb_array_elements($1::jsonb) e",
+            &[&Value::Array(chunk)],
+        )
+        .unwrap();
+        k += 1000;
+    }
+    c.batch_execute("VACUUM ANALYZE").unwrap();
+}
+
+/// The raw baseline of a consumer: next `limit` messages of a partition after its cursor, and
+/// the cursor moved, in one statement.
+const RAW_NEXT: &str = "WITH next AS (
+         SELECT id, payload FROM raw_messages
+          WHERE partition = $1 AND id > (SELECT pos FROM raw_cursor WHERE partition = $1 AND grp = $3)
+          ORDER BY id LIMIT $2),
+     moved AS (
+         UPDATE raw_cursor SET pos = (SELECT max(id) FROM next)
+          WHERE partition = $1 AND grp = $3 AND EXISTS (SELECT 1 FROM next))
+     SELECT * FROM next";
+
+fn raw_cursors(c: &mut Client, parts: usize, groups: usize) {
+    c.batch_execute(&format!(
+        "DROP TABLE raw_cursor;
+         CREATE TABLE raw_cursor (partition text, grp int, pos bigint NOT NULL, PRIMARY KEY (partition, grp)) WITH (fillfactor = 50);
+         INSERT INTO raw_cursor SELECT 'p' || i, g, 0 FROM generate_series(0, {parts} - 1) i, generate_series(0, {groups} - 1) g;"
+    ))
+    .unwrap();
+}
+
+/// Pop 100 + ack them, in one transaction, vs the raw next-100-and-move-the-cursor.
+fn pop_ack(c: &mut Client, per_message: bool) {
+    fresh(c);
+    let parts = 10;
+    let ops = if per_message { 150 } else { 300 };
+    fill(c, ops * 100 + 2000, parts);
+    raw_cursors(c, parts, 1);
+    let q = c.prepare("SELECT to_jsonb(m) FROM queen_pop('bench', 'g', batch => 100) m").unwrap();
+    let a = c.prepare("SELECT count(*) FILTER (WHERE success) FROM queen_ack($1::jsonb)").unwrap();
+    let a1 = c.prepare("SELECT success FROM queen_ack($1::text::uuid, $2::text::uuid, 'completed', NULL, 'g')").unwrap();
+    let r = c.prepare(RAW_NEXT).unwrap();
+    let raw = time(ops, |i| c.query(&r, &[&format!("p{}", i % parts), &100i64, &0i32]).unwrap().len());
+    let queen = time(ops, |_| {
+        let mut tx = c.transaction().unwrap();
+        let rows: Vec<Value> = tx.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let n = rows.len();
+        if per_message {
+            for m in &rows {
+                let ok: bool = tx.query_one(&a1, &[&m["message_id"].as_str(), &m["lease_id"].as_str()]).unwrap().get(0);
+                assert!(ok);
+            }
+        } else {
+            let acked: i64 = tx.query_one(&a, &[&Value::Array(rows)]).unwrap().get(0);
+            assert_eq!(acked as usize, n);
+        }
+        tx.commit().unwrap();
+        n
+    });
+    let name = if per_message { "pop 100 + 100 single acks, one transaction" } else { "pop 100 + one batch ack, one transaction" };
+    report(name, "msg", &queen, &raw, Some(0.7));
+}
+
+/// Ten consumer groups each read every message (pop 100 + batch ack), vs ten raw cursors.
+fn fan_out(c: &mut Client) {
+    fresh(c);
+    let parts = 10;
+    let groups = 10;
+    let n = 10_000;
+    fill(c, n, parts);
+    raw_cursors(c, parts, groups);
+    let q = c.prepare("SELECT to_jsonb(m) FROM queen_pop('bench', $1, batch => 100) m").unwrap();
+    let a = c.prepare("SELECT count(*) FILTER (WHERE success) FROM queen_ack($1::jsonb)").unwrap();
+    let r = c.prepare(RAW_NEXT).unwrap();
+    let ops = n / 100 * groups;
+    let raw = time(ops, |i| c.query(&r, &[&format!("p{}", (i / groups) % parts), &100i64, &((i % groups) as i32)]).unwrap().len());
+    let queen = time(ops, |i| {
+        let g = format!("g{}", i % groups);
+        let mut tx = c.transaction().unwrap();
+        let rows: Vec<Value> = tx.query(&q, &[&g]).unwrap().iter().map(|r| r.get(0)).collect();
+        let n = rows.len();
+        tx.query_one(&a, &[&Value::Array(rows)]).unwrap();
+        tx.commit().unwrap();
+        n
+    });
+    assert_eq!(queen.units, n * groups, "every group got every message");
+    report("fan-out: 10 groups each read 10 000 messages (pop 100 + batch ack)", "msg", &queen, &raw, None);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let want = |s: &str| args.is_empty() || args.iter().any(|a| s.starts_with(a.as_str()));
@@ -226,5 +322,11 @@ fn main() {
             pop_partitions(&mut c, n, 1);
         }
         pop_partitions(&mut c, 10_000, 100);
+    }
+    if want("ack") {
+        header("Pop + ack (one client; raw SQL reads the next 100 after a cursor and moves it)");
+        pop_ack(&mut c, false);
+        pop_ack(&mut c, true);
+        fan_out(&mut c);
     }
 }

@@ -80,6 +80,6 @@ fn queen_ack_batch(
 > {
     const F: &str = "queen_ack";
     let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
-    let entries = ack::parse_acks(&acks.to_value()).or_report(F);
+    let entries = ack::parse_acks_jsonb(acks).or_report(F);
     rows(ack::ack(&entries))
 }
