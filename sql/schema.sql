@@ -187,6 +187,27 @@ CREATE TABLE queen.dead_letters (
 );
 CREATE INDEX dead_letters_queue ON queen.dead_letters (queue_id, consumer_group);
 
+-- Message counts per queue, kept by maintenance so that queue_stats need not count millions of
+-- rows: `counted` messages up to a point in the queue log (with the transactions still running
+-- behind it, as for cursors); queue_stats adds what came after the point.
+CREATE TABLE queen.queue_counts (
+    queue_id     uuid        PRIMARY KEY,
+    upto_txid    bigint      NOT NULL,
+    upto_seq     bigint      NOT NULL,
+    pending_txid bigint[]    NOT NULL DEFAULT '{}',
+    counted      bigint      NOT NULL,
+    updated_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- Partitions maintenance removed: a push that saw the registry row just before it went may
+-- still commit a message there; the next passes re-register such partitions.
+CREATE TABLE queen.retired_partitions (
+    partition_id uuid        NOT NULL,
+    queue_id     uuid        NOT NULL,
+    name         text        NOT NULL,
+    retired_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
 -- The functions return the same columns as RETURNS TABLE.
 CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,
@@ -218,11 +239,16 @@ LANGUAGE sql STABLE AS $$
       FROM after, behind
 $$;
 
--- One row per queue. `messages` counts through the queue-log index.
+-- One row per queue. `messages` is maintenance's count (queue_counts) plus the messages
+-- pushed since, counted through the queue-log index: cheap on any queue that maintenance runs on.
 CREATE VIEW queen.queue_stats AS
 SELECT q.name AS queue,
        (SELECT count(DISTINCT p.partition_id) FROM queen.partitions p WHERE p.queue_id = q.queue_id) AS partitions,
-       (SELECT count(*) FROM queen.messages m WHERE m.queue_id = q.queue_id) AS messages,
+       pt.counted
+         + (SELECT count(*) FROM queen.messages m
+             WHERE m.queue_id = q.queue_id AND (m.txid, m.seq) > (pt.upto_txid, pt.upto_seq))
+         + (SELECT count(*) FROM unnest(pt.pending_txid) AS x
+              JOIN queen.messages m ON m.queue_id = q.queue_id AND m.txid = x) AS messages,
        (SELECT count(DISTINCT s.consumer_group) FROM queen.subscriptions s WHERE s.queue_id = q.queue_id) AS consumer_groups,
        (SELECT count(*) FROM queen.dead_letters d WHERE d.queue_id = q.queue_id) AS dead_letters,
        (SELECT m.created_at FROM queen.messages m WHERE m.queue_id = q.queue_id
@@ -230,7 +256,11 @@ SELECT q.name AS queue,
        (SELECT m.created_at FROM queen.messages m WHERE m.queue_id = q.queue_id
          ORDER BY m.txid DESC, m.seq DESC LIMIT 1) AS newest_message
   FROM (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues
-         ORDER BY queue_id, created_at) q;
+         ORDER BY queue_id, created_at) q
+  CROSS JOIN LATERAL (
+        SELECT coalesce(c.counted, 0) AS counted, coalesce(c.upto_txid, 0) AS upto_txid,
+               coalesce(c.upto_seq, 0) AS upto_seq, coalesce(c.pending_txid, '{}') AS pending_txid
+          FROM (SELECT 1) AS one LEFT JOIN queen.queue_counts c ON c.queue_id = q.queue_id) pt;
 
 -- One row per partition of a queue for each group subscribed to it (queue mode as NULL),
 -- partitions the group has not popped yet included.

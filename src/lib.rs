@@ -12,7 +12,9 @@ mod configure;
 mod cursor;
 mod discovery;
 mod error;
+mod gucs;
 mod jsonb;
+mod maintain;
 mod names;
 mod options;
 mod pop;
@@ -20,6 +22,14 @@ mod push;
 mod spi;
 mod state;
 mod wait;
+
+/// Called when the library is loaded (at server start when it is in
+/// `shared_preload_libraries`): settings, and with preloading the shared memory of waiting
+/// pops and the maintenance workers.
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+}
 
 // The schema comes first: every function's SQL is created after it.
 ::pgrx::extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);

@@ -193,28 +193,28 @@ fn subscribe(
 }
 
 /// A message as read from a partition.
-struct Msg {
-    key: Key,
-    message_id: Uuid,
-    transaction_id: String,
-    partition: String,
-    payload: Jsonb,
-    trace_id: Option<Uuid>,
-    created_at: TimestampWithTimeZone,
+pub(crate) struct Msg {
+    pub(crate) key: Key,
+    pub(crate) message_id: Uuid,
+    pub(crate) transaction_id: String,
+    pub(crate) partition: String,
+    pub(crate) payload: Jsonb,
+    pub(crate) trace_id: Option<Uuid>,
+    pub(crate) created_at: TimestampWithTimeZone,
 }
 
 /// What one look at a partition saw: the row, and the messages and snapshot facts of `look`.
-struct Look {
-    row: CursorRow,
-    stored: bool,
-    xip: Vec<i64>,
-    pending_visible: Vec<bool>,
-    pending_aborted: Vec<bool>,
-    pending_left: Vec<bool>,
-    newest_at: Option<Micros>,
-    now: Micros,
-    lease_expires_at: Micros,
-    msgs: Vec<Msg>,
+pub(crate) struct Look {
+    pub(crate) row: CursorRow,
+    pub(crate) stored: bool,
+    pub(crate) xip: Vec<i64>,
+    pub(crate) pending_visible: Vec<bool>,
+    pub(crate) pending_aborted: Vec<bool>,
+    pub(crate) pending_left: Vec<bool>,
+    pub(crate) newest_at: Option<Micros>,
+    pub(crate) now: Micros,
+    pub(crate) lease_expires_at: Micros,
+    pub(crate) msgs: Vec<Msg>,
 }
 
 /// How a pop came to hold a cursor row.
@@ -291,43 +291,7 @@ impl Pop<'_> {
     /// Look at a partition (no lock). `initial` is the state the group starts with there if
     /// it has no cursor row yet.
     fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
-        let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-        let args: [DatumWithOid; 8] = [
-            partition.into(),
-            self.group.as_str().into(),
-            initial.done.0.into(),
-            initial.done.1.into(),
-            pt.into(),
-            ps.into(),
-            (self.remaining() as i64).into(),
-            (self.lease_seconds as f64).into(),
-        ];
-        let mut rows = LOOK.run(s, &args);
-        let r = rows.next().expect("queen: look returns its meta row");
-        let mut look = Look {
-            row: state::parse(&r, 9),
-            stored: r.req::<bool>(25),
-            xip: r.get::<Vec<i64>>(26).unwrap_or_default(),
-            pending_visible: r.get::<Vec<bool>>(27).unwrap_or_default(),
-            pending_aborted: r.get::<Vec<bool>>(28).unwrap_or_default(),
-            pending_left: r.get::<Vec<bool>>(29).unwrap_or_default(),
-            newest_at: r.get::<TimestampWithTimeZone>(30).map(state::micros),
-            now: state::micros(r.req(31)),
-            lease_expires_at: state::micros(r.req(32)),
-            msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
-        };
-        for r in rows {
-            look.msgs.push(Msg {
-                key: (r.req(1), r.req(2)),
-                message_id: r.req(3),
-                transaction_id: r.req(4),
-                partition: r.req(5),
-                payload: Jsonb(r.transfer(6, -1).expect("queen: payload is not NULL")),
-                trace_id: r.get(7),
-                created_at: r.req(8),
-            });
-        }
-        look
+        look(s, partition, &self.group, initial, self.remaining() as i64, self.lease_seconds)
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its
@@ -530,6 +494,48 @@ impl Pop<'_> {
             });
         }
     }
+}
+
+/// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
+/// and up to `limit` next messages, with what the reading snapshot says.
+pub(crate) fn look(s: &mut Spi, partition: Uuid, group: &str, initial: &Cursor, limit: i64, lease_seconds: i32) -> Look {
+    let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
+    let args: [DatumWithOid; 8] = [
+        partition.into(),
+        group.into(),
+        initial.done.0.into(),
+        initial.done.1.into(),
+        pt.into(),
+        ps.into(),
+        limit.into(),
+        (lease_seconds as f64).into(),
+    ];
+    let mut rows = LOOK.run(s, &args);
+    let r = rows.next().expect("queen: look returns its meta row");
+    let mut look = Look {
+        row: state::parse(&r, 9),
+        stored: r.req::<bool>(25),
+        xip: r.get::<Vec<i64>>(26).unwrap_or_default(),
+        pending_visible: r.get::<Vec<bool>>(27).unwrap_or_default(),
+        pending_aborted: r.get::<Vec<bool>>(28).unwrap_or_default(),
+        pending_left: r.get::<Vec<bool>>(29).unwrap_or_default(),
+        newest_at: r.get::<TimestampWithTimeZone>(30).map(state::micros),
+        now: state::micros(r.req(31)),
+        lease_expires_at: state::micros(r.req(32)),
+        msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
+    };
+    for r in rows {
+        look.msgs.push(Msg {
+            key: (r.req(1), r.req(2)),
+            message_id: r.req(3),
+            transaction_id: r.req(4),
+            partition: r.req(5),
+            payload: Jsonb(r.transfer(6, -1).expect("queen: payload is not NULL")),
+            trace_id: r.get(7),
+            created_at: r.req(8),
+        });
+    }
+    look
 }
 
 /// The advisory-lock key of a (partition, group) pair.

@@ -4,5 +4,6 @@
 mod ack;
 mod admin;
 mod configure;
+mod maintain;
 mod pop;
 mod push;

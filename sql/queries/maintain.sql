@@ -1,0 +1,186 @@
+-- Queries of queen_maintain (src/maintain.rs). Sections are prepared once per backend.
+
+-- name: maintain_lock
+-- One maintenance pass at a time per database (the worker and queen_maintain() calls).
+SELECT pg_try_advisory_xact_lock(1364542798, 0);
+
+-- name: maintain_queues
+-- Every queue, with the options maintenance applies (NULL = default = off).
+SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_seconds,
+       max_wait_time_seconds, dead_letter_queue
+  FROM queen.queues
+ ORDER BY queue_id, options_updated_at DESC NULLS LAST, created_at;
+
+-- name: count_scan
+-- The queue's count point (or the start), how many messages came after it, the last of them,
+-- how many messages pending transactions that committed since added, and what the snapshot
+-- says of those transactions. $1 queue id.
+WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+cur AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid, counted FROM queen.queue_counts WHERE queue_id = $1
+    UNION ALL
+    SELECT 0, 0, '{}'::bigint[], 0 WHERE NOT EXISTS (SELECT 1 FROM queen.queue_counts WHERE queue_id = $1)
+),
+tail AS MATERIALIZED (
+    SELECT m.txid, m.seq FROM cur CROSS JOIN LATERAL (
+        SELECT txid, seq FROM queen.messages WHERE queue_id = $1 AND (txid, seq) > (cur.upto_txid, cur.upto_seq)) m
+),
+pend AS MATERIALIZED (
+    SELECT p.x, p.ord, pg_visible_in_snapshot(p.x::text::xid8, snap.s) AS vis,
+           COALESCE(pg_xact_status(p.x::text::xid8), 'aborted') = 'aborted' AS aborted
+      FROM cur CROSS JOIN LATERAL unnest(cur.pending_txid) WITH ORDINALITY AS p(x, ord), snap
+)
+SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
+       (SELECT count(*) FROM tail),
+       (SELECT txid FROM tail ORDER BY txid DESC, seq DESC LIMIT 1),
+       (SELECT seq FROM tail ORDER BY txid DESC, seq DESC LIMIT 1),
+       (SELECT count(*) FROM pend JOIN queen.messages m ON m.queue_id = $1 AND m.txid = pend.x WHERE pend.vis),
+       ARRAY(SELECT vis FROM pend ORDER BY ord),
+       ARRAY(SELECT aborted FROM pend ORDER BY ord),
+       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x)
+  FROM cur, snap;
+
+-- name: count_save
+INSERT INTO queen.queue_counts (queue_id, upto_txid, upto_seq, pending_txid, counted)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (queue_id) DO UPDATE
+   SET upto_txid = EXCLUDED.upto_txid, upto_seq = EXCLUDED.upto_seq,
+       pending_txid = EXCLUDED.pending_txid, counted = EXCLUDED.counted, updated_at = clock_timestamp();
+
+-- name: retention
+-- Delete the queue's messages created before $2, oldest first in the queue log, at most $3 of
+-- those looked at; returns how many were deleted and how many of them the queue's count had
+-- counted. Stops early when the head of the log is younger than the cutoff.
+WITH head AS MATERIALIZED (
+    SELECT ctid, txid, seq, created_at FROM queen.messages WHERE queue_id = $1
+     ORDER BY txid, seq LIMIT $3
+), gone AS (
+    DELETE FROM queen.messages m USING head
+     WHERE m.ctid = head.ctid AND head.created_at < $2
+    RETURNING m.txid, m.seq
+), c AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
+)
+SELECT count(*),
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
+                                                        AND NOT gone.txid = ANY (c.pending_txid)))
+  FROM gone;
+
+-- name: completed_retention
+-- Delete the queue's messages created before $2 that every group subscribed to the queue has
+-- finished (at or before its frontier and not of one of its pending transactions; a group that
+-- never popped a partition counts from where its subscription starts). Partitions of a queue
+-- no group is subscribed to keep their messages. Returns deleted and counted-deleted.
+WITH subs AS MATERIALIZED (
+    SELECT DISTINCT ON (consumer_group) consumer_group, mode, start_xmax FROM queen.subscriptions
+     WHERE queue_id = $1 ORDER BY consumer_group, created_at
+), parts AS MATERIALIZED (
+    SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1
+), bound AS MATERIALIZED (
+    SELECT p.partition_id, f.t, f.s,
+           ARRAY(SELECT unnest(c.pending_txid) FROM queen.cursors c JOIN subs USING (consumer_group)
+                  WHERE c.partition_id = p.partition_id) AS pend
+      FROM parts p
+      CROSS JOIN LATERAL (
+            SELECT t, s FROM (
+                SELECT c.done_txid AS t, c.done_seq AS s FROM subs
+                  JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group
+                UNION ALL
+                SELECT CASE WHEN subs.mode = 'new' THEN subs.start_xmax ELSE 0 END, 0 FROM subs
+                 WHERE NOT EXISTS (SELECT 1 FROM queen.cursors c
+                                    WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group)
+            ) u ORDER BY t, s LIMIT 1) f
+), gone AS (
+    DELETE FROM queen.messages m USING bound b
+     WHERE m.partition_id = b.partition_id AND (m.txid, m.seq) <= (b.t, b.s)
+       AND m.created_at < $2 AND NOT m.txid = ANY (b.pend)
+    RETURNING m.txid, m.seq
+), c AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
+)
+SELECT count(*),
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
+                                                        AND NOT gone.txid = ANY (c.pending_txid)))
+  FROM gone;
+
+-- name: subtract_counted
+UPDATE queen.queue_counts SET counted = greatest(counted - $2, 0) WHERE queue_id = $1;
+
+-- name: max_wait_candidates
+-- (partition, group) pairs of queue $1 whose next unfinished message is older than $2 and that
+-- hold no active lease: the frontier's next message, for cursors that exist; for groups that
+-- never popped a partition, its oldest message.
+SELECT p.partition_id, subs.consumer_group
+  FROM (SELECT DISTINCT ON (consumer_group) consumer_group FROM queen.subscriptions
+         WHERE queue_id = $1 ORDER BY consumer_group, created_at) subs
+ CROSS JOIN (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1) p
+  LEFT JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group
+ WHERE NOT coalesce(c.lease_expires_at > clock_timestamp(), false)
+   AND (EXISTS (SELECT 1 FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
+                  JOIN queen.messages m ON m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
+                 WHERE m.created_at < $2)
+        OR (SELECT m.created_at FROM queen.messages m
+             WHERE m.partition_id = p.partition_id
+               AND (m.txid, m.seq) > (coalesce(c.done_txid, 0), coalesce(c.done_seq, 0))
+             ORDER BY m.txid, m.seq LIMIT 1) < $2);
+
+-- name: prune_leases
+-- Lease rows kept after expiry (so that late acks hear 'lease expired') go after an hour.
+DELETE FROM queen.leases WHERE expires_at < clock_timestamp() - interval '1 hour';
+
+-- name: fold_registry
+-- Duplicate registry rows (two transactions created the same queue, partition or
+-- subscription at once; schema.sql, rule 1): keep the oldest; for queues, the configured one.
+WITH p AS (
+    DELETE FROM queen.partitions x WHERE EXISTS (
+        SELECT 1 FROM queen.partitions o WHERE o.partition_id = x.partition_id
+           AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
+    RETURNING 1
+), s AS (
+    DELETE FROM queen.subscriptions x WHERE EXISTS (
+        SELECT 1 FROM queen.subscriptions o WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group
+           AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
+    RETURNING 1
+), q AS (
+    DELETE FROM queen.queues x WHERE EXISTS (
+        SELECT 1 FROM queen.queues o WHERE o.queue_id = x.queue_id
+           AND (o.options_updated_at IS NOT NULL AND x.options_updated_at IS NULL
+                OR (o.options_updated_at IS NOT DISTINCT FROM x.options_updated_at
+                    AND (o.created_at, o.ctid) < (x.created_at, x.ctid))))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s) + (SELECT count(*) FROM q);
+
+-- name: idle_partitions
+-- Remove partitions that hold no message, whose registry row and cursors have not changed for
+-- $1 seconds, and that no lease holds; remember them (retired_partitions). Partitions retired
+-- earlier that have messages again are registered again (a push that saw the row just before
+-- it went), and retired entries older than a day are forgotten.
+WITH idle AS MATERIALIZED (
+    SELECT DISTINCT ON (p.partition_id) p.partition_id, p.queue_id, p.name FROM queen.partitions p
+     WHERE p.created_at < clock_timestamp() - make_interval(secs => $1)
+       AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.partition_id)
+       AND NOT EXISTS (SELECT 1 FROM queen.cursors c WHERE c.partition_id = p.partition_id
+                          AND (c.updated_at > clock_timestamp() - make_interval(secs => $1)
+                               OR c.lease_expires_at > clock_timestamp()))
+), retired AS (
+    INSERT INTO queen.retired_partitions (partition_id, queue_id, name)
+    SELECT partition_id, queue_id, name FROM idle
+), d1 AS (DELETE FROM queen.partitions WHERE partition_id IN (SELECT partition_id FROM idle)
+), d2 AS (DELETE FROM queen.cursors WHERE partition_id IN (SELECT partition_id FROM idle)
+), d3 AS (DELETE FROM queen.ready WHERE partition_id IN (SELECT partition_id FROM idle)
+), back AS (
+    INSERT INTO queen.partitions (partition_id, queue_id, name)
+    SELECT DISTINCT r.partition_id, r.queue_id, r.name FROM queen.retired_partitions r
+     WHERE EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.partition_id)
+       AND NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = r.partition_id)
+    RETURNING partition_id
+), forget AS (
+    DELETE FROM queen.retired_partitions
+     WHERE retired_at < clock_timestamp() - interval '1 day'
+        OR partition_id IN (SELECT partition_id FROM back)
+)
+SELECT (SELECT count(*) FROM idle), (SELECT count(*) FROM back);
+
+-- name: ago
+SELECT clock_timestamp() - make_interval(secs => $1);

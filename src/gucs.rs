@@ -1,0 +1,52 @@
+//! Settings (`queen.*`), registered in `_PG_init`. See docs/operations.md.
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::CString;
+
+/// Seconds between two maintenance passes of the background worker.
+pub static MAINTENANCE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10);
+
+/// Comma-separated databases the background worker maintains (one worker each).
+pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+
+/// Seconds a partition must be empty and idle before maintenance removes it.
+pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
+
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"queen.maintenance_interval",
+        c"Seconds between two maintenance passes of queen's background worker.",
+        c"Retention, max wait and the clean-up of idle partitions run this often in every database of queen.databases.",
+        &MAINTENANCE_INTERVAL,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_string_guc(
+        c"queen.databases",
+        c"Databases queen's background worker maintains (comma-separated).",
+        c"One maintenance worker is started per database when queen is in shared_preload_libraries; a database without the extension is skipped.",
+        &DATABASES,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"queen.partition_idle_seconds",
+        c"Seconds a partition must be empty and idle before maintenance removes it.",
+        c"",
+        &PARTITION_IDLE_SECONDS,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
+}
+
+/// The configured databases, trimmed, without empty entries.
+pub fn databases() -> Vec<String> {
+    DATABASES
+        .get()
+        .map(|c| c.to_string_lossy().split(',').map(|d| d.trim().to_string()).filter(|d| !d.is_empty()).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,220 @@
+//! Maintenance (SPEC §8): one pass over every queue of the database. `queen_maintain()` runs
+//! it on demand; the background worker (worker.rs) runs it every `queen.maintenance_interval`.
+//!
+//! A pass, per queue: bring the message count of `queue_stats` up to date; delete messages
+//! past `retentionSeconds`, and past `completedRetentionSeconds` once every subscribed group
+//! has finished them; file messages unfinished after `maxWaitTimeSeconds` as dead letters.
+//! Then, for the database: prune old lease rows, fold duplicate registry rows, remove
+//! partitions that have been empty and idle for `queen.partition_idle_seconds`.
+
+use crate::cursor::Batch;
+use crate::discovery::{next_point, Point};
+use crate::pop::{self, DEAD_LETTER};
+use crate::spi::{self, Query, Spi};
+use crate::state::{self, INT8, INT8S, TEXT, TSTZ, UUID};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
+use pgrx::Uuid;
+use serde_json::{json, Value};
+
+const SQL: &str = include_str!("../sql/queries/maintain.sql");
+const MAINTAIN_LOCK: Query = Query { file: SQL, name: "maintain_lock", args: &[] };
+const MAINTAIN_QUEUES: Query = Query { file: SQL, name: "maintain_queues", args: &[] };
+const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID] };
+const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8] };
+const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8] };
+const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ] };
+const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
+const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
+const PRUNE_LEASES: Query = Query { file: SQL, name: "prune_leases", args: &[] };
+const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
+const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[PgOid::BuiltIn(T::FLOAT8OID)] };
+const CURSOR_NEW: Query = Query {
+    file: include_str!("../sql/queries/ack.sql"),
+    name: "ack_cursor_new",
+    args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S],
+};
+
+/// How many messages one retention statement looks at.
+const RETENTION_CHUNK: i64 = 10_000;
+/// How many unfinished messages of one (partition, group) a pass files for max wait.
+const MAX_WAIT_BATCH: i64 = 1000;
+
+#[derive(Default)]
+struct Report {
+    queues: i64,
+    retention_deleted: i64,
+    completed_retention_deleted: i64,
+    max_wait_dead_lettered: i64,
+    leases_pruned: i64,
+    registry_rows_folded: i64,
+    partitions_removed: i64,
+    partitions_restored: i64,
+}
+
+/// One maintenance pass. Returns what it did, or `{"skipped": ...}` when another pass holds
+/// the database's maintenance lock.
+pub fn maintain(partition_idle_seconds: i32) -> Value {
+    spi::connect(|s| {
+        if !MAINTAIN_LOCK.run(s, &[]).first().req::<bool>(1) {
+            return json!({"skipped": "another maintenance pass is running"});
+        }
+        let mut r = Report::default();
+        let queues: Vec<(Uuid, Option<i32>, Option<i32>, Option<i32>, bool)> = MAINTAIN_QUEUES
+            .run(s, &[])
+            .map(|q| (q.req(1), q.get(2), q.get(3), q.get(4), q.get::<bool>(5).unwrap_or(true)))
+            .collect();
+        for (queue_id, retention, completed, max_wait, dlq) in queues {
+            r.queues += 1;
+            refresh_count(s, queue_id);
+            if let Some(secs) = retention.filter(|s| *s > 0) {
+                r.retention_deleted += retain(s, queue_id, secs);
+            }
+            if let Some(secs) = completed.filter(|s| *s > 0) {
+                let cutoff = cutoff(s, secs);
+                let row = COMPLETED_RETENTION.run(s, &[queue_id.into(), cutoff.into()]).first();
+                let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
+                subtract(s, queue_id, counted);
+                r.completed_retention_deleted += deleted;
+            }
+            if let Some(secs) = max_wait.filter(|s| *s > 0) {
+                r.max_wait_dead_lettered += max_wait_pass(s, queue_id, secs, dlq);
+            }
+        }
+        r.leases_pruned = PRUNE_LEASES.run(s, &[]).len() as i64;
+        r.registry_rows_folded = FOLD_REGISTRY.run(s, &[]).first().req::<i64>(1);
+        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
+        r.partitions_removed = idle.req::<i64>(1);
+        r.partitions_restored = idle.req::<i64>(2);
+        json!({
+            "queues": r.queues,
+            "retention_deleted": r.retention_deleted,
+            "completed_retention_deleted": r.completed_retention_deleted,
+            "max_wait_dead_lettered": r.max_wait_dead_lettered,
+            "leases_pruned": r.leases_pruned,
+            "registry_rows_folded": r.registry_rows_folded,
+            "partitions_removed": r.partitions_removed,
+            "partitions_restored": r.partitions_restored,
+        })
+    })
+}
+
+/// The time `secs` seconds ago, by the server's clock.
+fn cutoff(s: &mut Spi, secs: i32) -> TimestampWithTimeZone {
+    const AGO: Query = Query { file: SQL, name: "ago", args: &[PgOid::BuiltIn(T::FLOAT8OID)] };
+    AGO.run(s, &[(secs as f64).into()]).first().req(1)
+}
+
+fn subtract(s: &mut Spi, queue_id: Uuid, counted: i64) {
+    if counted > 0 {
+        SUBTRACT_COUNTED.run(s, &[queue_id.into(), counted.into()]);
+    }
+}
+
+/// Bring the queue's count up to its log's end (same pending-transaction rule as discovery).
+fn refresh_count(s: &mut Spi, queue_id: Uuid) {
+    let row = COUNT_SCAN.run(s, &[queue_id.into()]).first();
+    let point = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
+    let counted: i64 = row.req(4);
+    let tail: i64 = row.req(5);
+    let last = match (row.get::<i64>(6), row.get::<i64>(7)) {
+        (Some(t), Some(q)) => Some((t, q)),
+        _ => None,
+    };
+    let committed: i64 = row.req(8);
+    let visible = row.get::<Vec<bool>>(9).unwrap_or_default();
+    let aborted = row.get::<Vec<bool>>(10).unwrap_or_default();
+    let xip = row.get::<Vec<i64>>(11).unwrap_or_default();
+    let next = next_point(&point, &visible, &aborted, &xip, last);
+    if next == point && tail == 0 && committed == 0 {
+        return;
+    }
+    let args: [DatumWithOid; 5] =
+        [queue_id.into(), next.upto.0.into(), next.upto.1.into(), next.pending.into(), (counted + tail + committed).into()];
+    COUNT_SAVE.run(s, &args);
+}
+
+fn retain(s: &mut Spi, queue_id: Uuid, secs: i32) -> i64 {
+    let cutoff = cutoff(s, secs);
+    let mut total = 0;
+    loop {
+        let row = RETENTION.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
+        let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
+        subtract(s, queue_id, counted);
+        total += deleted;
+        if deleted == 0 {
+            return total;
+        }
+    }
+}
+
+/// File the messages of queue `queue_id` unfinished after `secs` seconds as dead letters of
+/// each group (reason 'max wait time exceeded'), leaving partitions under an active lease to
+/// their holder. Returns how many were filed (or skipped, without a dead letter queue).
+fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
+    let cutoff = cutoff(s, secs);
+    let pairs: Vec<(Uuid, String)> =
+        MAX_WAIT_CANDIDATES.run(s, &[queue_id.into(), cutoff.into()]).map(|r| (r.req(1), r.req(2))).collect();
+    let cutoff_us = state::micros(cutoff);
+    let mut filed = 0;
+    for (partition, group) in pairs {
+        let Some((_, sub)) = pop::subscribe_existing_or_all(s, queue_id, &group) else { continue };
+        let initial = pop::initial_cursor(s, &sub, partition);
+        let mut look = pop::look(s, partition, &group, &initial, MAX_WAIT_BATCH, 1);
+        if !look.stored {
+            let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
+            let args: [DatumWithOid; 7] = [
+                partition.into(),
+                group.as_str().into(),
+                queue_id.into(),
+                initial.done.0.into(),
+                initial.done.1.into(),
+                pt.into(),
+                ps.into(),
+            ];
+            CURSOR_NEW.run(s, &args);
+        }
+        let Some(version) = state::lock(s, partition, &group) else { continue };
+        if look.row.version.as_deref() != Some(version.as_str()) {
+            look = pop::look(s, partition, &group, &initial, MAX_WAIT_BATCH, 1);
+        }
+        if look.row.lease_active(look.now) {
+            continue;
+        }
+        let mut row = look.row;
+        let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();
+        let old: Vec<_> = look.msgs.iter().filter(|m| state::micros(m.created_at) < cutoff_us).map(|m| m.key).collect();
+        if old.is_empty() {
+            continue;
+        }
+        // The read messages as a batch, so the frontier moves over the filed prefix.
+        let last = keys.iter().copied().max();
+        let xip = match last {
+            Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
+            None => vec![],
+        };
+        row.cursor.lease = Some(Batch { keys, xip });
+        for k in old {
+            if dlq {
+                let attempts = row.cursor.attempt_of(k);
+                let args: [DatumWithOid; 6] = [
+                    partition.into(),
+                    group.as_str().into(),
+                    k.0.into(),
+                    k.1.into(),
+                    "max wait time exceeded".into(),
+                    attempts.into(),
+                ];
+                DEAD_LETTER.run(s, &args);
+            }
+            row.cursor.finish(k);
+            filed += 1;
+        }
+        row.cursor.release();
+        row.lease_id = None;
+        row.lease_expires_at = None;
+        let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false };
+        state::save(s, partition, &group, &row, also);
+    }
+    filed
+}
