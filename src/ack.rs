@@ -425,6 +425,10 @@ impl Group<'_> {
                 hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
             }
         }
+        if hint_at.is_some() {
+            // Messages may be deliverable again: wake waiting pops of the queue at commit.
+            crate::wait::touched(crate::wait::queue_key(&from_pg(self.queue_id)));
+        }
         if changed {
             let also = state::SaveAlso { queue_id: self.queue_id, hint_at, create_lease: false };
             state::save(self.s, self.partition, self.group, &row, also);

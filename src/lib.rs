@@ -22,6 +22,7 @@ mod push;
 mod spi;
 mod state;
 mod wait;
+mod worker;
 
 /// Called when the library is loaded (at server start when it is in
 /// `shared_preload_libraries`): settings, and with preloading the shared memory of waiting
@@ -29,6 +30,11 @@ mod wait;
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
+    wait::init_backend();
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        wait::init_shared();
+        worker::register();
+    }
 }
 
 // The schema comes first: every function's SQL is created after it.

@@ -559,12 +559,17 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
         }
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(req.wait_ms.max(0) as u64);
+    let waiting = (req.wait_ms > 0).then(|| crate::wait::register(crate::wait::queue_key(&names::queue_id(&req.queue))));
     loop {
+        if waiting.is_some() {
+            // Before looking: a commit between the look and the sleep then wakes the sleep.
+            crate::wait::reset_latch();
+        }
         let rows = pop_once(req);
         let now = std::time::Instant::now();
-        if !rows.is_empty() || now >= deadline {
-            return Ok(rows);
+        match &waiting {
+            Some(reg) if rows.is_empty() && now < deadline => crate::wait::sleep(reg, deadline - now),
+            _ => return Ok(rows),
         }
-        crate::wait::sleep_until_woken(&req.queue, deadline - now);
     }
 }

@@ -217,6 +217,10 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
     for (r, it) in results.iter_mut().zip(&items) {
         r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
     }
+    // Waiting pops of these queues are woken when this transaction commits.
+    for q in ids.iter().filter(|((_, p), _)| p.is_empty()).map(|(_, q)| q) {
+        crate::wait::touched(crate::wait::queue_key(q));
+    }
     Ok(results)
 }
 

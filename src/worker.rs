@@ -1,0 +1,81 @@
+//! The maintenance background worker (SPEC §8): with the library preloaded, one worker per
+//! database of `queen.databases` runs a maintenance pass (maintain.rs) every
+//! `queen.maintenance_interval` seconds. A database without the extension is skipped; a pass
+//! that fails is logged and rolled back, and the next interval tries again; SIGTERM (server
+//! shutdown) ends the worker between passes; SIGHUP reloads the settings.
+
+use crate::gucs;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::time::Duration;
+
+/// Register one worker per configured database. Called from `_PG_init` when preloading.
+pub fn register() {
+    for (i, db) in gucs::databases().iter().enumerate() {
+        BackgroundWorkerBuilder::new(&format!("queen maintenance {db}"))
+            .set_type("queen maintenance")
+            .set_library("queen")
+            .set_function("queen_maintenance_worker_main")
+            .set_argument((i as i32).into_datum())
+            .enable_spi_access()
+            .set_restart_time(Some(Duration::from_secs(10)))
+            .load();
+    }
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
+    let index = unsafe { i32::from_datum(arg, false) }.unwrap_or(0) as usize;
+    let Some(db) = gucs::databases().get(index).cloned() else { return };
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    log!("queen: maintenance worker for database \"{db}\" started");
+    loop {
+        let interval = Duration::from_secs(gucs::MAINTENANCE_INTERVAL.get().max(1) as u64);
+        if !BackgroundWorker::wait_latch(Some(interval)) {
+            break; // SIGTERM, or the postmaster died
+        }
+        if BackgroundWorker::sighup_received() {
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        pass(&db);
+    }
+    log!("queen: maintenance worker for database \"{db}\" stopped");
+}
+
+/// One pass in its own transaction; an error is logged and the transaction rolled back.
+fn pass(db: &str) {
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    let done = PgTryBuilder::new(|| {
+        let installed = Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')")
+            .ok()
+            .flatten()
+            .unwrap_or(false);
+        if installed {
+            let report = crate::maintain::maintain(gucs::PARTITION_IDLE_SECONDS.get());
+            if report.get("skipped").is_none() {
+                debug1!("queen: maintenance of \"{db}\": {report}");
+            }
+        }
+        true
+    })
+    .catch_others(|e| {
+        warning!("queen: maintenance of database \"{db}\" failed, will retry: {e:?}");
+        false
+    })
+    .execute();
+    unsafe {
+        if done {
+            pg_sys::PopActiveSnapshot();
+            pg_sys::CommitTransactionCommand();
+        } else {
+            pg_sys::AbortCurrentTransaction();
+        }
+    }
+}
