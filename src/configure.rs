@@ -16,17 +16,36 @@ const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
 const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
 const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
 
-const LOCK_QUEUE: Query = Query { file: SQL, name: "lock_queue", args: &[UUID] };
-const LOAD_OPTIONS: Query = Query { file: SQL, name: "load_options", args: &[UUID] };
-const OPTION_ARGS: &[PgOid] = &[UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT];
-const UPDATE_OPTIONS: Query = Query { file: SQL, name: "update_options", args: OPTION_ARGS };
-const INSERT_QUEUE: Query = Query { file: SQL, name: "insert_queue", args: OPTION_ARGS };
+const LOCK_QUEUE: Query = Query {
+    file: SQL,
+    name: "lock_queue",
+    args: &[UUID],
+};
+const LOAD_OPTIONS: Query = Query {
+    file: SQL,
+    name: "load_options",
+    args: &[UUID],
+};
+const OPTION_ARGS: &[PgOid] = &[
+    UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT,
+];
+const UPDATE_OPTIONS: Query = Query {
+    file: SQL,
+    name: "update_options",
+    args: OPTION_ARGS,
+};
+const INSERT_QUEUE: Query = Query {
+    file: SQL,
+    name: "insert_queue",
+    args: OPTION_ARGS,
+};
 
 /// The stored options of a queue; all `None` (defaults) for a queue never configured or
 /// not existing.
 pub fn load(s: &mut Spi, queue_id: pgrx::Uuid) -> StoredOptions {
     let mut rows = LOAD_OPTIONS.run(s, &[queue_id.into()]);
-    rows.next().map_or_else(StoredOptions::default, |row| stored_options(&row, 1))
+    rows.next()
+        .map_or_else(StoredOptions::default, |row| stored_options(&row, 1))
 }
 
 /// The option columns of a row, in the order of `load_options`, from column `at` on.

@@ -7,7 +7,8 @@ use std::ffi::CString;
 pub static MAINTENANCE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10);
 
 /// Comma-separated databases the background worker maintains (one worker each).
-pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+pub static DATABASES: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Seconds a partition must be empty and idle before maintenance removes it.
 pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
@@ -23,14 +24,18 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
-    GucRegistry::define_string_guc(
+    // A PGC_POSTMASTER setting can only be defined while the server starts: without
+    // preloading there is no worker to configure.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_string_guc(
         c"queen.databases",
         c"Databases queen's background worker maintains (comma-separated).",
         c"One maintenance worker is started per database when queen is in shared_preload_libraries; a database without the extension is skipped.",
         &DATABASES,
         GucContext::Postmaster,
         GucFlags::default(),
-    );
+        );
+    }
     GucRegistry::define_int_guc(
         c"queen.partition_idle_seconds",
         c"Seconds a partition must be empty and idle before maintenance removes it.",
@@ -47,6 +52,12 @@ pub fn init() {
 pub fn databases() -> Vec<String> {
     DATABASES
         .get()
-        .map(|c| c.to_string_lossy().split(',').map(|d| d.trim().to_string()).filter(|d| !d.is_empty()).collect())
+        .map(|c| {
+            c.to_string_lossy()
+                .split(',')
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty())
+                .collect()
+        })
         .unwrap_or_default()
 }

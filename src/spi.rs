@@ -40,7 +40,9 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
         .find(&marker)
         .unwrap_or_else(|| panic!("queen: query \"{name}\" is missing from its sql file"))
         + marker.len();
-    let end = file[start..].find("-- name: ").map_or(file.len(), |i| start + i);
+    let end = file[start..]
+        .find("-- name: ")
+        .map_or(file.len(), |i| start + i);
     file[start..end].trim()
 }
 
@@ -60,7 +62,8 @@ impl Query {
         if let Some(p) = PLANS.with(|p| p.borrow().get(self.name).copied()) {
             return p;
         }
-        let sql = CString::new(section(self.file, self.name)).expect("queen: query text has no NUL");
+        let sql =
+            CString::new(section(self.file, self.name)).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
         let plan = unsafe {
             let p = pg_sys::SPI_prepare_cursor(
@@ -71,7 +74,10 @@ impl Query {
             );
             if p.is_null() {
                 let code = pg_sys::SPI_result;
-                panic!("queen: preparing query \"{}\" failed (SPI code {code})", self.name);
+                panic!(
+                    "queen: preparing query \"{}\" failed (SPI code {code})",
+                    self.name
+                );
             }
             pg_sys::SPI_keepplan(p);
             p
@@ -82,7 +88,13 @@ impl Query {
 
     /// Execute the query. The rows stay readable until the next query runs.
     pub fn run<'s>(&self, _spi: &'s mut Spi, args: &[DatumWithOid<'_>]) -> Rows<'s> {
-        assert_eq!(args.len(), self.args.len(), "queen: query \"{}\" takes {} arguments", self.name, self.args.len());
+        assert_eq!(
+            args.len(),
+            self.args.len(),
+            "queen: query \"{}\" takes {} arguments",
+            self.name,
+            self.args.len()
+        );
         let plan = self.plan();
         let mut values: Vec<pg_sys::Datum> = Vec::with_capacity(args.len());
         let mut nulls: Vec<std::os::raw::c_char> = Vec::with_capacity(args.len());
@@ -100,13 +112,23 @@ impl Query {
         }
         unsafe {
             pg_sys::SPI_tuptable = std::ptr::null_mut();
-            let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), false, 0);
+            let rc =
+                pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), false, 0);
             if rc < 0 {
                 panic!("queen: query \"{}\" failed (SPI code {rc})", self.name);
             }
             let table = pg_sys::SPI_tuptable;
-            let n = if table.is_null() { pg_sys::SPI_processed as usize } else { (*table).numvals as usize };
-            Rows { table, n, next: 0, _spi: std::marker::PhantomData }
+            let n = if table.is_null() {
+                pg_sys::SPI_processed as usize
+            } else {
+                (*table).numvals as usize
+            };
+            Rows {
+                table,
+                n,
+                next: 0,
+                _spi: std::marker::PhantomData,
+            }
         }
     }
 }
@@ -146,7 +168,11 @@ impl<'s> Iterator for Rows<'s> {
             return None;
         }
         self.next += 1;
-        Some(Row { table: self.table, i: self.next - 1, _spi: std::marker::PhantomData })
+        Some(Row {
+            table: self.table,
+            i: self.next - 1,
+            _spi: std::marker::PhantomData,
+        })
     }
 }
 
@@ -179,13 +205,15 @@ impl Row<'_> {
 
     /// Column `col`, which must not be NULL.
     pub fn req<T: FromDatum>(&self, col: usize) -> T {
-        self.get(col).unwrap_or_else(|| panic!("queen: column {col} is NULL"))
+        self.get(col)
+            .unwrap_or_else(|| panic!("queen: column {col} is NULL"))
     }
 
     /// Column `col` copied out of SPI's memory into the caller's (the memory current before
     /// `connect`), so it outlives the connection. For pass-by-reference types such as jsonb.
     pub fn transfer(&self, col: usize, typlen: i32) -> Option<pg_sys::Datum> {
-        self.datum(col).map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, typlen) })
+        self.datum(col)
+            .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, typlen) })
     }
 }
 

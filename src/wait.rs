@@ -33,15 +33,23 @@ pub struct Waiters {
 
 #[derive(Copy, Clone, Default)]
 struct Slot {
-    /// The waiting backend's PGPROC number and pid (0: free).
+    /// The waiting backend's PGPROC number + 1 and pid (0: free).
     procno: i32,
     pid: i32,
     queue: u64,
+    /// The queue's id, for the `queen.waiting_pops` view.
+    queue_id: [u8; 16],
+    /// When the wait began (microseconds since the Postgres epoch), and how often a commit
+    /// woke it.
+    since: i64,
+    wakeups: i64,
 }
 
 impl Default for Waiters {
     fn default() -> Self {
-        Waiters { slots: [Slot::default(); SLOTS] }
+        Waiters {
+            slots: [Slot::default(); SLOTS],
+        }
     }
 }
 
@@ -71,7 +79,8 @@ pub fn init_backend() {
 /// The key of a queue in the table.
 pub fn queue_key(queue_id: &uuid::Uuid) -> u64 {
     let b = queue_id.as_bytes();
-    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) ^ u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+        ^ u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
 }
 
 /// Remember that this transaction gave waiters of `queue` something to pop.
@@ -82,7 +91,10 @@ pub fn touched(queue: u64) {
 }
 
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::os::raw::c_void) {
+unsafe extern "C-unwind" fn on_xact(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::os::raw::c_void,
+) {
     match event {
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
             let queues: Vec<u64> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
@@ -101,10 +113,17 @@ fn wake(queues: &[u64]) {
     if !READY.load(Ordering::Relaxed) {
         return;
     }
-    let w = WAITERS.share();
-    for slot in w.slots.iter().filter(|s| s.procno > 0 && queues.contains(&s.queue)) {
+    let mut w = WAITERS.exclusive();
+    for slot in w
+        .slots
+        .iter_mut()
+        .filter(|s| s.procno > 0 && queues.contains(&s.queue))
+    {
+        slot.wakeups += 1;
         unsafe {
-            let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
+            let proc_ = (*pg_sys::ProcGlobal)
+                .allProcs
+                .add((slot.procno - 1) as usize);
             pg_sys::SetLatch(&mut (*proc_).procLatch);
         }
     }
@@ -128,7 +147,8 @@ impl Drop for Registration {
 
 /// Register this backend as waiting on `queue`. Without shared memory, or with every slot
 /// taken, the registration is empty and the wait polls.
-pub fn register(queue: u64) -> Registration {
+pub fn register(queue_id: &uuid::Uuid) -> Registration {
+    let queue = queue_key(queue_id);
     if !READY.load(Ordering::Relaxed) {
         return Registration { slot: None };
     }
@@ -136,14 +156,45 @@ pub fn register(queue: u64) -> Registration {
     let procno = unsafe { (*pg_sys::MyProc).pgprocno } + 1;
     let mut w = WAITERS.exclusive();
     // A slot left by a backend that died without unregistering is reclaimed.
-    let free = w.slots.iter().position(|s| s.procno == 0 || s.pid == me || unsafe { libc_kill0(s.pid) });
+    let free = w
+        .slots
+        .iter()
+        .position(|s| s.procno == 0 || s.pid == me || unsafe { libc_kill0(s.pid) });
     match free {
         Some(i) => {
-            w.slots[i] = Slot { procno, pid: me, queue };
+            let since = unsafe { pg_sys::GetCurrentTimestamp() };
+            w.slots[i] = Slot {
+                procno,
+                pid: me,
+                queue,
+                queue_id: *queue_id.as_bytes(),
+                since,
+                wakeups: 0,
+            };
             Registration { slot: Some(i) }
         }
         None => Registration { slot: None },
     }
+}
+
+/// The waiting pops: pid, queue id, since when, how often woken.
+pub fn waiting() -> Vec<(i32, uuid::Uuid, i64, i64)> {
+    if !READY.load(Ordering::Relaxed) {
+        return Vec::new();
+    }
+    let w = WAITERS.share();
+    w.slots
+        .iter()
+        .filter(|s| s.procno > 0)
+        .map(|s| {
+            (
+                s.pid,
+                uuid::Uuid::from_bytes(s.queue_id),
+                s.since,
+                s.wakeups,
+            )
+        })
+        .collect()
 }
 
 /// Whether process `pid` is gone.
@@ -163,7 +214,11 @@ pub fn reset_latch() {
 /// Sleep until woken, an interrupt, or `max`, whichever comes first; without a registration,
 /// at most `POLL_MS`.
 pub fn sleep(reg: &Registration, max: Duration) {
-    let cap = if reg.slot.is_some() { max.as_millis() } else { max.as_millis().min(POLL_MS as u128) };
+    let cap = if reg.slot.is_some() {
+        max.as_millis()
+    } else {
+        max.as_millis().min(POLL_MS as u128)
+    };
     let ms = cap.max(1) as std::os::raw::c_long;
     unsafe {
         pg_sys::WaitLatch(

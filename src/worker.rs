@@ -19,7 +19,7 @@ pub fn register() {
             .set_function("queen_maintenance_worker_main")
             .set_argument((i as i32).into_datum())
             .enable_spi_access()
-            .set_restart_time(Some(Duration::from_secs(10)))
+            .set_restart_time(Some(Duration::from_secs(5)))
             .load();
     }
 }
@@ -28,7 +28,9 @@ pub fn register() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
     let index = unsafe { i32::from_datum(arg, false) }.unwrap_or(0) as usize;
-    let Some(db) = gucs::databases().get(index).cloned() else { return };
+    let Some(db) = gucs::databases().get(index).cloned() else {
+        return;
+    };
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     BackgroundWorker::connect_worker_to_spi(Some(&db), None);
     log!("queen: maintenance worker for database \"{db}\" started");
@@ -53,10 +55,12 @@ fn pass(db: &str) {
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
     let done = PgTryBuilder::new(|| {
-        let installed = Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')")
-            .ok()
-            .flatten()
-            .unwrap_or(false);
+        let installed = Spi::get_one::<bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')",
+        )
+        .ok()
+        .flatten()
+        .unwrap_or(false);
         if installed {
             let report = crate::maintain::maintain(gucs::PARTITION_IDLE_SECONDS.get());
             if report.get("skipped").is_none() {

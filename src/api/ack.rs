@@ -19,9 +19,16 @@ fn rows(
         name!(dead_lettered, bool),
     ),
 > {
-    TableIterator::new(
-        results.into_iter().map(|r| (r.idx, r.message_id, r.success, r.error, r.lease_released, r.dead_lettered)),
-    )
+    TableIterator::new(results.into_iter().map(|r| {
+        (
+            r.idx,
+            r.message_id,
+            r.success,
+            r.error,
+            r.lease_released,
+            r.dead_lettered,
+        )
+    }))
 }
 
 /// `queen_ack(message_id, lease_id, status, error, consumer_group)`: SPEC §3.3, one message.
@@ -45,8 +52,14 @@ fn queen_ack_one(
     ),
 > {
     const F: &str = "queen_ack";
-    let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
-    let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
+    let message_id = message_id
+        .ok_or(QueenError::NullValue {
+            argument: "message_id",
+        })
+        .or_report(F);
+    let status = status
+        .ok_or(QueenError::NullValue { argument: "status" })
+        .or_report(F);
     let status = AckStatus::parse("argument \"status\"", status).or_report(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
@@ -79,7 +92,9 @@ fn queen_ack_batch(
     ),
 > {
     const F: &str = "queen_ack";
-    let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
+    let acks = acks
+        .ok_or(QueenError::NullValue { argument: "acks" })
+        .or_report(F);
     let entries = ack::parse_acks_jsonb(acks).or_report(F);
     rows(ack::ack(&entries))
 }

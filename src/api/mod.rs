@@ -7,3 +7,4 @@ mod configure;
 mod maintain;
 mod pop;
 mod push;
+mod wait;

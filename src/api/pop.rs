@@ -1,9 +1,9 @@
 use crate::error::OrReport;
+use crate::jsonb::Jsonb;
 use crate::names;
 use crate::pop::{self, PopRequest};
-use pgrx::prelude::*;
 use pgrx::datum::TimestampWithTimeZone;
-use crate::jsonb::Jsonb;
+use pgrx::prelude::*;
 use pgrx::Uuid;
 
 /// `queen_pop(...)`: SPEC §3.2. Claims partitions for the group and returns their next messages.
@@ -45,8 +45,15 @@ fn queen_pop(
     if partition.is_some() {
         names::check_name("partition", "argument \"partition\"", partition).or_report(F);
     }
-    let mode = pop::check(batch, partitions, wait_ms, lease_seconds, subscription_mode, subscription_from.is_some())
-        .or_report(F);
+    let mode = pop::check(
+        batch,
+        partitions,
+        wait_ms,
+        lease_seconds,
+        subscription_mode,
+        subscription_from.is_some(),
+    )
+    .or_report(F);
     let req = PopRequest {
         queue: queue.to_string(),
         group: consumer_group.map(str::to_string),

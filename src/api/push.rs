@@ -1,8 +1,8 @@
 use crate::error::{OrReport, QueenError};
+use crate::jsonb::Jsonb;
 use crate::names;
 use crate::push::{self, Payloads, PushItem, PushResult};
 use pgrx::prelude::*;
-use crate::jsonb::Jsonb;
 use pgrx::Uuid;
 
 type Rows = TableIterator<
@@ -20,7 +20,15 @@ type Rows = TableIterator<
 
 fn rows(results: Vec<PushResult>) -> Rows {
     TableIterator::new(results.into_iter().map(|r| {
-        (r.idx, r.message_id, r.transaction_id, r.queue, r.partition, r.partition_id, r.status.as_str().to_string())
+        (
+            r.idx,
+            r.message_id,
+            r.transaction_id,
+            r.queue,
+            r.partition,
+            r.partition_id,
+            r.status.as_str().to_string(),
+        )
     }))
 }
 
@@ -47,8 +55,13 @@ fn queen_push_one(
     const F: &str = "queen_push";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     // JSON null is a payload; SQL NULL is not.
-    let payload = payload.ok_or(QueenError::NullValue { argument: "payload" }).or_report(F);
-    let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+    let payload = payload
+        .ok_or(QueenError::NullValue {
+            argument: "payload",
+        })
+        .or_report(F);
+    let partition =
+        names::check_name("partition", "argument \"partition\"", partition).or_report(F);
     if let Some(t) = transaction_id {
         push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
     }
@@ -78,7 +91,9 @@ fn queen_push_batch(
     ),
 > {
     const F: &str = "queen_push";
-    let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
+    let items = items
+        .ok_or(QueenError::NullValue { argument: "items" })
+        .or_report(F);
     let parsed = push::parse_items(&items.to_value()).or_report(F);
     rows(push::push(parsed, Payloads::Items(items)).or_report(F))
 }

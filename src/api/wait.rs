@@ -1,0 +1,37 @@
+use crate::push::to_pg;
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::Uuid;
+
+/// The pops waiting for messages now (with the library preloaded): backend pid, queue id,
+/// since when, and how many commits woke it. Read through the view `queen.waiting_pops`.
+#[pg_extern(volatile, parallel_safe)]
+fn queen_waiting_pops() -> TableIterator<
+    'static,
+    (
+        name!(pid, i32),
+        name!(queue_id, Uuid),
+        name!(since, TimestampWithTimeZone),
+        name!(wakeups, i64),
+    ),
+> {
+    TableIterator::new(
+        crate::wait::waiting()
+            .into_iter()
+            .map(|(pid, q, since, wakeups)| {
+                (pid, to_pg(q), crate::state::timestamp(since), wakeups)
+            }),
+    )
+}
+
+::pgrx::extension_sql!(
+    r#"
+-- Pops waiting for messages now (needs the library in shared_preload_libraries).
+CREATE VIEW queen.waiting_pops AS
+SELECT w.pid, q.name AS queue, w.since, w.wakeups
+  FROM queen_waiting_pops() w
+  LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = w.queue_id LIMIT 1) q ON true;
+"#,
+    name = "waiting_pops_view",
+    requires = [queen_waiting_pops]
+);

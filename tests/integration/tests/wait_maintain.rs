@@ -1,0 +1,316 @@
+//! Waiting pops woken at commit, the fallback without preloading, and maintenance (through
+//! queen_maintain() and through the background worker), over real connections.
+
+use postgres::{Client, NoTls};
+use queen_integration_tests::{connect, sqlstate, TestDb};
+use serde_json::{json, Value};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
+    c.execute("SELECT queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap();
+}
+
+/// Wait until `pid` is a waiting pop (it shows in queen.waiting_pops), or panic.
+fn await_waiting(c: &mut Client, pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&pid]).unwrap().get(0);
+        if n > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "backend {pid} never started waiting");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A pop waiting in another session: (its pid, the handle giving its rows and how long it took).
+fn waiter(db: &str, sql: &'static str) -> (i32, thread::JoinHandle<(Result<Vec<Value>, postgres::Error>, Duration)>) {
+    let mut c = connect(db);
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let h = thread::spawn(move || {
+        let t0 = Instant::now();
+        let r = c.query(sql, &[]).map(|rows| rows.iter().map(|r| r.get::<_, Value>(0)).collect());
+        (r, t0.elapsed())
+    });
+    (pid, h)
+}
+
+#[test]
+fn a_waiting_pop_is_woken_by_a_commit_not_by_an_insert() {
+    let db = TestDb::new("wake");
+    let mut c = db.connect();
+    let (pid, h) = waiter(&db.name, "SELECT payload FROM queen_pop('q', 'g', wait_ms => 20000, auto_ack => true)");
+    await_waiting(&mut c, pid);
+    let mut tx = c.transaction().unwrap();
+    tx.execute("SELECT queen_push('q', '\"hello\"')", &[]).unwrap();
+    // Pushed but not committed: the waiter is not woken.
+    thread::sleep(Duration::from_millis(200));
+    assert!(!h.is_finished(), "woken before the commit");
+    let wakeups: i64 = tx.query_one("SELECT wakeups FROM queen.waiting_pops WHERE pid = $1", &[&pid]).unwrap().get(0);
+    assert_eq!(wakeups, 0);
+    let committed = Instant::now();
+    tx.commit().unwrap();
+    let (rows, _) = h.join().unwrap();
+    let latency = committed.elapsed();
+    assert_eq!(rows.unwrap(), vec![json!("hello")]);
+    assert!(latency < Duration::from_secs(2), "took {latency:?} after the commit");
+}
+
+#[test]
+fn a_rolled_back_push_wakes_nobody_with_a_message_and_the_deadline_holds() {
+    let db = TestDb::new("wakerollback");
+    let mut c = db.connect();
+    let (pid, h) = waiter(&db.name, "SELECT payload FROM queen_pop('q', 'g', wait_ms => 1500, auto_ack => true)");
+    await_waiting(&mut c, pid);
+    let mut tx = c.transaction().unwrap();
+    tx.execute("SELECT queen_push('q', '\"never\"')", &[]).unwrap();
+    tx.rollback().unwrap();
+    let (rows, took) = h.join().unwrap();
+    assert!(rows.unwrap().is_empty());
+    assert!(took >= Duration::from_millis(1450), "returned after {took:?}, before its deadline");
+    assert!(took < Duration::from_secs(5));
+}
+
+#[test]
+fn waiters_of_other_queues_are_not_woken_and_losers_sleep_again() {
+    let db = TestDb::new("wakeothers");
+    let mut c = db.connect();
+    let (pid_b, hb) = waiter(&db.name, "SELECT payload FROM queen_pop('b', 'g', wait_ms => 1500, auto_ack => true)");
+    let (pid_a1, ha1) = waiter(&db.name, "SELECT payload FROM queen_pop('a', 'g', wait_ms => 1500, auto_ack => true)");
+    let (pid_a2, ha2) = waiter(&db.name, "SELECT payload FROM queen_pop('a', 'g', wait_ms => 1500, auto_ack => true)");
+    for p in [pid_b, pid_a1, pid_a2] {
+        await_waiting(&mut c, p);
+    }
+    push(&mut c, "a", "p", json!("one"));
+    // Both waiters of 'a' were woken, 'b's was not.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let woken: i64 = c
+            .query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = ANY($1) AND wakeups > 0", &[&vec![pid_a1, pid_a2]])
+            .unwrap()
+            .get(0);
+        if woken > 0 || ha1.is_finished() || ha2.is_finished() {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        thread::sleep(Duration::from_millis(2));
+    }
+    let b_wakeups: i64 = c.query_one("SELECT wakeups FROM queen.waiting_pops WHERE pid = $1", &[&pid_b]).unwrap().get(0);
+    assert_eq!(b_wakeups, 0, "a push to queue a woke a waiter of queue b");
+    let (r1, t1) = ha1.join().unwrap();
+    let (r2, t2) = ha2.join().unwrap();
+    let (rb, tb) = hb.join().unwrap();
+    let (r1, r2) = (r1.unwrap(), r2.unwrap());
+    assert_eq!(r1.len() + r2.len(), 1, "one message, one winner");
+    // The loser went back to sleep until its deadline.
+    let loser = if r1.is_empty() { t1 } else { t2 };
+    assert!(loser >= Duration::from_millis(1450), "the loser returned after {loser:?}");
+    assert!(rb.unwrap().is_empty() && tb >= Duration::from_millis(1450));
+}
+
+#[test]
+fn a_cancel_interrupts_a_waiting_pop() {
+    let db = TestDb::new("cancel");
+    let mut c = db.connect();
+    let (pid, h) = waiter(&db.name, "SELECT payload FROM queen_pop('q', 'g', wait_ms => 60000)");
+    await_waiting(&mut c, pid);
+    let t0 = Instant::now();
+    c.execute("SELECT pg_cancel_backend($1)", &[&pid]).unwrap();
+    let (r, _) = h.join().unwrap();
+    assert_eq!(sqlstate(&r.unwrap_err()), "57014");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    // The slot was freed.
+    let n: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&pid]).unwrap().get(0);
+    assert_eq!(n, 0);
+    // statement_timeout too.
+    c.batch_execute("SET statement_timeout = '300ms'").unwrap();
+    let err = c.query("SELECT * FROM queen_pop('q', 'g', wait_ms => 60000)", &[]).unwrap_err();
+    assert_eq!(sqlstate(&err), "57014");
+}
+
+/// Without shared_preload_libraries: waiting polls, and still returns a committed message
+/// within about 100 ms; maintenance runs through queen_maintain().
+#[test]
+fn without_preloading_waiting_falls_back_to_polling() {
+    let host = std::env::var("QUEEN_TEST_NOPRELOAD_HOST").expect("run through scripts/integration-tests");
+    let port = std::env::var("QUEEN_TEST_NOPRELOAD_PORT").unwrap();
+    let conn = |db: &str| Client::connect(&format!("host={host} port={port} user=postgres dbname={db}"), NoTls).unwrap();
+    let mut admin = conn("postgres");
+    let name = format!("nopreload_{}", std::process::id());
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    let mut c = conn(&name);
+    c.batch_execute("CREATE EXTENSION queen").unwrap();
+    let preloaded: String = c.query_one("SHOW shared_preload_libraries", &[]).unwrap().get(0);
+    assert!(!preloaded.contains("queen"));
+    let mut w = conn(&name);
+    let h = thread::spawn(move || {
+        let rows = w.query("SELECT payload FROM queen_pop('q', 'g', wait_ms => 10000, auto_ack => true)", &[]).unwrap();
+        rows.iter().map(|r| r.get::<_, Value>(0)).collect::<Vec<_>>()
+    });
+    thread::sleep(Duration::from_millis(300));
+    let committed = Instant::now();
+    push(&mut c, "q", "p", json!("polled"));
+    assert_eq!(h.join().unwrap(), vec![json!("polled")]);
+    assert!(committed.elapsed() < Duration::from_millis(1000), "{:?}", committed.elapsed());
+    let empty: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops", &[]).unwrap().get(0);
+    assert_eq!(empty, 0);
+    c.execute("SELECT queen_configure('q', '{\"retentionSeconds\": 1}')", &[]).unwrap();
+    push(&mut c, "q", "p", json!("old"));
+    thread::sleep(Duration::from_millis(1100));
+    let r: Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(r["retention_deleted"], json!(2));
+    drop(c);
+    admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).unwrap();
+}
+
+fn maintain(c: &mut Client) -> Value {
+    c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0)
+}
+
+fn count(c: &mut Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+#[test]
+fn retention_and_queue_stats() {
+    let db = TestDb::new("retention");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"retentionSeconds\": 1}')", &[]).unwrap();
+    for i in 0..5 {
+        push(&mut c, "q", "p", json!(i));
+    }
+    assert_eq!(maintain(&mut c)["retention_deleted"], json!(0), "nothing is old yet");
+    assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'q'"), 5);
+    thread::sleep(Duration::from_millis(1100));
+    push(&mut c, "q", "p", json!("young"));
+    let r = maintain(&mut c);
+    assert_eq!(r["retention_deleted"], json!(5), "{r}");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM queen.messages"), 1);
+    assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'q'"), 1);
+    push(&mut c, "q", "p", json!("after"));
+    assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'q'"), 2, "pushes after the pass count too");
+    // A queue without retention keeps everything.
+    push(&mut c, "keep", "p", json!(1));
+    thread::sleep(Duration::from_millis(1100));
+    maintain(&mut c);
+    assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'keep'"), 1);
+}
+
+#[test]
+fn completed_retention_waits_for_every_subscribed_group() {
+    let db = TestDb::new("completedret");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"completedRetentionSeconds\": 1}')", &[]).unwrap();
+    for i in 0..4 {
+        push(&mut c, "q", "p", json!(i));
+    }
+    push(&mut c, "q", "nobody", json!("x"));
+    // Group a finishes 3, group b finishes 1; nobody reads partition "nobody" ... but the
+    // groups are subscribed to the queue, so they have a cursor there too (at the start).
+    c.query("SELECT * FROM queen_pop('q', 'a', batch => 3, partition => 'p', auto_ack => true)", &[]).unwrap();
+    c.query("SELECT * FROM queen_pop('q', 'b', batch => 1, partition => 'p', auto_ack => true)", &[]).unwrap();
+    thread::sleep(Duration::from_millis(1100));
+    let r = maintain(&mut c);
+    assert_eq!(r["completed_retention_deleted"], json!(1), "only what both groups finished: {r}");
+    let left: Vec<Value> = c
+        .query("SELECT payload FROM queen.messages ORDER BY txid, seq", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(left, vec![json!(1), json!(2), json!(3), json!("x")]);
+    // A queue no group subscribed to keeps its messages.
+    c.execute("SELECT queen_configure('lonely', '{\"completedRetentionSeconds\": 1}')", &[]).unwrap();
+    push(&mut c, "lonely", "p", json!(1));
+    thread::sleep(Duration::from_millis(1100));
+    maintain(&mut c);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM queen.messages WHERE partition = 'p' AND payload = '1'"), 2);
+}
+
+#[test]
+fn max_wait_files_dead_letters_but_leaves_leased_messages_to_their_holder() {
+    let db = TestDb::new("maxwait");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"maxWaitTimeSeconds\": 1}')", &[]).unwrap();
+    push(&mut c, "q", "free", json!("f"));
+    push(&mut c, "q", "held", json!("h"));
+    // Subscribe g; lease partition "held" for a long time.
+    let held = c.query("SELECT * FROM queen_pop('q', 'g', partition => 'held', lease_seconds => 300)", &[]).unwrap();
+    assert_eq!(held.len(), 1);
+    thread::sleep(Duration::from_millis(1100));
+    let r = maintain(&mut c);
+    assert_eq!(r["max_wait_dead_lettered"], json!(1), "{r}");
+    let dl: Vec<(String, String)> = c
+        .query("SELECT partition, error FROM queen.dead_letters_view", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(dl, vec![("free".to_string(), "max wait time exceeded".to_string())]);
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g', partition => 'free')", &[]).unwrap().is_empty());
+}
+
+#[test]
+fn idle_empty_partitions_are_removed_and_come_back_with_a_message() {
+    let db = TestDb::new("idle");
+    let mut c = db.connect();
+    push(&mut c, "q", "gone", json!(1));
+    push(&mut c, "q", "stays", json!(2));
+    c.query("SELECT * FROM queen_pop('q', 'g', partition => 'gone', auto_ack => true)", &[]).unwrap();
+    c.execute("DELETE FROM queen.messages WHERE partition = 'gone'", &[]).unwrap();
+    c.batch_execute("SET queen.partition_idle_seconds = 0").unwrap();
+    thread::sleep(Duration::from_millis(10));
+    let r = maintain(&mut c);
+    assert_eq!(r["partitions_removed"], json!(1), "{r}");
+    let parts: Vec<String> = c.query("SELECT name FROM queen.partitions", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(parts, vec!["stays".to_string()]);
+    assert_eq!(count(&mut c, "SELECT partitions FROM queen.queue_stats"), 1);
+    // A push registers it again.
+    push(&mut c, "q", "gone", json!(3));
+    assert_eq!(count(&mut c, "SELECT partitions FROM queen.queue_stats"), 2);
+    assert_eq!(
+        c.query("SELECT payload FROM queen_pop('q', 'g', partition => 'gone', auto_ack => true)", &[]).unwrap().len(),
+        1
+    );
+}
+
+/// The background worker runs the same pass by itself (the test cluster maintains database
+/// queen_worker_test every second).
+#[test]
+fn the_background_worker_maintains_its_database() {
+    let mut admin = connect("postgres");
+    admin.batch_execute("DROP DATABASE IF EXISTS queen_worker_test WITH (FORCE)").unwrap();
+    admin.batch_execute("CREATE DATABASE queen_worker_test").unwrap();
+    // The worker restarts every few seconds while its database does not exist.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'") != 1 {
+        assert!(Instant::now() < deadline, "no maintenance worker for the configured database");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let mut c = connect("queen_worker_test");
+    c.batch_execute("CREATE EXTENSION queen").unwrap();
+    c.execute("SELECT queen_configure('q', '{\"retentionSeconds\": 1}')", &[]).unwrap();
+    push(&mut c, "q", "p", json!(1));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT count(*) FROM queen.messages") > 0 {
+        assert!(Instant::now() < deadline, "the worker never applied retention");
+        thread::sleep(Duration::from_millis(100));
+    }
+    // It survives errors in its passes: make every pass fail (the count it saves breaks a
+    // constraint), see that nothing happens, then mend it.
+    c.batch_execute("ALTER TABLE queen.queue_counts ADD CONSTRAINT broken CHECK (counted < 0) NOT VALID").unwrap();
+    push(&mut c, "q", "p", json!(2));
+    thread::sleep(Duration::from_millis(2500));
+    assert_eq!(count(&mut c, "SELECT count(*) FROM queen.messages"), 1, "failed passes changed nothing");
+    c.batch_execute("ALTER TABLE queen.queue_counts DROP CONSTRAINT broken").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT count(*) FROM queen.messages") > 0 {
+        assert!(Instant::now() < deadline, "the worker did not recover after a failed pass");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'"), 1);
+    drop(c);
+    admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
+}
