@@ -305,6 +305,130 @@ fn fan_out(c: &mut Client) {
     report("fan-out: 10 groups each read 10 000 messages (pop 100 + batch ack)", "msg", &queen, &raw, None);
 }
 
+/// Wake-up latency: from the commit of a push to the return of a pop waiting in another
+/// session, over many trials; next to a client that polls raw SQL every 100 ms.
+fn wake_up(c: &mut Client) {
+    fresh(c);
+    let trials = 200;
+    let mut lat = Vec::with_capacity(trials);
+    let host = std::env::var("QUEEN_BENCH_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let port = std::env::var("QUEEN_BENCH_PORT").unwrap_or_else(|_| "28818".into());
+    let dsn = format!("host={host} port={port} user=postgres dbname=bench");
+    let mut w = Client::connect(&dsn, NoTls).unwrap();
+    let wpid: i32 = w.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let (tx_go, rx_go) = std::sync::mpsc::channel::<()>();
+    let (tx_done, rx_done) = std::sync::mpsc::channel::<Instant>();
+    let waiter = std::thread::spawn(move || {
+        while rx_go.recv().is_ok() {
+            let rows = w.query("SELECT 1 FROM queen_pop('wake', 'g', wait_ms => 5000, auto_ack => true)", &[]).unwrap();
+            assert_eq!(rows.len(), 1);
+            tx_done.send(Instant::now()).unwrap();
+        }
+    });
+    for _ in 0..trials {
+        tx_go.send(()).unwrap();
+        // Until the waiter sleeps (it shows in queen.waiting_pops).
+        loop {
+            let n: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&wpid]).unwrap().get(0);
+            if n > 0 {
+                break;
+            }
+        }
+        c.execute("SELECT queen_push('wake', '1')", &[]).unwrap();
+        let committed = Instant::now();
+        let returned = rx_done.recv().unwrap();
+        lat.push(returned.saturating_duration_since(committed));
+    }
+    drop(tx_go);
+    waiter.join().unwrap();
+    let queen = Run { ops: trials, units: trials, total: lat.iter().sum(), lat };
+
+    // The baseline: a consumer polling raw SQL every 100 ms.
+    let mut p = Client::connect(&dsn, NoTls).unwrap();
+    let mut lat = Vec::with_capacity(trials / 4);
+    let (tx_go, rx_go) = std::sync::mpsc::channel::<i64>();
+    let (tx_done, rx_done) = std::sync::mpsc::channel::<Instant>();
+    let poller = std::thread::spawn(move || {
+        while let Ok(after) = rx_go.recv() {
+            loop {
+                let n: i64 = p.query_one("SELECT count(*) FROM raw_messages WHERE id > $1", &[&after]).unwrap().get(0);
+                if n > 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            tx_done.send(Instant::now()).unwrap();
+        }
+    });
+    for i in 0..trials / 4 {
+        let max: i64 = c.query_one("SELECT coalesce(max(id), 0) FROM raw_messages", &[]).unwrap().get(0);
+        tx_go.send(max).unwrap();
+        // Push at a random point of the poller's cycle.
+        std::thread::sleep(Duration::from_millis(10 + (i as u64 * 37) % 90));
+        c.execute("INSERT INTO raw_messages (partition, payload) VALUES ('p', '1')", &[]).unwrap();
+        let committed = Instant::now();
+        lat.push(rx_done.recv().unwrap().saturating_duration_since(committed));
+    }
+    drop(tx_go);
+    poller.join().unwrap();
+    let raw = Run { ops: trials / 4, units: trials / 4, total: lat.iter().sum(), lat };
+    println!(
+        "| wake-up: push commit → waiting pop returns | median {:.2} ms, p99 {:.2} ms ({} trials) | polling raw SQL every 100 ms: median {:.1} ms, p99 {:.1} ms | target < 2 ms median: {} |",
+        queen.pct(0.5),
+        queen.pct(0.99),
+        queen.ops,
+        raw.pct(0.5),
+        raw.pct(0.99),
+        if queen.pct(0.5) < 2.0 { "met" } else { "NOT met" }
+    );
+}
+
+/// Retention under sustained load: messages pushed and consumed continuously, retention of a
+/// few seconds, maintenance every second; the size of queen.messages and its indexes over time.
+fn retention_size(c: &mut Client, seconds: u64) {
+    fresh(c);
+    c.execute("SELECT queen_configure('ret', '{\"retentionSeconds\": 5}')", &[]).unwrap();
+    let size = |c: &mut Client| -> (i64, i64) {
+        let r = c
+            .query_one(
+                "SELECT pg_relation_size('queen.messages'), pg_indexes_size('queen.messages')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let t0 = Instant::now();
+    let mut samples = vec![];
+    let mut pushed = 0usize;
+    let mut last_maintain = Instant::now();
+    let mut next_sample = Duration::from_secs(0);
+    while t0.elapsed() < Duration::from_secs(seconds) {
+        let items: Vec<Value> = (0..100).map(|j| json!({"queue": "ret", "partition": format!("p{}", j % 10), "payload": payload(pushed + j)})).collect();
+        c.query("SELECT count(*) FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
+        pushed += 100;
+        c.query("SELECT count(*) FROM queen_pop('ret', 'g', batch => 100, partitions => 10, auto_ack => true)", &[]).unwrap();
+        if last_maintain.elapsed() >= Duration::from_secs(1) {
+            c.query_one("SELECT queen_maintain()", &[]).unwrap();
+            last_maintain = Instant::now();
+        }
+        if t0.elapsed() >= next_sample {
+            let (heap, idx) = size(c);
+            let rows: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+            samples.push((t0.elapsed().as_secs(), heap, idx, rows));
+            next_sample += Duration::from_secs(seconds / 6);
+        }
+    }
+    let (heap, idx) = size(c);
+    let rows: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    samples.push((t0.elapsed().as_secs(), heap, idx, rows));
+    println!("\n{pushed} messages pushed in {seconds} s (retentionSeconds = 5, queen_maintain() every second):\n");
+    println!("| after | messages stored | table | indexes |");
+    println!("| --- | --- | --- | --- |");
+    for (t, heap, idx, rows) in samples {
+        println!("| {t} s | {rows} | {:.1} MB | {:.1} MB |", heap as f64 / 1e6, idx as f64 / 1e6);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let want = |s: &str| args.is_empty() || args.iter().any(|a| s.starts_with(a.as_str()));
@@ -322,6 +446,17 @@ fn main() {
             pop_partitions(&mut c, n, 1);
         }
         pop_partitions(&mut c, 10_000, 100);
+    }
+    if want("wake") {
+        println!("\n### Waiting pops (one waiter; latency from the push's commit returning to the pop returning)\n");
+        println!("| scenario | queen | baseline | |");
+        println!("| --- | --- | --- | --- |");
+        wake_up(&mut c);
+    }
+    if want("retention") {
+        println!("\n### Retention under sustained load");
+        let secs = std::env::var("QUEEN_BENCH_RETENTION_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+        retention_size(&mut c, secs);
     }
     if want("ack") {
         header("Pop + ack (one client; raw SQL reads the next 100 after a cursor and moves it)");
