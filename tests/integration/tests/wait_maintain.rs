@@ -310,6 +310,15 @@ fn the_background_worker_maintains_its_database() {
         assert!(Instant::now() < deadline, "the worker did not recover after a failed pass");
         thread::sleep(Duration::from_millis(100));
     }
+    // Max wait, by the worker too.
+    c.execute("SELECT queen_configure('mw', '{\"maxWaitTimeSeconds\": 1}')", &[]).unwrap();
+    c.query("SELECT * FROM queen_pop('mw', 'slow')", &[]).unwrap();
+    push(&mut c, "mw", "p", json!("stale"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT count(*) FROM queen.dead_letters_view WHERE error = 'max wait time exceeded'") == 0 {
+        assert!(Instant::now() < deadline, "the worker never applied max wait");
+        thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(count(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'"), 1);
     drop(c);
     admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
