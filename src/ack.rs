@@ -20,10 +20,10 @@ use crate::names;
 use crate::options::QueueOptions;
 use crate::pop::{self, DEAD_LETTER};
 use crate::push::{from_pg, to_pg};
+use crate::spi::types::{INT8, INT8S, TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
-use crate::state::{self, CursorRow, Micros, INT8, INT8S, TEXT, UUID, UUIDS};
+use crate::state::{self, CursorRow, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
-use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
 use pgrx::Uuid;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -60,10 +60,7 @@ impl AckStatus {
             Value::String(s) => AckStatus::parse(what, s),
             other => Err(QueenError::invalid(
                 what.to_string(),
-                format!(
-                    "must be a status string or a boolean, got {}",
-                    shorten(&other.to_string())
-                ),
+                format!("must be a status string or a boolean, got {}", shorten(&other.to_string())),
             )),
         }
     }
@@ -99,16 +96,10 @@ pub fn parse_acks(acks: &Value) -> QueenResult<Vec<AckEntry>> {
     let arr = acks.as_array().ok_or_else(|| {
         QueenError::invalid(
             "argument \"acks\"",
-            format!(
-                "must be a JSON array of objects, got {}",
-                shorten(&acks.to_string())
-            ),
+            format!("must be a JSON array of objects, got {}", shorten(&acks.to_string())),
         )
     })?;
-    arr.iter()
-        .enumerate()
-        .map(|(i, a)| parse_ack(i, a))
-        .collect()
+    arr.iter().enumerate().map(|(i, a)| parse_ack(i, a)).collect()
 }
 
 fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
@@ -117,16 +108,11 @@ fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
             Value::String(s) if s.starts_with("a JSON ") => s.clone(),
             other => shorten(&other.to_string()),
         };
-        QueenError::invalid(
-            format!("acks[{i}]"),
-            format!("must be an object, got {got}"),
-        )
+        QueenError::invalid(format!("acks[{i}]"), format!("must be an object, got {got}"))
     })?;
     // The first of the names that is present (camelCase wins over snake_case).
     let field = |names: &[&'static str]| -> Option<(&'static str, &Value)> {
-        names
-            .iter()
-            .find_map(|n| obj.get(*n).filter(|v| !v.is_null()).map(|v| (*n, v)))
+        names.iter().find_map(|n| obj.get(*n).filter(|v| !v.is_null()).map(|v| (*n, v)))
     };
     let string = |names: &[&'static str]| -> QueenResult<Option<String>> {
         match field(names) {
@@ -143,13 +129,11 @@ fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
             return Ok(None);
         };
         let s = string(&[n])?.expect("present");
-        uuid::Uuid::parse_str(&s)
-            .map(Some)
-            .map_err(|_| QueenError::InvalidText {
-                what: format!("acks[{i}].{n}"),
-                value: s,
-                kind: "uuid",
-            })
+        uuid::Uuid::parse_str(&s).map(Some).map_err(|_| QueenError::InvalidText {
+            what: format!("acks[{i}].{n}"),
+            value: s,
+            kind: "uuid",
+        })
     };
     let message_id = uuid(&["messageId", "message_id"])?;
     let partition_id = uuid(&["partitionId", "partition_id"])?;
@@ -170,10 +154,7 @@ fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
         Some((n, other)) => {
             return Err(QueenError::invalid(
                 format!("acks[{i}].{n}"),
-                format!(
-                    "must be a string or null, got {}",
-                    shorten(&other.to_string())
-                ),
+                format!("must be a string or null, got {}", shorten(&other.to_string())),
             ))
         }
     };
@@ -186,48 +167,17 @@ fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
         Some((_, Value::String(s))) => Some(s.clone()),
         Some((_, other)) => Some(other.to_string()),
     };
-    Ok(AckEntry {
-        message_id,
-        transaction_id,
-        partition_id,
-        lease_id,
-        group,
-        status,
-        error,
-    })
+    Ok(AckEntry { message_id, transaction_id, partition_id, lease_id, group, status, error })
 }
 
 const SQL: &str = include_str!("../sql/queries/ack.sql");
-const ACK_FIND: Query = Query {
-    file: SQL,
-    name: "ack_find",
-    args: &[UUIDS, UUIDS, PgOid::BuiltIn(T::TEXTARRAYOID), UUIDS],
-};
-const ACK_LOCK: Query = Query {
-    file: SQL,
-    name: "ack_lock",
-    args: &[UUID, TEXT],
-};
-const ACK_CURSOR_NEW: Query = Query {
-    file: SQL,
-    name: "ack_cursor_new",
-    args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S],
-};
-const LEASE_EXPIRY: Query = Query {
-    file: SQL,
-    name: "lease_expiry",
-    args: &[UUID],
-};
-const LEASE_RELEASE: Query = Query {
-    file: SQL,
-    name: "lease_release",
-    args: &[UUID, UUID],
-};
-const ACK_FIELDS: Query = Query {
-    file: SQL,
-    name: "ack_fields",
-    args: &[PgOid::BuiltIn(T::JSONBOID)],
-};
+const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
+const ACK_LOCK: Query = Query { file: SQL, name: "ack_lock", args: &[UUID, TEXT] };
+const ACK_CURSOR_NEW: Query =
+    Query { file: SQL, name: "ack_cursor_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
+const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
+const LEASE_RELEASE: Query = Query { file: SQL, name: "lease_release", args: &[UUID, UUID] };
+const ACK_FIELDS: Query = Query { file: SQL, name: "ack_fields", args: &[crate::spi::types::JSONB] };
 
 /// The entries of a batch ack given as jsonb: the fields queen reads are taken out in SQL
 /// (`ack_fields`), so a popped row's payload is never turned into text, then checked by
@@ -236,24 +186,14 @@ pub fn parse_acks_jsonb(acks: crate::jsonb::Jsonb) -> QueenResult<Vec<AckEntry>>
     let value = spi::connect(|s| {
         let args: [DatumWithOid; 1] = [acks.into()];
         let mut rows = ACK_FIELDS.run(s, &args).peekable();
-        let top: String = rows
-            .peek()
-            .and_then(|r| r.get::<String>(1))
-            .unwrap_or_default();
+        let top: String = rows.peek().and_then(|r| r.get::<String>(1)).unwrap_or_default();
         if top != "array" {
             return Value::String(format!("a JSON {top}"));
         }
-        Value::Array(
-            rows.filter(|r| r.get::<String>(2).is_some())
-                .map(|r| element(&r))
-                .collect(),
-        )
+        Value::Array(rows.filter(|r| r.get::<String>(2).is_some()).map(|r| element(&r)).collect())
     });
     if let Value::String(what) = value {
-        return Err(QueenError::invalid(
-            "argument \"acks\"",
-            format!("must be a JSON array of objects, got {what}"),
-        ));
+        return Err(QueenError::invalid("argument \"acks\"", format!("must be a JSON array of objects, got {what}")));
     }
     parse_acks(&value)
 }
@@ -316,17 +256,12 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
                 Some(f) => {
                     results[i].message_id = Some(f.message_id);
                     let g = pop::group_key(entries[i].group.as_deref()).to_string();
-                    groups
-                        .entry((from_pg(f.partition_id), g))
-                        .or_default()
-                        .push(i);
+                    groups.entry((from_pg(f.partition_id), g)).or_default().push(i);
                 }
             }
         }
-        let mut options: HashMap<
-            (Uuid, String),
-            Option<(QueueOptions, crate::discovery::Subscription)>,
-        > = HashMap::new();
+        let mut options: HashMap<(Uuid, String), Option<(QueueOptions, crate::discovery::Subscription)>> =
+            HashMap::new();
         for ((partition, group), idxs) in groups {
             let f = found[idxs[0]].expect("grouped entries were found");
             let sub = options
@@ -334,13 +269,7 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
                 .or_insert_with(|| pop::subscribe_existing_or_all(s, f.queue_id, &group))
                 .clone();
             let Some((opts, sub)) = sub else { continue };
-            let mut g = Group {
-                s,
-                partition: to_pg(partition),
-                queue_id: f.queue_id,
-                group: &group,
-                opts: &opts,
-            };
+            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group, opts: &opts };
             g.apply(&sub, entries, &found, &idxs, &mut results);
         }
     });
@@ -354,23 +283,14 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
     let tids: Vec<Option<String>> = entries.iter().map(|e| e.transaction_id.clone()).collect();
     let tid_uuids: Vec<Option<Uuid>> = entries
         .iter()
-        .map(|e| {
-            e.transaction_id
-                .as_deref()
-                .and_then(|t| uuid::Uuid::parse_str(t).ok())
-                .map(to_pg)
-        })
+        .map(|e| e.transaction_id.as_deref().and_then(|t| uuid::Uuid::parse_str(t).ok()).map(to_pg))
         .collect();
     let args: [DatumWithOid; 4] = [mids.into(), pids.into(), tids.into(), tid_uuids.into()];
     let mut found = vec![None; entries.len()];
     for r in ACK_FIND.run(s, &args) {
         let ord = r.req::<i64>(1) as usize - 1;
-        found[ord] = Some(Found {
-            partition_id: r.req(2),
-            key: (r.req(3), r.req(4)),
-            queue_id: r.req(5),
-            message_id: r.req(6),
-        });
+        found[ord] =
+            Some(Found { partition_id: r.req(2), key: (r.req(3), r.req(4)), queue_id: r.req(5), message_id: r.req(6) });
     }
     found
 }
@@ -388,10 +308,7 @@ impl Group<'_> {
     fn lock(&mut self, sub: &crate::discovery::Subscription) -> (CursorRow, Micros) {
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         if let Some(r) = ACK_LOCK.run(self.s, &args).next() {
-            return (
-                state::parse(&r, 1),
-                state::micros(r.req::<TimestampWithTimeZone>(17)),
-            );
+            return (state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)));
         }
         // The group never popped this partition: its cursor starts where its subscription says.
         let c = pop::initial_cursor(self.s, sub, self.partition);
@@ -408,39 +325,22 @@ impl Group<'_> {
         ACK_CURSOR_NEW.run(self.s, &args);
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         let r = ACK_LOCK.run(self.s, &args).first();
-        (
-            state::parse(&r, 1),
-            state::micros(r.req::<TimestampWithTimeZone>(17)),
-        )
+        (state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)))
     }
 
     /// Why an entry with a lease is refused, if it is.
-    fn lease_refusal(
-        &mut self,
-        row: &CursorRow,
-        now: Micros,
-        lease: Uuid,
-        k: Key,
-    ) -> Option<&'static str> {
+    fn lease_refusal(&mut self, row: &CursorRow, now: Micros, lease: Uuid, k: Key) -> Option<&'static str> {
         if row.lease_id == Some(lease) {
             if !row.lease_active(now) {
                 return Some("lease expired");
             }
-            if !row
-                .cursor
-                .lease
-                .as_ref()
-                .is_some_and(|b| b.keys.contains(&k))
-            {
+            if !row.cursor.lease.as_ref().is_some_and(|b| b.keys.contains(&k)) {
                 return Some("lease not held");
             }
             return None;
         }
         let args: [DatumWithOid; 1] = [lease.into()];
-        let expiry = LEASE_EXPIRY
-            .run(self.s, &args)
-            .next()
-            .map(|r| state::micros(r.req::<TimestampWithTimeZone>(1)));
+        let expiry = LEASE_EXPIRY.run(self.s, &args).next().map(|r| state::micros(r.req::<TimestampWithTimeZone>(1)));
         match expiry {
             Some(e) if e <= now => Some("lease expired"),
             _ => Some("lease not held"),
@@ -451,14 +351,8 @@ impl Group<'_> {
         if !self.opts.dead_letter_queue {
             return false;
         }
-        let args: [DatumWithOid; 6] = [
-            self.partition.into(),
-            self.group.into(),
-            k.0.into(),
-            k.1.into(),
-            error.into(),
-            attempts.into(),
-        ];
+        let args: [DatumWithOid; 6] =
+            [self.partition.into(), self.group.into(), k.0.into(), k.1.into(), error.into(), attempts.into()];
         DEAD_LETTER.run(self.s, &args);
         true
     }
@@ -475,19 +369,8 @@ impl Group<'_> {
         // Delivery order: the lease's batch order for its messages, key order otherwise.
         let key_of = |i: usize| found[i].expect("found").key;
         let mut order: Vec<usize> = idxs.to_vec();
-        let batch_pos = |k: Key| {
-            row.cursor
-                .lease
-                .as_ref()
-                .and_then(|b| b.keys.iter().position(|x| *x == k))
-        };
-        order.sort_by_key(|&i| {
-            (
-                batch_pos(key_of(i)).map_or(1, |_| 0),
-                batch_pos(key_of(i)).unwrap_or(0),
-                key_of(i),
-            )
-        });
+        let batch_pos = |k: Key| row.cursor.lease.as_ref().and_then(|b| b.keys.iter().position(|x| *x == k));
+        order.sort_by_key(|&i| (batch_pos(key_of(i)).map_or(1, |_| 0), batch_pos(key_of(i)).unwrap_or(0), key_of(i)));
 
         let held_lease = row.lease_id.filter(|_| row.lease_active(now));
         let mut changed = false;
@@ -558,11 +441,7 @@ impl Group<'_> {
             crate::wait::touched(crate::wait::queue_key(&from_pg(self.queue_id)));
         }
         if changed {
-            let also = state::SaveAlso {
-                queue_id: self.queue_id,
-                hint_at,
-                create_lease: false,
-            };
+            let also = state::SaveAlso { queue_id: self.queue_id, hint_at, create_lease: false };
             state::save(self.s, self.partition, self.group, &row, also);
         }
     }
@@ -588,10 +467,7 @@ mod tests {
         ] {
             assert_eq!(AckStatus::parse("status", s).unwrap(), want);
         }
-        assert!(AckStatus::parse("argument \"status\"", "done")
-            .unwrap_err()
-            .to_string()
-            .contains("\"done\""));
+        assert!(AckStatus::parse("argument \"status\"", "done").unwrap_err().to_string().contains("\"done\""));
     }
 
     #[test]
@@ -616,31 +492,13 @@ mod tests {
     fn malformed_acks_are_errors() {
         let err = |v: Value| parse_acks(&v).unwrap_err();
         assert!(err(json!({})).to_string().contains("argument \"acks\""));
-        assert!(err(json!([3]))
-            .to_string()
-            .contains("acks[0]: must be an object"));
-        assert!(err(json!([{"leaseId": L}]))
-            .to_string()
-            .contains("names no message"));
-        assert!(err(json!([{"transactionId": "t"}]))
-            .to_string()
-            .contains("names no message"));
-        assert!(matches!(
-            err(json!([{"messageId": "nope"}])),
-            QueenError::InvalidText { .. }
-        ));
-        assert!(matches!(
-            err(json!([{"messageId": M, "leaseId": "x"}])),
-            QueenError::InvalidText { .. }
-        ));
-        assert!(err(json!([{"messageId": M, "consumerGroup": 5}]))
-            .to_string()
-            .contains("acks[0].consumerGroup"));
-        assert!(err(json!([{"messageId": M, "_status": "nope"}]))
-            .to_string()
-            .contains("acks[0]._status"));
-        assert!(err(json!([{"messageId": 7}]))
-            .to_string()
-            .contains("must be a string"));
+        assert!(err(json!([3])).to_string().contains("acks[0]: must be an object"));
+        assert!(err(json!([{"leaseId": L}])).to_string().contains("names no message"));
+        assert!(err(json!([{"transactionId": "t"}])).to_string().contains("names no message"));
+        assert!(matches!(err(json!([{"messageId": "nope"}])), QueenError::InvalidText { .. }));
+        assert!(matches!(err(json!([{"messageId": M, "leaseId": "x"}])), QueenError::InvalidText { .. }));
+        assert!(err(json!([{"messageId": M, "consumerGroup": 5}])).to_string().contains("acks[0].consumerGroup"));
+        assert!(err(json!([{"messageId": M, "_status": "nope"}])).to_string().contains("acks[0]._status"));
+        assert!(err(json!([{"messageId": 7}])).to_string().contains("must be a string"));
     }
 }

@@ -6,47 +6,25 @@ use crate::error::{QueenError, QueenResult};
 use crate::names;
 use crate::pop::group_key;
 use crate::push::to_pg;
+use crate::spi::types::{INT4, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query};
-use crate::state::{INT4, TEXT, TSTZ, UUID};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/ack.sql");
-const RENEW: Query = Query {
-    file: SQL,
-    name: "renew",
-    args: &[UUID, INT4],
-};
-const SEEK: Query = Query {
-    file: SQL,
-    name: "seek",
-    args: &[UUID, TEXT, TSTZ],
-};
-const DELETE_GROUP: Query = Query {
-    file: SQL,
-    name: "delete_group",
-    args: &[TEXT, UUID],
-};
-const DELETE_QUEUE: Query = Query {
-    file: SQL,
-    name: "delete_queue",
-    args: &[UUID],
-};
+const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4] };
+const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ] };
+const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID] };
+const DELETE_QUEUE: Query = Query { file: SQL, name: "delete_queue", args: &[UUID] };
 
 /// Extend an active lease; None when it is no longer active.
 pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<TimestampWithTimeZone>> {
     if let Some(s) = seconds.filter(|s| *s <= 0) {
-        return Err(QueenError::invalid(
-            "argument \"seconds\"",
-            format!("must be 1 or more, got {s}"),
-        ));
+        return Err(QueenError::invalid("argument \"seconds\"", format!("must be 1 or more, got {s}")));
     }
     Ok(spi::connect(|s| {
         let args: [DatumWithOid; 2] = [lease_id.into(), seconds.into()];
-        RENEW
-            .run(s, &args)
-            .next()
-            .and_then(|r| r.get::<TimestampWithTimeZone>(1))
+        RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>(1))
     }))
 }
 

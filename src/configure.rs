@@ -4,48 +4,25 @@
 use crate::error::QueenResult;
 use crate::names;
 use crate::options::StoredOptions;
+use crate::spi::types::{BOOL, INT4, INT8, TEXT, UUID};
 use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
-use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
+use pgrx::pg_sys::PgOid;
 use serde_json::{json, Value};
 
 const SQL: &str = include_str!("../sql/queries/configure.sql");
-const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
-const INT4: PgOid = PgOid::BuiltIn(T::INT4OID);
-const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
-const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
-const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
 
-const LOCK_QUEUE: Query = Query {
-    file: SQL,
-    name: "lock_queue",
-    args: &[UUID],
-};
-const LOAD_OPTIONS: Query = Query {
-    file: SQL,
-    name: "load_options",
-    args: &[UUID],
-};
-const OPTION_ARGS: &[PgOid] = &[
-    UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT,
-];
-const UPDATE_OPTIONS: Query = Query {
-    file: SQL,
-    name: "update_options",
-    args: OPTION_ARGS,
-};
-const INSERT_QUEUE: Query = Query {
-    file: SQL,
-    name: "insert_queue",
-    args: OPTION_ARGS,
-};
+const LOCK_QUEUE: Query = Query { file: SQL, name: "lock_queue", args: &[UUID] };
+const LOAD_OPTIONS: Query = Query { file: SQL, name: "load_options", args: &[UUID] };
+const OPTION_ARGS: &[PgOid] = &[UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT];
+const UPDATE_OPTIONS: Query = Query { file: SQL, name: "update_options", args: OPTION_ARGS };
+const INSERT_QUEUE: Query = Query { file: SQL, name: "insert_queue", args: OPTION_ARGS };
 
 /// The stored options of a queue; all `None` (defaults) for a queue never configured or
 /// not existing.
 pub fn load(s: &mut Spi, queue_id: pgrx::Uuid) -> StoredOptions {
     let mut rows = LOAD_OPTIONS.run(s, &[queue_id.into()]);
-    rows.next()
-        .map_or_else(StoredOptions::default, |row| stored_options(&row, 1))
+    rows.next().map_or_else(StoredOptions::default, |row| stored_options(&row, 1))
 }
 
 /// The option columns of a row, in the order of `load_options`, from column `at` on.

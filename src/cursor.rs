@@ -62,11 +62,7 @@ impl Cursor {
         let mut pending: Vec<(i64, i64)> = start_xip.iter().map(|&x| (x, 0)).collect();
         pending.sort_unstable();
         pending.dedup();
-        Cursor {
-            done: (start_xmax, 0),
-            pending,
-            ..Cursor::default()
-        }
+        Cursor { done: (start_xmax, 0), pending, ..Cursor::default() }
     }
 
     fn pending_pos(&self, txid: i64) -> Option<usize> {
@@ -94,12 +90,7 @@ impl Cursor {
 
     /// The first message of the lease's batch that is not finished.
     pub fn first_unfinished(&self) -> Option<Key> {
-        self.lease
-            .as_ref()?
-            .keys
-            .iter()
-            .copied()
-            .find(|k| !self.is_finished(*k))
+        self.lease.as_ref()?.keys.iter().copied().find(|k| !self.is_finished(*k))
     }
 
     /// Mark `k` finished (completed or dead-lettered) and move the cursor over the finished
@@ -185,11 +176,7 @@ impl Cursor {
         };
         self.fail = Some((k, failures));
         let spent = failures > retry_limit;
-        Charge {
-            key: k,
-            attempt: failures,
-            spent,
-        }
+        Charge { key: k, attempt: failures, spent }
     }
 
     /// Finish the whole lease batch at once, in order (an auto_ack pop): the same as
@@ -249,13 +236,7 @@ mod tests {
     use super::*;
 
     fn leased(keys: &[Key], xip: &[i64]) -> Cursor {
-        Cursor {
-            lease: Some(Batch {
-                keys: keys.to_vec(),
-                xip: xip.to_vec(),
-            }),
-            ..Cursor::default()
-        }
+        Cursor { lease: Some(Batch { keys: keys.to_vec(), xip: xip.to_vec() }), ..Cursor::default() }
     }
 
     #[test]
@@ -286,11 +267,7 @@ mod tests {
     fn out_of_order_completions_wait_for_the_gap() {
         let mut c = leased(&[(10, 1), (10, 2), (10, 3)], &[]);
         assert!(!c.finish((10, 3)));
-        assert_eq!(
-            c.done,
-            (0, 0),
-            "the cursor moves only over a finished prefix"
-        );
+        assert_eq!(c.done, (0, 0), "the cursor moves only over a finished prefix");
         assert!(c.is_finished((10, 3)));
         assert!(!c.finish((10, 2)));
         assert_eq!(c.done, (0, 0));
@@ -307,10 +284,7 @@ mod tests {
         assert!(c.pending.is_empty(), "12 and 13 are not passed yet");
         c.finish((14, 1));
         assert_eq!(c.pending, vec![(12, 0), (13, 0)]);
-        assert!(
-            !c.is_finished((12, 5)),
-            "a late commit is still to be delivered"
-        );
+        assert!(!c.is_finished((12, 5)), "a late commit is still to be delivered");
         assert!(c.is_finished((11, 9)));
     }
 
@@ -321,21 +295,11 @@ mod tests {
         c.finish((1, 1));
         c.finish((1, 3));
         let charge = c.charge((1, 2), 3);
-        assert_eq!(
-            charge,
-            Charge {
-                key: (1, 2),
-                attempt: 1,
-                spent: false
-            }
-        );
+        assert_eq!(charge, Charge { key: (1, 2), attempt: 1, spent: false });
         c.release();
         assert!(c.lease.is_none());
         assert_eq!(c.done, (1, 1));
-        assert!(
-            c.is_finished((1, 3)),
-            "a completion once applied is never undone"
-        );
+        assert!(c.is_finished((1, 3)), "a completion once applied is never undone");
         assert!(!c.is_finished((1, 2)) && !c.is_finished((1, 4)));
         assert_eq!(c.attempt_of((1, 2)), 2);
         assert_eq!(c.attempt_of((1, 4)), 1);
@@ -346,20 +310,9 @@ mod tests {
         let mut c = Cursor::default();
         assert!(!c.charge((1, 1), 1).spent);
         let second = c.charge((1, 1), 1);
-        assert_eq!(
-            (second.attempt, second.spent),
-            (2, true),
-            "retryLimit 1: the second failure is final"
-        );
+        assert_eq!((second.attempt, second.spent), (2, true), "retryLimit 1: the second failure is final");
         // The next message starts with a clean count.
-        assert_eq!(
-            c.charge((1, 2), 1),
-            Charge {
-                key: (1, 2),
-                attempt: 1,
-                spent: false
-            }
-        );
+        assert_eq!(c.charge((1, 2), 1), Charge { key: (1, 2), attempt: 1, spent: false });
     }
 
     #[test]
@@ -372,27 +325,15 @@ mod tests {
         // (5,2) is finished as a dead letter; (5,3) comes back.
         assert!(c.is_finished((5, 2)));
         assert!(!c.is_finished((5, 3)));
-        assert_eq!(
-            c.done,
-            (5, 2),
-            "the dead letter was the gap: the frontier moved over it"
-        );
+        assert_eq!(c.done, (5, 2), "the dead letter was the gap: the frontier moved over it");
         assert!(c.lease.is_none());
     }
 
     #[test]
     fn pending_transactions_are_resolved() {
-        let mut c = Cursor {
-            done: (20, 1),
-            pending: vec![(12, 0), (13, 0), (15, 2)],
-            ..Cursor::default()
-        };
+        let mut c = Cursor { done: (20, 1), pending: vec![(12, 0), (13, 0), (15, 2)], ..Cursor::default() };
         // 12 committed but has more to deliver; 13 aborted; 15 committed, nothing left.
-        assert!(c.resolve_pending(
-            &[true, false, true],
-            &[false, true, false],
-            &[true, false, false]
-        ));
+        assert!(c.resolve_pending(&[true, false, true], &[false, true, false], &[true, false, false]));
         assert_eq!(c.pending, vec![(12, 0)]);
         // Still running (or committed after the snapshot): kept.
         assert!(!c.resolve_pending(&[false], &[false], &[false]));
@@ -401,15 +342,8 @@ mod tests {
 
     #[test]
     fn messages_of_a_pending_transaction_are_delivered_in_seq_order() {
-        let mut c = Cursor {
-            done: (20, 1),
-            pending: vec![(12, 0)],
-            ..Cursor::default()
-        };
-        c.lease = Some(Batch {
-            keys: vec![(12, 4), (12, 7), (21, 1)],
-            xip: vec![],
-        });
+        let mut c = Cursor { done: (20, 1), pending: vec![(12, 0)], ..Cursor::default() };
+        c.lease = Some(Batch { keys: vec![(12, 4), (12, 7), (21, 1)], xip: vec![] });
         c.finish((12, 7));
         assert_eq!(c.pending, vec![(12, 0)], "(12,4) is not finished yet");
         c.finish((12, 4));
@@ -423,10 +357,7 @@ mod tests {
     fn subscribing_new_skips_what_was_visible() {
         let c = Cursor::subscribed_new(100, &[97, 95]);
         assert!(c.is_finished((99, 3)), "committed before the subscription");
-        assert!(
-            !c.is_finished((97, 1)),
-            "running at subscription: delivered once it commits"
-        );
+        assert!(!c.is_finished((97, 1)), "running at subscription: delivered once it commits");
         assert!(!c.is_finished((100, 1)) && !c.is_finished((101, 1)));
         assert_eq!(c.pending, vec![(95, 0), (97, 0)]);
     }

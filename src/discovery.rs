@@ -11,8 +11,9 @@
 //! other pops read the same stretch of log again.
 
 use crate::cursor::Key;
+use crate::spi::types::{BOOL, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Spi};
-use crate::state::{BOOL, INT8, INT8S, SQL, TEXT, TSTZ, UUID, UUIDS};
+use crate::state::SQL;
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
@@ -27,21 +28,10 @@ pub fn scan_limit(deliverable: i64) -> i64 {
     deliverable.saturating_mul(4).clamp(MIN_SCAN, MAX_SCAN)
 }
 
-const QUEUE_FROM_POSITION: Query = Query {
-    file: SQL,
-    name: "queue_from_position",
-    args: &[UUID, TSTZ],
-};
-const DISCOVERY_SCAN: Query = Query {
-    file: SQL,
-    name: "discovery_scan",
-    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8],
-};
-const DISCOVERY_RECORD: Query = Query {
-    file: SQL,
-    name: "discovery_record",
-    args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S],
-};
+const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
+const DISCOVERY_SCAN: Query = Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8] };
+const DISCOVERY_RECORD: Query =
+    Query { file: SQL, name: "discovery_record", args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S] };
 
 /// A subscription of a group to a queue (SPEC §3.2), as stored.
 #[derive(Debug, Clone)]
@@ -95,10 +85,7 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -
             all.retain(|p| seen.insert(*p));
             all
         },
-        point: Point {
-            upto: (row.req(8), row.req(9)),
-            pending: row.get::<Vec<i64>>(10).unwrap_or_default(),
-        },
+        point: Point { upto: (row.req(8), row.req(9)), pending: row.get::<Vec<i64>>(10).unwrap_or_default() },
         stored: row.req(11),
     }
 }
@@ -106,24 +93,15 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -
 /// Read the log after the group's point, hint the partitions found, and move the point.
 pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) {
     let initial = match sub.mode.as_str() {
-        "new" => Point {
-            upto: (sub.start_xmax, 0),
-            pending: sub.start_xip.clone(),
-        },
-        _ => Point {
-            upto: (0, 0),
-            pending: vec![],
-        },
+        "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
+        _ => Point { upto: (0, 0), pending: vec![] },
     };
     let mut sc = scan(s, queue_id, group, &initial, limit);
     if !sc.stored && sub.mode == "from" {
         // First discovery of a 'from' subscription: start just before its time.
         let args: [DatumWithOid; 2] = [queue_id.into(), sub.from_ts.into()];
         let row = QUEUE_FROM_POSITION.run(s, &args).first();
-        let from = Point {
-            upto: (row.req(1), row.req(2)),
-            pending: row.get::<Vec<i64>>(3).unwrap_or_default(),
-        };
+        let from = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
         sc = scan(s, queue_id, group, &from, limit);
     }
     let next = next_point(&sc.point, &sc.visible, &sc.aborted, &sc.xip, sc.last);
@@ -145,20 +123,9 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
 /// The point after a scan: pending transactions that committed (their partitions were
 /// hinted) or aborted are dropped; transactions the scan passed while they were running (in
 /// `xip`, between the old point and the last entry read) are added.
-pub fn next_point(
-    point: &Point,
-    visible: &[bool],
-    aborted: &[bool],
-    xip: &[i64],
-    last: Option<Key>,
-) -> Point {
-    let mut pending: Vec<i64> = point
-        .pending
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !visible[*i] && !aborted[*i])
-        .map(|(_, x)| *x)
-        .collect();
+pub fn next_point(point: &Point, visible: &[bool], aborted: &[bool], xip: &[i64], last: Option<Key>) -> Point {
+    let mut pending: Vec<i64> =
+        point.pending.iter().enumerate().filter(|(i, _)| !visible[*i] && !aborted[*i]).map(|(_, x)| *x).collect();
     let upto = match last {
         Some(k) => {
             pending.extend(xip.iter().copied().filter(|&x| x > point.upto.0 && x < k.0));
@@ -177,28 +144,13 @@ mod tests {
 
     #[test]
     fn the_point_keeps_running_transactions_it_passed() {
-        let p = Point {
-            upto: (10, 1),
-            pending: vec![],
-        };
+        let p = Point { upto: (10, 1), pending: vec![] };
         // Read up to (20,3); 12 and 15 were running, 25 is beyond what was read.
         let n = next_point(&p, &[], &[], &[12, 15, 25], Some((20, 3)));
-        assert_eq!(
-            n,
-            Point {
-                upto: (20, 3),
-                pending: vec![12, 15]
-            }
-        );
+        assert_eq!(n, Point { upto: (20, 3), pending: vec![12, 15] });
         // 12 committed (its partitions were hinted), 15 is still running, nothing new.
         let n2 = next_point(&n, &[true, false], &[false, false], &[15], None);
-        assert_eq!(
-            n2,
-            Point {
-                upto: (20, 3),
-                pending: vec![15]
-            }
-        );
+        assert_eq!(n2, Point { upto: (20, 3), pending: vec![15] });
         // 15 aborted.
         let n3 = next_point(&n2, &[false], &[true], &[], None);
         assert!(n3.pending.is_empty());

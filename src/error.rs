@@ -15,11 +15,7 @@ pub enum QueenError {
     /// 22004: an SQL NULL where a value is required.
     NullValue { argument: &'static str },
     /// 22P02: malformed uuid or JSON text, also inside a JSON field.
-    InvalidText {
-        what: String,
-        value: String,
-        kind: &'static str,
-    },
+    InvalidText { what: String, value: String, kind: &'static str },
     /// 54000: the queue is at its `maxSize`.
     QueueFull { queue: String, max_size: i64 },
     /// 0A000: a waiting pop outside READ COMMITTED.
@@ -30,10 +26,7 @@ pub type QueenResult<T> = Result<T, QueenError>;
 
 impl QueenError {
     pub fn invalid(what: impl Into<String>, detail: impl Into<String>) -> Self {
-        QueenError::InvalidParameter {
-            what: what.into(),
-            detail: detail.into(),
-        }
+        QueenError::InvalidParameter { what: what.into(), detail: detail.into() }
     }
 
     pub fn sqlstate(&self) -> PgSqlErrorCode {
@@ -108,18 +101,9 @@ mod tests {
 
     #[test]
     fn messages_name_the_argument_and_value() {
-        let e = QueenError::invalid(
-            "option \"leaseTime\"",
-            "must be an integer from 1 to 2147483647, got \"abc\"",
-        );
-        assert_eq!(
-            e.to_string(),
-            "queen: option \"leaseTime\": must be an integer from 1 to 2147483647, got \"abc\""
-        );
-        assert_eq!(
-            e.sqlstate(),
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
-        );
+        let e = QueenError::invalid("option \"leaseTime\"", "must be an integer from 1 to 2147483647, got \"abc\"");
+        assert_eq!(e.to_string(), "queen: option \"leaseTime\": must be an integer from 1 to 2147483647, got \"abc\"");
+        assert_eq!(e.sqlstate(), PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE);
         assert_eq!(
             QueenError::NullValue { argument: "queue" }.to_string(),
             "queen: argument \"queue\" must not be NULL"

@@ -7,8 +7,7 @@ use std::ffi::CString;
 pub static MAINTENANCE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10);
 
 /// Comma-separated databases the background worker maintains (one worker each).
-pub static DATABASES: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c"postgres"));
+pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Seconds a partition must be empty and idle before maintenance removes it.
 pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
@@ -52,12 +51,6 @@ pub fn init() {
 pub fn databases() -> Vec<String> {
     DATABASES
         .get()
-        .map(|c| {
-            c.to_string_lossy()
-                .split(',')
-                .map(|d| d.trim().to_string())
-                .filter(|d| !d.is_empty())
-                .collect()
-        })
+        .map(|c| c.to_string_lossy().split(',').map(|d| d.trim().to_string()).filter(|d| !d.is_empty()).collect())
         .unwrap_or_default()
 }

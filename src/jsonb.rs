@@ -22,14 +22,11 @@ impl Jsonb {
     pub fn to_value(self) -> Value {
         let text = unsafe {
             let detoasted = pg_sys::pg_detoast_datum_packed(self.0.cast_mut_ptr());
-            let cstr = pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::jsonb_out,
-                &[Some(pg_sys::Datum::from(detoasted))],
-            )
-            .expect("queen: jsonb_out returns text");
-            let s = std::ffi::CStr::from_ptr(cstr.cast_mut_ptr::<std::os::raw::c_char>())
-                .to_string_lossy()
-                .into_owned();
+            let cstr =
+                pgrx::fcinfo::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(pg_sys::Datum::from(detoasted))])
+                    .expect("queen: jsonb_out returns text");
+            let s =
+                std::ffi::CStr::from_ptr(cstr.cast_mut_ptr::<std::os::raw::c_char>()).to_string_lossy().into_owned();
             pg_sys::pfree(cstr.cast_mut_ptr());
             s
         };
@@ -38,11 +35,7 @@ impl Jsonb {
 }
 
 impl FromDatum for Jsonb {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _: pg_sys::Oid,
-    ) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
         if is_null {
             None
         } else {
@@ -63,10 +56,7 @@ impl IntoDatum for Jsonb {
 unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
-        unsafe {
-            arg.unbox_arg_using_from_datum()
-                .unwrap_or_else(|| panic!("argument {index} must not be null"))
-        }
+        unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
     }
 }
 
@@ -80,6 +70,5 @@ unsafe impl SqlTranslatable for Jsonb {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(Jsonb);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
 }

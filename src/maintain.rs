@@ -10,69 +10,25 @@
 use crate::cursor::Batch;
 use crate::discovery::{next_point, Point};
 use crate::pop::{self, DEAD_LETTER};
+use crate::spi::types::{INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query, Spi};
-use crate::state::{self, INT8, INT8S, TEXT, TSTZ, UUID};
+use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
-use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
 use pgrx::Uuid;
 use serde_json::{json, Value};
 
 const SQL: &str = include_str!("../sql/queries/maintain.sql");
-const MAINTAIN_LOCK: Query = Query {
-    file: SQL,
-    name: "maintain_lock",
-    args: &[],
-};
-const MAINTAIN_QUEUES: Query = Query {
-    file: SQL,
-    name: "maintain_queues",
-    args: &[],
-};
-const COUNT_SCAN: Query = Query {
-    file: SQL,
-    name: "count_scan",
-    args: &[UUID],
-};
-const COUNT_SAVE: Query = Query {
-    file: SQL,
-    name: "count_save",
-    args: &[UUID, INT8, INT8, INT8S, INT8],
-};
-const RETENTION: Query = Query {
-    file: SQL,
-    name: "retention",
-    args: &[UUID, TSTZ, INT8],
-};
-const COMPLETED_RETENTION: Query = Query {
-    file: SQL,
-    name: "completed_retention",
-    args: &[UUID, TSTZ],
-};
-const SUBTRACT_COUNTED: Query = Query {
-    file: SQL,
-    name: "subtract_counted",
-    args: &[UUID, INT8],
-};
-const MAX_WAIT_CANDIDATES: Query = Query {
-    file: SQL,
-    name: "max_wait_candidates",
-    args: &[UUID, TSTZ],
-};
-const PRUNE_LEASES: Query = Query {
-    file: SQL,
-    name: "prune_leases",
-    args: &[],
-};
-const FOLD_REGISTRY: Query = Query {
-    file: SQL,
-    name: "fold_registry",
-    args: &[],
-};
-const IDLE_PARTITIONS: Query = Query {
-    file: SQL,
-    name: "idle_partitions",
-    args: &[PgOid::BuiltIn(T::FLOAT8OID)],
-};
+const MAINTAIN_LOCK: Query = Query { file: SQL, name: "maintain_lock", args: &[] };
+const MAINTAIN_QUEUES: Query = Query { file: SQL, name: "maintain_queues", args: &[] };
+const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID] };
+const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8] };
+const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8] };
+const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ] };
+const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
+const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
+const PRUNE_LEASES: Query = Query { file: SQL, name: "prune_leases", args: &[] };
+const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
+const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[crate::spi::types::FLOAT8] };
 const CURSOR_NEW: Query = Query {
     file: include_str!("../sql/queries/ack.sql"),
     name: "ack_cursor_new",
@@ -106,15 +62,7 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
         let mut r = Report::default();
         let queues: Vec<(Uuid, Option<i32>, Option<i32>, Option<i32>, bool)> = MAINTAIN_QUEUES
             .run(s, &[])
-            .map(|q| {
-                (
-                    q.req(1),
-                    q.get(2),
-                    q.get(3),
-                    q.get(4),
-                    q.get::<bool>(5).unwrap_or(true),
-                )
-            })
+            .map(|q| (q.req(1), q.get(2), q.get(3), q.get(4), q.get::<bool>(5).unwrap_or(true)))
             .collect();
         for (queue_id, retention, completed, max_wait, dlq) in queues {
             r.queues += 1;
@@ -124,9 +72,7 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
             }
             if let Some(secs) = completed.filter(|s| *s > 0) {
                 let cutoff = cutoff(s, secs);
-                let row = COMPLETED_RETENTION
-                    .run(s, &[queue_id.into(), cutoff.into()])
-                    .first();
+                let row = COMPLETED_RETENTION.run(s, &[queue_id.into(), cutoff.into()]).first();
                 let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
                 subtract(s, queue_id, counted);
                 r.completed_retention_deleted += deleted;
@@ -137,9 +83,7 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
         }
         r.leases_pruned = PRUNE_LEASES.run(s, &[]).len() as i64;
         r.registry_rows_folded = FOLD_REGISTRY.run(s, &[]).first().req::<i64>(1);
-        let idle = IDLE_PARTITIONS
-            .run(s, &[(partition_idle_seconds as f64).into()])
-            .first();
+        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
         r.partitions_removed = idle.req::<i64>(1);
         r.partitions_restored = idle.req::<i64>(2);
         json!({
@@ -157,11 +101,7 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
 
 /// The time `secs` seconds ago, by the server's clock.
 fn cutoff(s: &mut Spi, secs: i32) -> TimestampWithTimeZone {
-    const AGO: Query = Query {
-        file: SQL,
-        name: "ago",
-        args: &[PgOid::BuiltIn(T::FLOAT8OID)],
-    };
+    const AGO: Query = Query { file: SQL, name: "ago", args: &[crate::spi::types::FLOAT8] };
     AGO.run(s, &[(secs as f64).into()]).first().req(1)
 }
 
@@ -174,10 +114,7 @@ fn subtract(s: &mut Spi, queue_id: Uuid, counted: i64) {
 /// Bring the queue's count up to its log's end (same pending-transaction rule as discovery).
 fn refresh_count(s: &mut Spi, queue_id: Uuid) {
     let row = COUNT_SCAN.run(s, &[queue_id.into()]).first();
-    let point = Point {
-        upto: (row.req(1), row.req(2)),
-        pending: row.get::<Vec<i64>>(3).unwrap_or_default(),
-    };
+    let point = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
     let counted: i64 = row.req(4);
     let tail: i64 = row.req(5);
     let last = match (row.get::<i64>(6), row.get::<i64>(7)) {
@@ -206,9 +143,7 @@ fn retain(s: &mut Spi, queue_id: Uuid, secs: i32) -> i64 {
     let cutoff = cutoff(s, secs);
     let mut total = 0;
     loop {
-        let row = RETENTION
-            .run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()])
-            .first();
+        let row = RETENTION.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
         let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
         subtract(s, queue_id, counted);
         total += deleted;
@@ -223,10 +158,8 @@ fn retain(s: &mut Spi, queue_id: Uuid, secs: i32) -> i64 {
 /// their holder. Returns how many were filed (or skipped, without a dead letter queue).
 fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
     let cutoff = cutoff(s, secs);
-    let pairs: Vec<(Uuid, String)> = MAX_WAIT_CANDIDATES
-        .run(s, &[queue_id.into(), cutoff.into()])
-        .map(|r| (r.req(1), r.req(2)))
-        .collect();
+    let pairs: Vec<(Uuid, String)> =
+        MAX_WAIT_CANDIDATES.run(s, &[queue_id.into(), cutoff.into()]).map(|r| (r.req(1), r.req(2))).collect();
     let cutoff_us = state::micros(cutoff);
     let mut filed = 0;
     for (partition, group) in pairs {
@@ -259,24 +192,14 @@ fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
         }
         let mut row = look.row;
         let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();
-        let old: Vec<_> = look
-            .msgs
-            .iter()
-            .filter(|m| state::micros(m.created_at) < cutoff_us)
-            .map(|m| m.key)
-            .collect();
+        let old: Vec<_> = look.msgs.iter().filter(|m| state::micros(m.created_at) < cutoff_us).map(|m| m.key).collect();
         if old.is_empty() {
             continue;
         }
         // The read messages as a batch, so the frontier moves over the filed prefix.
         let last = keys.iter().copied().max();
         let xip = match last {
-            Some(l) => look
-                .xip
-                .iter()
-                .copied()
-                .filter(|&x| x > row.cursor.done.0 && x < l.0)
-                .collect(),
+            Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
             None => vec![],
         };
         row.cursor.lease = Some(Batch { keys, xip });
@@ -299,11 +222,7 @@ fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
         row.cursor.release();
         row.lease_id = None;
         row.lease_expires_at = None;
-        let also = state::SaveAlso {
-            queue_id,
-            hint_at: Some(look.now),
-            create_lease: false,
-        };
+        let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false };
         state::save(s, partition, &group, &row, also);
     }
     filed

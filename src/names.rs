@@ -23,11 +23,7 @@ const QUEUE_NAMESPACE: Uuid = Uuid::from_u128(0x5c4f_0a8e_6a1b_5b8e_9d0c_2f7e_3a
 
 /// Check a queue, partition or group name: present, not empty, at most 255 characters.
 /// `argument` is how the caller names it in errors ("queue", "items[3].partition", ...).
-pub fn check_name<'a>(
-    argument: &'static str,
-    what: &str,
-    value: Option<&'a str>,
-) -> QueenResult<&'a str> {
+pub fn check_name<'a>(argument: &'static str, what: &str, value: Option<&'a str>) -> QueenResult<&'a str> {
     let v = value.ok_or(QueenError::NullValue { argument })?;
     if v.is_empty() {
         return Err(QueenError::invalid(what.to_string(), "must not be empty"));
@@ -36,10 +32,7 @@ pub fn check_name<'a>(
     if n > MAX_NAME_CHARS {
         return Err(QueenError::invalid(
             what.to_string(),
-            format!(
-                "is {n} characters long, the limit is {MAX_NAME_CHARS}: \"{}\"",
-                shorten(v)
-            ),
+            format!("is {n} characters long, the limit is {MAX_NAME_CHARS}: \"{}\"", shorten(v)),
         ));
     }
     Ok(v)
@@ -82,10 +75,7 @@ mod tests {
 
     #[test]
     fn names_are_checked_in_characters() {
-        assert_eq!(
-            check_name("queue", "argument \"queue\"", Some("q")).unwrap(),
-            "q"
-        );
+        assert_eq!(check_name("queue", "argument \"queue\"", Some("q")).unwrap(), "q");
         assert_eq!(
             check_name("queue", "argument \"queue\"", None).unwrap_err(),
             QueenError::NullValue { argument: "queue" }
@@ -98,9 +88,6 @@ mod tests {
         let ok = "é".repeat(255);
         assert!(check_name("queue", "q", Some(&ok)).is_ok());
         let long = "é".repeat(256);
-        assert!(check_name("queue", "q", Some(&long))
-            .unwrap_err()
-            .to_string()
-            .contains("256 characters"));
+        assert!(check_name("queue", "q", Some(&long)).unwrap_err().to_string().contains("256 characters"));
     }
 }

@@ -62,70 +62,16 @@ enum Kind {
 
 /// Every option of SPEC §4 in the order `queen_configure` reports them.
 const OPTIONS: &[(&str, Kind)] = &[
-    (
-        "leaseTime",
-        Kind::Int {
-            min: 1,
-            max: i32::MAX as i64,
-        },
-    ),
-    (
-        "retryLimit",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
-    (
-        "retryDelay",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
+    ("leaseTime", Kind::Int { min: 1, max: i32::MAX as i64 }),
+    ("retryLimit", Kind::Int { min: 0, max: i32::MAX as i64 }),
+    ("retryDelay", Kind::Int { min: 0, max: i32::MAX as i64 }),
     ("deadLetterQueue", Kind::Bool),
-    (
-        "delayedProcessing",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
-    (
-        "windowBuffer",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
-    (
-        "maxSize",
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-    ),
-    (
-        "retentionSeconds",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
-    (
-        "completedRetentionSeconds",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
-    (
-        "maxWaitTimeSeconds",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-    ),
+    ("delayedProcessing", Kind::Int { min: 0, max: i32::MAX as i64 }),
+    ("windowBuffer", Kind::Int { min: 0, max: i32::MAX as i64 }),
+    ("maxSize", Kind::Int { min: 0, max: i64::MAX }),
+    ("retentionSeconds", Kind::Int { min: 0, max: i32::MAX as i64 }),
+    ("completedRetentionSeconds", Kind::Int { min: 0, max: i32::MAX as i64 }),
+    ("maxWaitTimeSeconds", Kind::Int { min: 0, max: i32::MAX as i64 }),
 ];
 
 /// A validated option value.
@@ -138,10 +84,7 @@ fn validate(name: &str, kind: &Kind, value: &Value) -> QueenResult<Setting> {
     let what = format!("option \"{name}\"");
     match kind {
         Kind::Bool => value.as_bool().map(Setting::Bool).ok_or_else(|| {
-            QueenError::invalid(
-                what,
-                format!("must be true or false, got {}", shorten(&value.to_string())),
-            )
+            QueenError::invalid(what, format!("must be true or false, got {}", shorten(&value.to_string())))
         }),
         Kind::Int { min, max } => {
             let range = format!("must be an integer from {min} to {max}");
@@ -150,13 +93,8 @@ fn validate(name: &str, kind: &Kind, value: &Value) -> QueenResult<Setting> {
             match value.as_i64() {
                 Some(n) if n >= *min && n <= *max => Ok(Setting::Int(n)),
                 Some(_) => Err(QueenError::invalid(what, format!("{range}, got {value}"))),
-                None if value.is_u64() => {
-                    Err(QueenError::invalid(what, format!("{range}, got {value}")))
-                }
-                None => Err(QueenError::invalid(
-                    what,
-                    format!("{range}, got {}", shorten(&value.to_string())),
-                )),
+                None if value.is_u64() => Err(QueenError::invalid(what, format!("{range}, got {value}"))),
+                None => Err(QueenError::invalid(what, format!("{range}, got {}", shorten(&value.to_string())))),
             }
         }
     }
@@ -169,31 +107,20 @@ impl StoredOptions {
         let obj: &Map<String, Value> = patch.as_object().ok_or_else(|| {
             QueenError::invalid(
                 "argument \"options\"",
-                format!(
-                    "must be a JSON object of option names to values, got {}",
-                    shorten(&patch.to_string())
-                ),
+                format!("must be a JSON object of option names to values, got {}", shorten(&patch.to_string())),
             )
         })?;
         let mut out = self.clone();
         for (name, value) in obj {
-            let kind = OPTIONS
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, k)| k)
-                .ok_or_else(|| {
-                    QueenError::invalid(
-                        format!("option \"{}\"", shorten(name)),
-                        format!(
-                            "unknown option; the options are {}",
-                            OPTIONS
-                                .iter()
-                                .map(|(n, _)| *n)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
-                })?;
+            let kind = OPTIONS.iter().find(|(n, _)| n == name).map(|(_, k)| k).ok_or_else(|| {
+                QueenError::invalid(
+                    format!("option \"{}\"", shorten(name)),
+                    format!(
+                        "unknown option; the options are {}",
+                        OPTIONS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })?;
             let setting = validate(name, kind, value)?;
             // Ranges above guarantee the narrowing casts below are exact.
             match (name.as_str(), setting) {
@@ -205,12 +132,8 @@ impl StoredOptions {
                 ("windowBuffer", Setting::Int(n)) => out.window_buffer = Some(n as i32),
                 ("maxSize", Setting::Int(n)) => out.max_size = Some(n),
                 ("retentionSeconds", Setting::Int(n)) => out.retention_seconds = Some(n as i32),
-                ("completedRetentionSeconds", Setting::Int(n)) => {
-                    out.completed_retention_seconds = Some(n as i32)
-                }
-                ("maxWaitTimeSeconds", Setting::Int(n)) => {
-                    out.max_wait_time_seconds = Some(n as i32)
-                }
+                ("completedRetentionSeconds", Setting::Int(n)) => out.completed_retention_seconds = Some(n as i32),
+                ("maxWaitTimeSeconds", Setting::Int(n)) => out.max_wait_time_seconds = Some(n as i32),
                 (other, _) => unreachable!("option {other} is listed in OPTIONS but not applied"),
             }
         }
@@ -228,12 +151,8 @@ impl StoredOptions {
             window_buffer: self.window_buffer.unwrap_or(d.window_buffer),
             max_size: self.max_size.unwrap_or(d.max_size),
             retention_seconds: self.retention_seconds.unwrap_or(d.retention_seconds),
-            completed_retention_seconds: self
-                .completed_retention_seconds
-                .unwrap_or(d.completed_retention_seconds),
-            max_wait_time_seconds: self
-                .max_wait_time_seconds
-                .unwrap_or(d.max_wait_time_seconds),
+            completed_retention_seconds: self.completed_retention_seconds.unwrap_or(d.completed_retention_seconds),
+            max_wait_time_seconds: self.max_wait_time_seconds.unwrap_or(d.max_wait_time_seconds),
         }
     }
 }
@@ -250,14 +169,8 @@ impl QueueOptions {
         m.insert("windowBuffer".into(), self.window_buffer.into());
         m.insert("maxSize".into(), self.max_size.into());
         m.insert("retentionSeconds".into(), self.retention_seconds.into());
-        m.insert(
-            "completedRetentionSeconds".into(),
-            self.completed_retention_seconds.into(),
-        );
-        m.insert(
-            "maxWaitTimeSeconds".into(),
-            self.max_wait_time_seconds.into(),
-        );
+        m.insert("completedRetentionSeconds".into(), self.completed_retention_seconds.into());
+        m.insert("maxWaitTimeSeconds".into(), self.max_wait_time_seconds.into());
         Value::Object(m)
     }
 }
@@ -282,15 +195,10 @@ mod tests {
 
     #[test]
     fn a_patch_changes_only_what_it_names() {
-        let a = StoredOptions::default()
-            .patched(&json!({"leaseTime": 60, "retryLimit": 0}))
-            .unwrap();
+        let a = StoredOptions::default().patched(&json!({"leaseTime": 60, "retryLimit": 0})).unwrap();
         let b = a.patched(&json!({"deadLetterQueue": false})).unwrap();
         let e = b.effective();
-        assert_eq!(
-            (e.lease_time, e.retry_limit, e.dead_letter_queue),
-            (60, 0, false)
-        );
+        assert_eq!((e.lease_time, e.retry_limit, e.dead_letter_queue), (60, 0, false));
         assert_eq!(e.retry_delay, 1000);
         assert_eq!(b.patched(&json!({})).unwrap(), b);
     }
@@ -300,29 +208,17 @@ mod tests {
         let all = json!({"leaseTime": 1, "retryLimit": 9, "retryDelay": 0, "deadLetterQueue": false,
                          "delayedProcessing": 5, "windowBuffer": 6, "maxSize": 5000000000i64,
                          "retentionSeconds": 7, "completedRetentionSeconds": 8, "maxWaitTimeSeconds": 9});
-        assert_eq!(
-            StoredOptions::default()
-                .patched(&all)
-                .unwrap()
-                .effective()
-                .to_json(),
-            all
-        );
+        assert_eq!(StoredOptions::default().patched(&all).unwrap().effective().to_json(), all);
     }
 
     fn err(patch: Value) -> String {
-        StoredOptions::default()
-            .patched(&patch)
-            .unwrap_err()
-            .to_string()
+        StoredOptions::default().patched(&patch).unwrap_err().to_string()
     }
 
     #[test]
     fn bad_input_names_the_option_and_value() {
         assert!(err(json!({"leaseTme": 5})).contains("option \"leaseTme\": unknown option"));
-        assert!(
-            err(json!({"leaseTime": "300"})).contains("option \"leaseTime\": must be an integer")
-        );
+        assert!(err(json!({"leaseTime": "300"})).contains("option \"leaseTime\": must be an integer"));
         assert!(err(json!({"leaseTime": "300"})).contains("got \"300\""));
         assert!(err(json!({"leaseTime": 0})).contains("from 1 to"));
         assert!(err(json!({"leaseTime": 1.5})).contains("got 1.5"));
@@ -336,13 +232,9 @@ mod tests {
 
     #[test]
     fn a_bad_patch_changes_nothing() {
-        let base = StoredOptions::default()
-            .patched(&json!({"leaseTime": 10}))
-            .unwrap();
+        let base = StoredOptions::default().patched(&json!({"leaseTime": 10})).unwrap();
         // The valid leaseTime in the same patch must not be applied either.
-        assert!(base
-            .patched(&json!({"leaseTime": 20, "retryLimit": -5}))
-            .is_err());
+        assert!(base.patched(&json!({"leaseTime": 20, "retryLimit": -5})).is_err());
         assert_eq!(base.effective().lease_time, 10);
     }
 }

@@ -21,9 +21,7 @@ mod tests {
              PERFORM set_config('queen_test.err', SQLSTATE || ' ' || SQLERRM, true); END $$"
         );
         Spi::run(&block).expect("the DO block runs");
-        let got = Spi::get_one::<String>("SELECT current_setting('queen_test.err')")
-            .unwrap()
-            .unwrap();
+        let got = Spi::get_one::<String>("SELECT current_setting('queen_test.err')").unwrap().unwrap();
         let (state, msg) = got.split_once(' ').unwrap();
         (state.to_string(), msg.to_string())
     }
@@ -55,93 +53,42 @@ mod tests {
         let again = configure("queue => 'q', options => NULL");
         assert_eq!(again, v);
         // Still one row for the queue.
-        assert_eq!(
-            Spi::get_one::<i64>("SELECT count(*) FROM queen.queues WHERE name = 'q'"),
-            Ok(Some(1))
-        );
+        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM queen.queues WHERE name = 'q'"), Ok(Some(1)));
     }
 
     #[pg_test]
     fn configure_refuses_bad_input_and_changes_nothing() {
         configure("'q', '{\"leaseTime\": 60}'");
         let cases = [
-            (
-                "SELECT queen_configure('q', '{\"leaseTme\": 5}')",
-                "22023",
-                "option \"leaseTme\"",
-            ),
-            (
-                "SELECT queen_configure('q', '{\"leaseTime\": \"300\"}')",
-                "22023",
-                "option \"leaseTime\"",
-            ),
-            (
-                "SELECT queen_configure('q', '{\"leaseTime\": 0}')",
-                "22023",
-                "option \"leaseTime\"",
-            ),
-            (
-                "SELECT queen_configure('q', '{\"retryDelay\": -1}')",
-                "22023",
-                "option \"retryDelay\"",
-            ),
-            (
-                "SELECT queen_configure('q', '{\"deadLetterQueue\": \"yes\"}')",
-                "22023",
-                "option \"deadLetterQueue\"",
-            ),
-            (
-                "SELECT queen_configure('q', '[1]')",
-                "22023",
-                "argument \"options\"",
-            ),
-            (
-                "SELECT queen_configure('q', '{\"leaseTime\": 10, \"maxSize\": 1.5}')",
-                "22023",
-                "option \"maxSize\"",
-            ),
-            (
-                "SELECT queen_configure(NULL, '{}')",
-                "22004",
-                "argument \"queue\"",
-            ),
-            (
-                "SELECT queen_configure('', '{}')",
-                "22023",
-                "argument \"queue\"",
-            ),
-            (
-                "SELECT queen_configure(repeat('x', 256), '{}')",
-                "22023",
-                "256 characters",
-            ),
+            ("SELECT queen_configure('q', '{\"leaseTme\": 5}')", "22023", "option \"leaseTme\""),
+            ("SELECT queen_configure('q', '{\"leaseTime\": \"300\"}')", "22023", "option \"leaseTime\""),
+            ("SELECT queen_configure('q', '{\"leaseTime\": 0}')", "22023", "option \"leaseTime\""),
+            ("SELECT queen_configure('q', '{\"retryDelay\": -1}')", "22023", "option \"retryDelay\""),
+            ("SELECT queen_configure('q', '{\"deadLetterQueue\": \"yes\"}')", "22023", "option \"deadLetterQueue\""),
+            ("SELECT queen_configure('q', '[1]')", "22023", "argument \"options\""),
+            ("SELECT queen_configure('q', '{\"leaseTime\": 10, \"maxSize\": 1.5}')", "22023", "option \"maxSize\""),
+            ("SELECT queen_configure(NULL, '{}')", "22004", "argument \"queue\""),
+            ("SELECT queen_configure('', '{}')", "22023", "argument \"queue\""),
+            ("SELECT queen_configure(repeat('x', 256), '{}')", "22023", "256 characters"),
             ("SELECT queen_configure('q', '{bad json')", "22P02", "json"),
         ];
         for (sql, state, needle) in cases {
             let (got_state, msg) = error_of(sql);
             assert_eq!(got_state, state, "{sql}: {msg}");
-            assert!(
-                msg.contains(needle),
-                "{sql}: message {msg:?} should name {needle:?}"
-            );
+            assert!(msg.contains(needle), "{sql}: message {msg:?} should name {needle:?}");
         }
         // None of them changed the queue, not even the valid leaseTime next to a bad maxSize.
         assert_eq!(configure("'q'")["options"]["leaseTime"], json!(60));
         // A refused configure of a new queue did not create it.
-        assert_eq!(
-            Spi::get_one::<i64>("SELECT count(*) FROM queen.queues WHERE name = ''"),
-            Ok(Some(0))
-        );
+        assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM queen.queues WHERE name = ''"), Ok(Some(0)));
     }
 
     #[pg_test]
     fn configure_is_callable_with_untyped_literals_and_from_plpgsql() {
-        let v = Spi::get_one::<pgrx::JsonB>(
-            "SELECT queen_configure('p', options => '{\"maxSize\": 5000000000}')",
-        )
-        .unwrap()
-        .unwrap()
-        .0;
+        let v = Spi::get_one::<pgrx::JsonB>("SELECT queen_configure('p', options => '{\"maxSize\": 5000000000}')")
+            .unwrap()
+            .unwrap()
+            .0;
         assert_eq!(v["options"]["maxSize"], json!(5_000_000_000i64));
     }
 }

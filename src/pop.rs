@@ -12,10 +12,10 @@ use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names::{self, QUEUE_MODE_GROUP};
 use crate::options::QueueOptions;
+use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
-use crate::state::{self, CursorRow, Micros, INT4, INT8, INT8S, SQL, TEXT, TSTZ, UUID, UUIDS};
+use crate::state::{self, CursorRow, Micros, SQL};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
-use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
 use pgrx::Uuid;
 
 /// The most messages one pop may return.
@@ -23,65 +23,18 @@ pub const MAX_BATCH: i32 = 10_000;
 /// How many hinted partitions one candidate query returns.
 const CANDIDATE_PAGE: i64 = 16;
 
-const SUBSCRIBE: Query = Query {
-    file: SQL,
-    name: "subscribe",
-    args: &[UUID, TEXT, TEXT, TSTZ],
-};
-const PARTITION_FROM_POSITION: Query = Query {
-    file: SQL,
-    name: "partition_from_position",
-    args: &[UUID, TSTZ],
-};
-const CANDIDATES: Query = Query {
-    file: SQL,
-    name: "candidates",
-    args: &[UUID, TEXT, UUIDS, INT8],
-};
-const HINTS_SET: Query = Query {
-    file: SQL,
-    name: "hints_set",
-    args: &[UUID, UUID, TEXT, TSTZ],
-};
-const HINTS_DELETE: Query = Query {
-    file: SQL,
-    name: "hints_delete",
-    args: &[UUID, TEXT],
-};
-const TRY_LOCK_PAIR: Query = Query {
-    file: SQL,
-    name: "try_lock_pair",
-    args: &[INT4, INT4],
-};
-const CURSOR_CLAIM_NEW: Query = Query {
-    file: SQL,
-    name: "cursor_claim_new",
-    args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S],
-};
-const LOOK: Query = Query {
-    file: SQL,
-    name: "look",
-    args: &[
-        UUID,
-        TEXT,
-        INT8,
-        INT8,
-        INT8S,
-        INT8S,
-        INT8,
-        PgOid::BuiltIn(T::FLOAT8OID),
-    ],
-};
-const LEASE_ADD_PARTITION: Query = Query {
-    file: SQL,
-    name: "lease_add_partition",
-    args: &[UUID, UUID],
-};
-pub const DEAD_LETTER: Query = Query {
-    file: SQL,
-    name: "dead_letter",
-    args: &[UUID, TEXT, INT8, INT8, TEXT, INT4],
-};
+const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
+const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
+const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
+const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ] };
+const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT] };
+const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
+const CURSOR_CLAIM_NEW: Query =
+    Query { file: SQL, name: "cursor_claim_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
+const LOOK: Query =
+    Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
+const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
+pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
 /// Namespace of the advisory locks queen takes ("QUEN").
 const LOCK_SPACE: i32 = 0x5155_454E;
@@ -129,35 +82,22 @@ pub fn check(
 ) -> QueenResult<String> {
     let batch = batch.ok_or(QueenError::NullValue { argument: "batch" })?;
     if !(1..=MAX_BATCH).contains(&batch) {
-        return Err(QueenError::invalid(
-            "argument \"batch\"",
-            format!("must be from 1 to {MAX_BATCH}, got {batch}"),
-        ));
+        return Err(QueenError::invalid("argument \"batch\"", format!("must be from 1 to {MAX_BATCH}, got {batch}")));
     }
-    let partitions = partitions.ok_or(QueenError::NullValue {
-        argument: "partitions",
-    })?;
+    let partitions = partitions.ok_or(QueenError::NullValue { argument: "partitions" })?;
     if !(1..=MAX_BATCH).contains(&partitions) {
         return Err(QueenError::invalid(
             "argument \"partitions\"",
             format!("must be from 1 to {MAX_BATCH}, got {partitions}"),
         ));
     }
-    let wait_ms = wait_ms.ok_or(QueenError::NullValue {
-        argument: "wait_ms",
-    })?;
+    let wait_ms = wait_ms.ok_or(QueenError::NullValue { argument: "wait_ms" })?;
     if wait_ms < 0 {
-        return Err(QueenError::invalid(
-            "argument \"wait_ms\"",
-            format!("must be 0 or more, got {wait_ms}"),
-        ));
+        return Err(QueenError::invalid("argument \"wait_ms\"", format!("must be 0 or more, got {wait_ms}")));
     }
     if let Some(s) = lease_seconds {
         if s <= 0 {
-            return Err(QueenError::invalid(
-                "argument \"lease_seconds\"",
-                format!("must be 1 or more, got {s}"),
-            ));
+            return Err(QueenError::invalid("argument \"lease_seconds\"", format!("must be 1 or more, got {s}")));
         }
     }
     let mode = match (mode, from) {
@@ -167,10 +107,7 @@ pub fn check(
         (Some(m), false) => {
             return Err(QueenError::invalid(
                 "argument \"subscription_mode\"",
-                format!(
-                    "must be 'all' or 'new' (or give subscription_from), got \"{}\"",
-                    crate::error::shorten(m)
-                ),
+                format!("must be 'all' or 'new' (or give subscription_from), got \"{}\"", crate::error::shorten(m)),
             ))
         }
     };
@@ -188,11 +125,7 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
     let group = group_key(req.group.as_deref()).to_string();
     spi::connect(|s| {
         // Queue mode always reads from the oldest retained message.
-        let mode = if req.group.is_none() {
-            "all"
-        } else {
-            req.mode.as_str()
-        };
+        let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
         let from = if req.group.is_none() { None } else { req.from };
         let Some((sub, opts)) = subscribe(s, queue_id, &group, mode, from) else {
             return Vec::new(); // no such queue
@@ -204,11 +137,7 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
             sub,
             lease_seconds: req.lease_seconds.unwrap_or(opts.lease_time),
             opts,
-            lease_id: if req.auto_ack {
-                None
-            } else {
-                Some(Uuid::from_bytes(*uuid::Uuid::now_v7().as_bytes()))
-            },
+            lease_id: if req.auto_ack { None } else { Some(Uuid::from_bytes(*uuid::Uuid::now_v7().as_bytes())) },
             lease_expires_at: None,
             out: Vec::new(),
             claimed: Vec::new(),
@@ -236,11 +165,7 @@ pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Curso
 /// For acks: the queue's options and the group's subscription (mode 'all' if it has none
 /// yet: an ack without a lease subscribes its group, as a pop would). None when the queue does
 /// not exist.
-pub fn subscribe_existing_or_all(
-    s: &mut Spi,
-    queue_id: Uuid,
-    group: &str,
-) -> Option<(QueueOptions, Subscription)> {
+pub fn subscribe_existing_or_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(QueueOptions, Subscription)> {
     subscribe(s, queue_id, group, "all", None).map(|(sub, opts)| (opts, sub))
 }
 
@@ -322,10 +247,7 @@ impl Pop<'_> {
 
     fn run(&mut self, s: &mut Spi) {
         if let Some(name) = &self.req.partition {
-            let p = crate::push::to_pg(names::partition_id(
-                &crate::push::from_pg(self.queue_id),
-                name,
-            ));
+            let p = crate::push::to_pg(names::partition_id(&crate::push::from_pg(self.queue_id), name));
             self.visit(s, p);
             return;
         }
@@ -333,12 +255,8 @@ impl Pop<'_> {
         discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
         let mut tried: Vec<Uuid> = Vec::new();
         while !self.done() {
-            let args: [DatumWithOid; 4] = [
-                self.queue_id.into(),
-                self.group.as_str().into(),
-                tried.clone().into(),
-                CANDIDATE_PAGE.into(),
-            ];
+            let args: [DatumWithOid; 4] =
+                [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
             let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
             if page.is_empty() {
                 break;
@@ -357,12 +275,8 @@ impl Pop<'_> {
     }
 
     fn hints_set(&self, s: &mut Spi, partition: Uuid, at: Micros) {
-        let args: [DatumWithOid; 4] = [
-            self.queue_id.into(),
-            partition.into(),
-            self.group.as_str().into(),
-            state::timestamp(at).into(),
-        ];
+        let args: [DatumWithOid; 4] =
+            [self.queue_id.into(), partition.into(), self.group.as_str().into(), state::timestamp(at).into()];
         HINTS_SET.run(s, &args);
     }
 
@@ -374,14 +288,7 @@ impl Pop<'_> {
     /// Look at a partition (no lock). `initial` is the state the group starts with there if
     /// it has no cursor row yet.
     fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
-        look(
-            s,
-            partition,
-            &self.group,
-            initial,
-            self.remaining() as i64,
-            self.lease_seconds,
-        )
+        look(s, partition, &self.group, initial, self.remaining() as i64, self.lease_seconds)
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its
@@ -472,27 +379,15 @@ impl Pop<'_> {
             self.expire(s, partition, &mut row);
             // Write the settled state, then read again from it (the dead letter, if any, is
             // finished now).
-            let also = state::SaveAlso {
-                queue_id: self.queue_id,
-                hint_at: None,
-                create_lease: false,
-            };
+            let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false };
             state::save(s, partition, &self.group, &row, also);
             look = self.look_fresh(s, partition);
         }
-        changed |= look.row.cursor.resolve_pending(
-            &look.pending_visible,
-            &look.pending_aborted,
-            &look.pending_left,
-        );
+        changed |= look.row.cursor.resolve_pending(&look.pending_visible, &look.pending_aborted, &look.pending_left);
         let (n, later) = self.deliverable(&look);
         if n == 0 {
             if changed {
-                let also = state::SaveAlso {
-                    queue_id: self.queue_id,
-                    hint_at: None,
-                    create_lease: false,
-                };
+                let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false };
                 state::save(s, partition, &self.group, &look.row, also);
             }
             return self.pass_by(s, partition, later);
@@ -553,31 +448,15 @@ impl Pop<'_> {
         let keys: Vec<Key> = look.msgs[..n].iter().map(|m| m.key).collect();
         // Transactions running between the frontier and the last key delivered: they become
         // pending when the frontier passes them.
-        let last = keys
-            .iter()
-            .copied()
-            .filter(|k| {
-                row.cursor
-                    .pending
-                    .binary_search_by_key(&k.0, |p| p.0)
-                    .is_err()
-            })
-            .max();
+        let last =
+            keys.iter().copied().filter(|k| row.cursor.pending.binary_search_by_key(&k.0, |p| p.0).is_err()).max();
         let xip: Vec<i64> = match last {
-            Some(l) => look
-                .xip
-                .iter()
-                .copied()
-                .filter(|&x| x > row.cursor.done.0 && x < l.0)
-                .collect(),
+            Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
             None => Vec::new(),
         };
         let attempts: Vec<i32> = keys.iter().map(|k| row.cursor.attempt_of(*k)).collect();
         let expires = *self.lease_expires_at.get_or_insert(look.lease_expires_at);
-        row.cursor.lease = Some(Batch {
-            keys: keys.clone(),
-            xip,
-        });
+        row.cursor.lease = Some(Batch { keys: keys.clone(), xip });
         let first_claim = self.claimed.is_empty();
         let also = if self.req.auto_ack {
             row.cursor.finish_all();
@@ -585,19 +464,11 @@ impl Pop<'_> {
             row.lease_expires_at = None;
             // There may be more: the partition stays due now; the next look deletes the hint
             // if it is empty.
-            state::SaveAlso {
-                queue_id: self.queue_id,
-                hint_at: Some(look.now),
-                create_lease: false,
-            }
+            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(look.now), create_lease: false }
         } else {
             row.lease_id = self.lease_id;
             row.lease_expires_at = Some(expires);
-            state::SaveAlso {
-                queue_id: self.queue_id,
-                hint_at: Some(expires),
-                create_lease: first_claim,
-            }
+            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(expires), create_lease: first_claim }
         };
         state::save(s, partition, &self.group, &row, also);
         if !self.req.auto_ack && !first_claim {
@@ -690,18 +561,12 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
     if req.wait_ms > 0 {
         let iso = unsafe { pgrx::pg_sys::XactIsoLevel };
         if iso > pgrx::pg_sys::XACT_READ_COMMITTED as i32 {
-            let name = if iso == pgrx::pg_sys::XACT_REPEATABLE_READ as i32 {
-                "REPEATABLE READ"
-            } else {
-                "SERIALIZABLE"
-            };
-            return Err(QueenError::WaitNotSupported {
-                isolation: name.to_string(),
-            });
+            let name =
+                if iso == pgrx::pg_sys::XACT_REPEATABLE_READ as i32 { "REPEATABLE READ" } else { "SERIALIZABLE" };
+            return Err(QueenError::WaitNotSupported { isolation: name.to_string() });
         }
     }
-    let deadline =
-        std::time::Instant::now() + std::time::Duration::from_millis(req.wait_ms.max(0) as u64);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(req.wait_ms.max(0) as u64);
     let waiting = (req.wait_ms > 0).then(|| crate::wait::register(&names::queue_id(&req.queue)));
     loop {
         if waiting.is_some() {
@@ -711,9 +576,7 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
         let rows = pop_once(req);
         let now = std::time::Instant::now();
         match &waiting {
-            Some(reg) if rows.is_empty() && now < deadline => {
-                crate::wait::sleep(reg, deadline - now)
-            }
+            Some(reg) if rows.is_empty() && now < deadline => crate::wait::sleep(reg, deadline - now),
             _ => return Ok(rows),
         }
     }

@@ -8,9 +8,9 @@
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names::{self, DEFAULT_PARTITION};
+use crate::spi::types::{INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
-use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
 use pgrx::Uuid;
 use serde_json::Value;
 use std::cell::Cell;
@@ -58,19 +58,13 @@ pub struct PushResult {
 
 pub fn check_transaction_id(what: &str, id: &str) -> QueenResult<()> {
     if id.is_empty() {
-        return Err(QueenError::invalid(
-            what.to_string(),
-            "must not be empty (omit it or pass NULL for none)",
-        ));
+        return Err(QueenError::invalid(what.to_string(), "must not be empty (omit it or pass NULL for none)"));
     }
     let n = id.chars().count();
     if n > MAX_TRANSACTION_ID_CHARS {
         return Err(QueenError::invalid(
             what.to_string(),
-            format!(
-                "is {n} characters long, the limit is {MAX_TRANSACTION_ID_CHARS}: \"{}\"",
-                shorten(id)
-            ),
+            format!("is {n} characters long, the limit is {MAX_TRANSACTION_ID_CHARS}: \"{}\"", shorten(id)),
         ));
     }
     Ok(())
@@ -82,24 +76,15 @@ pub fn parse_items(items: &Value) -> QueenResult<Vec<PushItem>> {
     let arr = items.as_array().ok_or_else(|| {
         QueenError::invalid(
             "argument \"items\"",
-            format!(
-                "must be a JSON array of objects, got {}",
-                shorten(&items.to_string())
-            ),
+            format!("must be a JSON array of objects, got {}", shorten(&items.to_string())),
         )
     })?;
-    arr.iter()
-        .enumerate()
-        .map(|(i, item)| parse_item(i, item))
-        .collect()
+    arr.iter().enumerate().map(|(i, item)| parse_item(i, item)).collect()
 }
 
 fn parse_item(i: usize, item: &Value) -> QueenResult<PushItem> {
     let obj = item.as_object().ok_or_else(|| {
-        QueenError::invalid(
-            format!("items[{i}]"),
-            format!("must be an object, got {}", shorten(&item.to_string())),
-        )
+        QueenError::invalid(format!("items[{i}]"), format!("must be an object, got {}", shorten(&item.to_string())))
     })?;
     let string = |key: &str| -> QueenResult<Option<&str>> {
         match obj.get(key) {
@@ -119,9 +104,7 @@ fn parse_item(i: usize, item: &Value) -> QueenResult<PushItem> {
     // A missing or null partition means the default one; an empty string is an error.
     let partition = match string("partition")? {
         None => DEFAULT_PARTITION.to_string(),
-        Some(p) => {
-            names::check_name("partition", &format!("items[{i}].partition"), Some(p))?.to_string()
-        }
+        Some(p) => names::check_name("partition", &format!("items[{i}].partition"), Some(p))?.to_string(),
     };
     let transaction_id = string("transactionId")?.map(str::to_string);
     if let Some(t) = &transaction_id {
@@ -129,60 +112,27 @@ fn parse_item(i: usize, item: &Value) -> QueenResult<PushItem> {
     }
     let trace_id = match string("traceId")? {
         None => None,
-        Some(t) => Some(
-            uuid::Uuid::parse_str(t).map_err(|_| QueenError::InvalidText {
-                what: format!("items[{i}].traceId"),
-                value: t.to_string(),
-                kind: "uuid",
-            })?,
-        ),
+        Some(t) => Some(uuid::Uuid::parse_str(t).map_err(|_| QueenError::InvalidText {
+            what: format!("items[{i}].traceId"),
+            value: t.to_string(),
+            kind: "uuid",
+        })?),
     };
     // The payload ("payload", missing = JSON null) is not read here: it goes from the items
     // argument to the table as is (insert_messages).
-    Ok(PushItem {
-        queue,
-        partition,
-        transaction_id,
-        trace_id,
-    })
+    Ok(PushItem { queue, partition, transaction_id, trace_id })
 }
 
 const SQL: &str = include_str!("../sql/queries/push.sql");
-const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
-const UUIDS: PgOid = PgOid::BuiltIn(T::UUIDARRAYOID);
-const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
-const TEXTS: PgOid = PgOid::BuiltIn(T::TEXTARRAYOID);
-const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
-const INT8S: PgOid = PgOid::BuiltIn(T::INT8ARRAYOID);
-const INT4S: PgOid = PgOid::BuiltIn(T::INT4ARRAYOID);
-const JSONB: PgOid = PgOid::BuiltIn(T::JSONBOID);
-const REGISTER: Query = Query {
-    file: SQL,
-    name: "register",
-    args: &[UUIDS, TEXTS, UUIDS, TEXTS],
-};
-const COUNT_QUEUE: Query = Query {
-    file: SQL,
-    name: "count_queue",
-    args: &[UUID, INT8],
-};
-const PUSH_ONE: Query = Query {
-    file: SQL,
-    name: "push_one",
-    args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID],
-};
+const REGISTER: Query = Query { file: SQL, name: "register", args: &[UUIDS, TEXTS, UUIDS, TEXTS] };
+const COUNT_QUEUE: Query = Query { file: SQL, name: "count_queue", args: &[UUID, INT8] };
+const PUSH_ONE: Query = Query { file: SQL, name: "push_one", args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID] };
 const INSERT_MESSAGES: Query = Query {
     file: SQL,
     name: "insert_messages",
-    args: &[
-        UUIDS, INT8S, UUIDS, UUIDS, TEXTS, TEXTS, JSONB, INT4S, UUIDS,
-    ],
+    args: &[UUIDS, INT8S, UUIDS, UUIDS, TEXTS, TEXTS, JSONB, INT4S, UUIDS],
 };
-const HOLDERS: Query = Query {
-    file: SQL,
-    name: "holders",
-    args: &[UUIDS, TEXTS],
-};
+const HOLDERS: Query = Query { file: SQL, name: "holders", args: &[UUIDS, TEXTS] };
 
 thread_local! {
     /// Orders the messages of one transaction: (txid, seq) is unique because a transaction
@@ -241,59 +191,33 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
     let targets: Vec<Target> = items
         .iter()
         .map(|it| {
-            let q = *ids
-                .entry((&it.queue, ""))
-                .or_insert_with(|| names::queue_id(&it.queue));
-            let p = *ids
-                .entry((&it.queue, &it.partition))
-                .or_insert_with(|| names::partition_id(&q, &it.partition));
-            Target {
-                queue_id: to_pg(q),
-                partition_id: to_pg(p),
-            }
+            let q = *ids.entry((&it.queue, "")).or_insert_with(|| names::queue_id(&it.queue));
+            let p = *ids.entry((&it.queue, &it.partition)).or_insert_with(|| names::partition_id(&q, &it.partition));
+            Target { queue_id: to_pg(q), partition_id: to_pg(p) }
         })
         .collect();
-    let mut results: Vec<PushResult> = items
-        .iter()
-        .zip(&targets)
-        .enumerate()
-        .map(|(i, (it, t))| new_result(i, it, t))
-        .collect();
+    let mut results: Vec<PushResult> =
+        items.iter().zip(&targets).enumerate().map(|(i, (it, t))| new_result(i, it, t)).collect();
 
     spi::connect(|s| -> QueenResult<()> {
         match payloads {
-            Payloads::One(payload) => {
-                push_one(s, &items[0], &targets[0], &mut results[0], payload)?
-            }
+            Payloads::One(payload) => push_one(s, &items[0], &targets[0], &mut results[0], payload)?,
             Payloads::Items(all) => push_batch(s, &items, &targets, &mut results, all)?,
         }
         Ok(())
     })?;
     for (r, it) in results.iter_mut().zip(&items) {
-        r.transaction_id = it
-            .transaction_id
-            .clone()
-            .unwrap_or_else(|| r.message_id.to_string());
+        r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
     }
     // Waiting pops of these queues are woken when this transaction commits.
-    for q in ids
-        .iter()
-        .filter(|((_, p), _)| p.is_empty())
-        .map(|(_, q)| q)
-    {
+    for q in ids.iter().filter(|((_, p), _)| p.is_empty()).map(|(_, q)| q) {
         crate::wait::touched(crate::wait::queue_key(q));
     }
     Ok(results)
 }
 
 /// One message: a single statement in the common case (partition registered, queue uncapped).
-fn push_one(
-    s: &mut Spi,
-    it: &PushItem,
-    t: &Target,
-    r: &mut PushResult,
-    payload: Jsonb,
-) -> QueenResult<()> {
+fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload: Jsonb) -> QueenResult<()> {
     for _attempt in 0..3 {
         let args: [DatumWithOid; 8] = [
             t.partition_id.into(),
@@ -305,10 +229,7 @@ fn push_one(
             payload.into(),
             it.trace_id.map(to_pg).into(),
         ];
-        let inserted = PUSH_ONE
-            .run(s, &args)
-            .next()
-            .map(|row| (row.req::<bool>(2), row.get::<i64>(3)));
+        let inserted = PUSH_ONE.run(s, &args).next().map(|row| (row.req::<bool>(2), row.get::<i64>(3)));
         match inserted {
             Some((registered, max_size)) => {
                 if !registered {
@@ -321,14 +242,7 @@ fn push_one(
                 return Ok(());
             }
             None => {
-                if resolve_duplicates(
-                    s,
-                    std::slice::from_ref(it),
-                    std::slice::from_mut(r),
-                    vec![0],
-                )
-                .is_empty()
-                {
+                if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0]).is_empty() {
                     return Ok(());
                 }
                 // The holder vanished (retention deleted it) between our insert and our read.
@@ -340,10 +254,7 @@ fn push_one(
 }
 
 fn holder_vanished(i: usize) -> QueenError {
-    QueenError::invalid(
-        format!("items[{i}].transactionId"),
-        "its holder disappeared while the push ran; push it again",
-    )
+    QueenError::invalid(format!("items[{i}].transactionId"), "its holder disappeared while the push ran; push it again")
 }
 
 /// Registry rows for the partitions (and queues) of `targets` that have none visible.
@@ -360,10 +271,7 @@ fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<(Uuid, i64)> {
         }
     }
     let args: [DatumWithOid; 4] = [rq.into(), rqn.into(), rp.into(), rpn.into()];
-    REGISTER
-        .run(s, &args)
-        .map(|r| (r.req::<Uuid>(1), r.req::<i64>(2)))
-        .collect()
+    REGISTER.run(s, &args).map(|r| (r.req::<Uuid>(1), r.req::<i64>(2))).collect()
 }
 
 /// Caps are checked after the insert, so that a producer pushing one transaction after
@@ -373,10 +281,7 @@ fn check_cap(s: &mut Spi, queue: &str, queue_id: Uuid, max: i64) -> QueenResult<
     let args: [DatumWithOid; 2] = [queue_id.into(), max.saturating_add(1).into()];
     let n = COUNT_QUEUE.run(s, &args).first().get::<i64>(1).unwrap_or(0);
     if n > max {
-        return Err(QueenError::QueueFull {
-            queue: queue.to_string(),
-            max_size: max,
-        });
+        return Err(QueenError::QueueFull { queue: queue.to_string(), max_size: max });
     }
     Ok(())
 }
@@ -396,18 +301,10 @@ fn push_batch(
             break;
         }
         let n = todo.len();
-        let (mut pid, mut seq, mut qid, mut mid) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let (mut tid, mut pname, mut idx, mut trace) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
+        let (mut pid, mut seq, mut qid, mut mid) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut tid, mut pname, mut idx, mut trace) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         for &i in &todo {
             pid.push(targets[i].partition_id);
             seq.push(next_seq());
@@ -429,15 +326,8 @@ fn push_batch(
             idx.into(),
             trace.into(),
         ];
-        let queued: std::collections::HashSet<Uuid> = INSERT_MESSAGES
-            .run(s, &args)
-            .map(|r| r.req::<Uuid>(1))
-            .collect();
-        let dups: Vec<usize> = todo
-            .iter()
-            .copied()
-            .filter(|i| !queued.contains(&results[*i].message_id))
-            .collect();
+        let queued: std::collections::HashSet<Uuid> = INSERT_MESSAGES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
+        let dups: Vec<usize> = todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect();
         todo = resolve_duplicates(s, items, results, dups);
         for i in &todo {
             results[*i].message_id = to_pg(uuid::Uuid::now_v7());
@@ -447,9 +337,8 @@ fn push_batch(
         return Err(holder_vanished(i));
     }
     for (queue_id, max) in caps {
-        let r = results.iter().position(|r| {
-            r.status == PushStatus::Queued && targets[r.idx as usize].queue_id == queue_id
-        });
+        let r =
+            results.iter().position(|r| r.status == PushStatus::Queued && targets[r.idx as usize].queue_id == queue_id);
         if let Some(i) = r {
             check_cap(s, &items[i].queue, queue_id, max)?;
         }
@@ -459,31 +348,18 @@ fn push_batch(
 
 /// Point duplicates at the message that holds their key. Returns the items whose holder
 /// could not be found (deleted in between).
-fn resolve_duplicates(
-    s: &mut Spi,
-    items: &[PushItem],
-    results: &mut [PushResult],
-    dups: Vec<usize>,
-) -> Vec<usize> {
+fn resolve_duplicates(s: &mut Spi, items: &[PushItem], results: &mut [PushResult], dups: Vec<usize>) -> Vec<usize> {
     if dups.is_empty() {
         return dups;
     }
     let pids: Vec<Uuid> = dups.iter().map(|&i| results[i].partition_id).collect();
-    let tids: Vec<String> = dups
-        .iter()
-        .map(|&i| items[i].transaction_id.clone().unwrap_or_default())
-        .collect();
+    let tids: Vec<String> = dups.iter().map(|&i| items[i].transaction_id.clone().unwrap_or_default()).collect();
     let args: [DatumWithOid; 2] = [pids.into(), tids.into()];
-    let holders: HashMap<(Uuid, String), Uuid> = HOLDERS
-        .run(s, &args)
-        .map(|r| ((r.req::<Uuid>(1), r.req::<String>(2)), r.req::<Uuid>(3)))
-        .collect();
+    let holders: HashMap<(Uuid, String), Uuid> =
+        HOLDERS.run(s, &args).map(|r| ((r.req::<Uuid>(1), r.req::<String>(2)), r.req::<Uuid>(3))).collect();
     let mut missing = vec![];
     for i in dups {
-        let key = (
-            results[i].partition_id,
-            items[i].transaction_id.clone().unwrap_or_default(),
-        );
+        let key = (results[i].partition_id, items[i].transaction_id.clone().unwrap_or_default());
         match holders.get(&key) {
             Some(holder) => {
                 results[i].message_id = *holder;
@@ -522,41 +398,21 @@ mod tests {
 
     #[test]
     fn bad_items_are_refused_with_their_place() {
-        assert!(err(json!({"queue": "q"}))
-            .to_string()
-            .contains("argument \"items\": must be a JSON array"));
-        assert!(err(json!([1]))
-            .to_string()
-            .contains("items[0]: must be an object"));
-        assert!(err(json!([{"queue": "q"}, {}]))
-            .to_string()
-            .contains("items[1].queue: is missing"));
-        assert!(err(json!([{"queue": ""}]))
-            .to_string()
-            .contains("items[0].queue: must not be empty"));
-        assert!(err(json!([{"queue": 5}]))
-            .to_string()
-            .contains("items[0].queue: must be a string"));
+        assert!(err(json!({"queue": "q"})).to_string().contains("argument \"items\": must be a JSON array"));
+        assert!(err(json!([1])).to_string().contains("items[0]: must be an object"));
+        assert!(err(json!([{"queue": "q"}, {}])).to_string().contains("items[1].queue: is missing"));
+        assert!(err(json!([{"queue": ""}])).to_string().contains("items[0].queue: must not be empty"));
+        assert!(err(json!([{"queue": 5}])).to_string().contains("items[0].queue: must be a string"));
         assert!(err(json!([{"queue": "q", "partition": ""}]))
             .to_string()
             .contains("items[0].partition: must not be empty"));
-        assert!(err(json!([{"queue": "x".repeat(256)}]))
-            .to_string()
-            .contains("256 characters"));
-        assert!(err(json!([{"queue": "q", "transactionId": 7}]))
-            .to_string()
-            .contains("items[0].transactionId"));
-        assert!(err(json!([{"queue": "q", "transactionId": ""}]))
-            .to_string()
-            .contains("must not be empty"));
+        assert!(err(json!([{"queue": "x".repeat(256)}])).to_string().contains("256 characters"));
+        assert!(err(json!([{"queue": "q", "transactionId": 7}])).to_string().contains("items[0].transactionId"));
+        assert!(err(json!([{"queue": "q", "transactionId": ""}])).to_string().contains("must not be empty"));
         let e = err(json!([{"queue": "q", "traceId": "nope"}]));
         assert!(matches!(e, QueenError::InvalidText { .. }), "{e:?}");
-        assert!(e
-            .to_string()
-            .contains("items[0].traceId: invalid uuid: \"nope\""));
-        assert!(err(json!([{"queue": "q", "traceId": 5}]))
-            .to_string()
-            .contains("must be a string"));
+        assert!(e.to_string().contains("items[0].traceId: invalid uuid: \"nope\""));
+        assert!(err(json!([{"queue": "q", "traceId": 5}])).to_string().contains("must be a string"));
     }
 
     #[test]

@@ -20,6 +20,23 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
 
+/// Parameter types of the queries.
+pub mod types {
+    use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
+    pub const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
+    pub const UUIDS: PgOid = PgOid::BuiltIn(T::UUIDARRAYOID);
+    pub const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
+    pub const TEXTS: PgOid = PgOid::BuiltIn(T::TEXTARRAYOID);
+    pub const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
+    pub const INT4: PgOid = PgOid::BuiltIn(T::INT4OID);
+    pub const INT4S: PgOid = PgOid::BuiltIn(T::INT4ARRAYOID);
+    pub const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
+    pub const INT8S: PgOid = PgOid::BuiltIn(T::INT8ARRAYOID);
+    pub const FLOAT8: PgOid = PgOid::BuiltIn(T::FLOAT8OID);
+    pub const TSTZ: PgOid = PgOid::BuiltIn(T::TIMESTAMPTZOID);
+    pub const JSONB: PgOid = PgOid::BuiltIn(T::JSONBOID);
+}
+
 /// A query of a `sql/queries/*.sql` file: the file's text, the name of its section, and the
 /// types of its parameters ($1, $2, ...).
 pub struct Query {
@@ -36,13 +53,9 @@ thread_local! {
 /// and run to the next such line.
 pub fn section(file: &'static str, name: &str) -> &'static str {
     let marker = format!("-- name: {name}\n");
-    let start = file
-        .find(&marker)
-        .unwrap_or_else(|| panic!("queen: query \"{name}\" is missing from its sql file"))
+    let start = file.find(&marker).unwrap_or_else(|| panic!("queen: query \"{name}\" is missing from its sql file"))
         + marker.len();
-    let end = file[start..]
-        .find("-- name: ")
-        .map_or(file.len(), |i| start + i);
+    let end = file[start..].find("-- name: ").map_or(file.len(), |i| start + i);
     file[start..end].trim()
 }
 
@@ -62,8 +75,7 @@ impl Query {
         if let Some(p) = PLANS.with(|p| p.borrow().get(self.name).copied()) {
             return p;
         }
-        let sql =
-            CString::new(section(self.file, self.name)).expect("queen: query text has no NUL");
+        let sql = CString::new(section(self.file, self.name)).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
         let plan = unsafe {
             let p = pg_sys::SPI_prepare_cursor(
@@ -74,10 +86,7 @@ impl Query {
             );
             if p.is_null() {
                 let code = pg_sys::SPI_result;
-                panic!(
-                    "queen: preparing query \"{}\" failed (SPI code {code})",
-                    self.name
-                );
+                panic!("queen: preparing query \"{}\" failed (SPI code {code})", self.name);
             }
             pg_sys::SPI_keepplan(p);
             p
@@ -88,13 +97,7 @@ impl Query {
 
     /// Execute the query. The rows stay readable until the next query runs.
     pub fn run<'s>(&self, _spi: &'s mut Spi, args: &[DatumWithOid<'_>]) -> Rows<'s> {
-        assert_eq!(
-            args.len(),
-            self.args.len(),
-            "queen: query \"{}\" takes {} arguments",
-            self.name,
-            self.args.len()
-        );
+        assert_eq!(args.len(), self.args.len(), "queen: query \"{}\" takes {} arguments", self.name, self.args.len());
         let plan = self.plan();
         let mut values: Vec<pg_sys::Datum> = Vec::with_capacity(args.len());
         let mut nulls: Vec<std::os::raw::c_char> = Vec::with_capacity(args.len());
@@ -112,23 +115,13 @@ impl Query {
         }
         unsafe {
             pg_sys::SPI_tuptable = std::ptr::null_mut();
-            let rc =
-                pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), false, 0);
+            let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), false, 0);
             if rc < 0 {
                 panic!("queen: query \"{}\" failed (SPI code {rc})", self.name);
             }
             let table = pg_sys::SPI_tuptable;
-            let n = if table.is_null() {
-                pg_sys::SPI_processed as usize
-            } else {
-                (*table).numvals as usize
-            };
-            Rows {
-                table,
-                n,
-                next: 0,
-                _spi: std::marker::PhantomData,
-            }
+            let n = if table.is_null() { pg_sys::SPI_processed as usize } else { (*table).numvals as usize };
+            Rows { table, n, next: 0, _spi: std::marker::PhantomData }
         }
     }
 }
@@ -168,11 +161,7 @@ impl<'s> Iterator for Rows<'s> {
             return None;
         }
         self.next += 1;
-        Some(Row {
-            table: self.table,
-            i: self.next - 1,
-            _spi: std::marker::PhantomData,
-        })
+        Some(Row { table: self.table, i: self.next - 1, _spi: std::marker::PhantomData })
     }
 }
 
@@ -205,15 +194,13 @@ impl Row<'_> {
 
     /// Column `col`, which must not be NULL.
     pub fn req<T: FromDatum>(&self, col: usize) -> T {
-        self.get(col)
-            .unwrap_or_else(|| panic!("queen: column {col} is NULL"))
+        self.get(col).unwrap_or_else(|| panic!("queen: column {col} is NULL"))
     }
 
     /// Column `col` copied out of SPI's memory into the caller's (the memory current before
     /// `connect`), so it outlives the connection. For pass-by-reference types such as jsonb.
     pub fn transfer(&self, col: usize, typlen: i32) -> Option<pg_sys::Datum> {
-        self.datum(col)
-            .map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, typlen) })
+        self.datum(col).map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, typlen) })
     }
 }
 

@@ -2,32 +2,20 @@
 //! retry timing that live beside it. Shared by pop and ack.
 
 use crate::cursor::{Batch, Cursor, Key};
+use crate::spi::types::{BOOL, INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
-use pgrx::pg_sys::{PgBuiltInOids as T, PgOid};
 use pgrx::Uuid;
 
 pub const SQL: &str = include_str!("../sql/queries/pop.sql");
-pub const UUID: PgOid = PgOid::BuiltIn(T::UUIDOID);
-pub const UUIDS: PgOid = PgOid::BuiltIn(T::UUIDARRAYOID);
-pub const TEXT: PgOid = PgOid::BuiltIn(T::TEXTOID);
-pub const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
-pub const INT4: PgOid = PgOid::BuiltIn(T::INT4OID);
-pub const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
-pub const INT8S: PgOid = PgOid::BuiltIn(T::INT8ARRAYOID);
-pub const TSTZ: PgOid = PgOid::BuiltIn(T::TIMESTAMPTZOID);
 
-const CURSOR_LOCK: Query = Query {
-    file: SQL,
-    name: "cursor_lock",
-    args: &[UUID, TEXT],
-};
+const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT] };
 const CURSOR_SAVE: Query = Query {
     file: SQL,
     name: "cursor_save",
     args: &[
-        UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ,
-        INT8S, INT8S, INT8S, UUID, TSTZ, BOOL,
+        UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
+        UUID, TSTZ, BOOL,
     ],
 };
 
@@ -84,10 +72,7 @@ pub fn parse(row: &Row<'_>, at: usize) -> CursorRow {
         (Some(t), Some(s)) => Some(((t, s), row.get::<i32>(c(9)).unwrap_or(0))),
         _ => None,
     };
-    let lease = lease_id.map(|_| Batch {
-        keys: keys(arr(13), arr(14)),
-        xip: arr(15),
-    });
+    let lease = lease_id.map(|_| Batch { keys: keys(arr(13), arr(14)), xip: arr(15) });
     CursorRow {
         cursor: Cursor {
             done: (i8(1).unwrap_or(0), i8(2).unwrap_or(0)),

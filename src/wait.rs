@@ -47,9 +47,7 @@ struct Slot {
 
 impl Default for Waiters {
     fn default() -> Self {
-        Waiters {
-            slots: [Slot::default(); SLOTS],
-        }
+        Waiters { slots: [Slot::default(); SLOTS] }
     }
 }
 
@@ -91,10 +89,7 @@ pub fn touched(queue: u64) {
 }
 
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_xact(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::os::raw::c_void,
-) {
+unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::os::raw::c_void) {
     match event {
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
             let queues: Vec<u64> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
@@ -114,16 +109,10 @@ fn wake(queues: &[u64]) {
         return;
     }
     let mut w = WAITERS.exclusive();
-    for slot in w
-        .slots
-        .iter_mut()
-        .filter(|s| s.procno > 0 && queues.contains(&s.queue))
-    {
+    for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && queues.contains(&s.queue)) {
         slot.wakeups += 1;
         unsafe {
-            let proc_ = (*pg_sys::ProcGlobal)
-                .allProcs
-                .add((slot.procno - 1) as usize);
+            let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
             pg_sys::SetLatch(&mut (*proc_).procLatch);
         }
     }
@@ -156,21 +145,11 @@ pub fn register(queue_id: &uuid::Uuid) -> Registration {
     let procno = unsafe { (*pg_sys::MyProc).pgprocno } + 1;
     let mut w = WAITERS.exclusive();
     // A slot left by a backend that died without unregistering is reclaimed.
-    let free = w
-        .slots
-        .iter()
-        .position(|s| s.procno == 0 || s.pid == me || unsafe { libc_kill0(s.pid) });
+    let free = w.slots.iter().position(|s| s.procno == 0 || s.pid == me || unsafe { libc_kill0(s.pid) });
     match free {
         Some(i) => {
             let since = unsafe { pg_sys::GetCurrentTimestamp() };
-            w.slots[i] = Slot {
-                procno,
-                pid: me,
-                queue,
-                queue_id: *queue_id.as_bytes(),
-                since,
-                wakeups: 0,
-            };
+            w.slots[i] = Slot { procno, pid: me, queue, queue_id: *queue_id.as_bytes(), since, wakeups: 0 };
             Registration { slot: Some(i) }
         }
         None => Registration { slot: None },
@@ -186,14 +165,7 @@ pub fn waiting() -> Vec<(i32, uuid::Uuid, i64, i64)> {
     w.slots
         .iter()
         .filter(|s| s.procno > 0)
-        .map(|s| {
-            (
-                s.pid,
-                uuid::Uuid::from_bytes(s.queue_id),
-                s.since,
-                s.wakeups,
-            )
-        })
+        .map(|s| (s.pid, uuid::Uuid::from_bytes(s.queue_id), s.since, s.wakeups))
         .collect()
 }
 
@@ -214,11 +186,7 @@ pub fn reset_latch() {
 /// Sleep until woken, an interrupt, or `max`, whichever comes first; without a registration,
 /// at most `POLL_MS`.
 pub fn sleep(reg: &Registration, max: Duration) {
-    let cap = if reg.slot.is_some() {
-        max.as_millis()
-    } else {
-        max.as_millis().min(POLL_MS as u128)
-    };
+    let cap = if reg.slot.is_some() { max.as_millis() } else { max.as_millis().min(POLL_MS as u128) };
     let ms = cap.max(1) as std::os::raw::c_long;
     unsafe {
         pg_sys::WaitLatch(

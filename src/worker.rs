@@ -55,12 +55,11 @@ fn pass(db: &str) {
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
     let done = PgTryBuilder::new(|| {
-        let installed = Spi::get_one::<bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')",
-        )
-        .ok()
-        .flatten()
-        .unwrap_or(false);
+        let installed =
+            Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')")
+                .ok()
+                .flatten()
+                .unwrap_or(false);
         if installed {
             let report = crate::maintain::maintain(gucs::PARTITION_IDLE_SECONDS.get());
             if report.get("skipped").is_none() {

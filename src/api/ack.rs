@@ -19,20 +19,15 @@ fn rows(
         name!(dead_lettered, bool),
     ),
 > {
-    TableIterator::new(results.into_iter().map(|r| {
-        (
-            r.idx,
-            r.message_id,
-            r.success,
-            r.error,
-            r.lease_released,
-            r.dead_lettered,
-        )
-    }))
+    TableIterator::new(
+        results.into_iter().map(|r| (r.idx, r.message_id, r.success, r.error, r.lease_released, r.dead_lettered)),
+    )
 }
 
 /// `queen_ack(message_id, lease_id, status, error, consumer_group)`: SPEC §3.3, one message.
 /// A refused ack is a row with `success = false` and the reason, not an error.
+// The result columns are spelled out in each signature: pgrx generates the SQL `RETURNS TABLE`
+// from the signature itself and cannot see through a type alias.
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
 fn queen_ack_one(
     message_id: Option<Uuid>,
@@ -52,14 +47,8 @@ fn queen_ack_one(
     ),
 > {
     const F: &str = "queen_ack";
-    let message_id = message_id
-        .ok_or(QueenError::NullValue {
-            argument: "message_id",
-        })
-        .or_report(F);
-    let status = status
-        .ok_or(QueenError::NullValue { argument: "status" })
-        .or_report(F);
+    let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
+    let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
     let status = AckStatus::parse("argument \"status\"", status).or_report(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
@@ -92,9 +81,7 @@ fn queen_ack_batch(
     ),
 > {
     const F: &str = "queen_ack";
-    let acks = acks
-        .ok_or(QueenError::NullValue { argument: "acks" })
-        .or_report(F);
+    let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
     let entries = ack::parse_acks_jsonb(acks).or_report(F);
     rows(ack::ack(&entries))
 }

@@ -8,16 +8,9 @@ use pgrx::Uuid;
 /// `queen_renew(lease_id, seconds)`: extend an active lease to now + seconds (default: the
 /// queue's leaseTime), never shortening it. NULL when the lease is no longer active.
 #[pg_extern(volatile, parallel_unsafe)]
-fn queen_renew(
-    lease_id: Option<Uuid>,
-    seconds: default!(Option<i32>, "NULL"),
-) -> Option<TimestampWithTimeZone> {
+fn queen_renew(lease_id: Option<Uuid>, seconds: default!(Option<i32>, "NULL")) -> Option<TimestampWithTimeZone> {
     const F: &str = "queen_renew";
-    let lease_id = lease_id
-        .ok_or(QueenError::NullValue {
-            argument: "lease_id",
-        })
-        .or_report(F);
+    let lease_id = lease_id.ok_or(QueenError::NullValue { argument: "lease_id" }).or_report(F);
     admin::renew(lease_id, seconds).or_report(F)
 }
 

@@ -6,7 +6,5 @@ use pgrx::JsonB;
 /// background worker runs the same pass.
 #[pg_extern(volatile, parallel_unsafe)]
 fn queen_maintain() -> JsonB {
-    JsonB(crate::maintain::maintain(
-        gucs::PARTITION_IDLE_SECONDS.get(),
-    ))
+    JsonB(crate::maintain::maintain(gucs::PARTITION_IDLE_SECONDS.get()))
 }

@@ -45,15 +45,8 @@ fn queen_pop(
     if partition.is_some() {
         names::check_name("partition", "argument \"partition\"", partition).or_report(F);
     }
-    let mode = pop::check(
-        batch,
-        partitions,
-        wait_ms,
-        lease_seconds,
-        subscription_mode,
-        subscription_from.is_some(),
-    )
-    .or_report(F);
+    let mode = pop::check(batch, partitions, wait_ms, lease_seconds, subscription_mode, subscription_from.is_some())
+        .or_report(F);
     let req = PopRequest {
         queue: queue.to_string(),
         group: consumer_group.map(str::to_string),

@@ -20,19 +20,13 @@ type Rows = TableIterator<
 
 fn rows(results: Vec<PushResult>) -> Rows {
     TableIterator::new(results.into_iter().map(|r| {
-        (
-            r.idx,
-            r.message_id,
-            r.transaction_id,
-            r.queue,
-            r.partition,
-            r.partition_id,
-            r.status.as_str().to_string(),
-        )
+        (r.idx, r.message_id, r.transaction_id, r.queue, r.partition, r.partition_id, r.status.as_str().to_string())
     }))
 }
 
 /// `queen_push(queue, payload, partition, transaction_id, trace_id)`: SPEC §3.1, one message.
+// The result columns are spelled out in each signature: pgrx generates the SQL `RETURNS TABLE`
+// from the signature itself and cannot see through a type alias.
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
 fn queen_push_one(
     queue: Option<&str>,
@@ -55,13 +49,8 @@ fn queen_push_one(
     const F: &str = "queen_push";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     // JSON null is a payload; SQL NULL is not.
-    let payload = payload
-        .ok_or(QueenError::NullValue {
-            argument: "payload",
-        })
-        .or_report(F);
-    let partition =
-        names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+    let payload = payload.ok_or(QueenError::NullValue { argument: "payload" }).or_report(F);
+    let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
     if let Some(t) = transaction_id {
         push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
     }
@@ -91,9 +80,7 @@ fn queen_push_batch(
     ),
 > {
     const F: &str = "queen_push";
-    let items = items
-        .ok_or(QueenError::NullValue { argument: "items" })
-        .or_report(F);
+    let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
     let parsed = push::parse_items(&items.to_value()).or_report(F);
     rows(push::push(parsed, Payloads::Items(items)).or_report(F))
 }

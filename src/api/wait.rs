@@ -8,19 +8,12 @@ use pgrx::Uuid;
 #[pg_extern(volatile, parallel_safe)]
 fn queen_waiting_pops() -> TableIterator<
     'static,
-    (
-        name!(pid, i32),
-        name!(queue_id, Uuid),
-        name!(since, TimestampWithTimeZone),
-        name!(wakeups, i64),
-    ),
+    (name!(pid, i32), name!(queue_id, Uuid), name!(since, TimestampWithTimeZone), name!(wakeups, i64)),
 > {
     TableIterator::new(
         crate::wait::waiting()
             .into_iter()
-            .map(|(pid, q, since, wakeups)| {
-                (pid, to_pg(q), crate::state::timestamp(since), wakeups)
-            }),
+            .map(|(pid, q, since, wakeups)| (pid, to_pg(q), crate::state::timestamp(since), wakeups)),
     )
 }
 
