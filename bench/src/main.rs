@@ -427,6 +427,17 @@ fn retention_size(c: &mut Client, seconds: u64) {
     for (t, heap, idx, rows) in samples {
         println!("| {t} s | {rows} | {:.1} MB | {:.1} MB |", heap as f64 / 1e6, idx as f64 / 1e6);
     }
+    let per_index: Vec<String> = c
+        .query(
+            "SELECT indexrelid::regclass::text || ' ' || round(pg_relation_size(indexrelid) / 1e6, 1) || ' MB'
+               FROM pg_index WHERE indrelid = 'queen.messages'::regclass ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    println!("\nIndexes at the end: {}", per_index.join(", "));
 }
 
 fn main() {
