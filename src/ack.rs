@@ -17,9 +17,9 @@
 use crate::cursor::Key;
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::names;
+use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
 use crate::pop::{self, DEAD_LETTER};
-use crate::push::{from_pg, to_pg};
 use crate::spi::types::{INT8, INT8S, TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Micros};
@@ -255,7 +255,7 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
                 None => results[i].error = Some("message not found".into()),
                 Some(f) => {
                     results[i].message_id = Some(f.message_id);
-                    let g = pop::group_key(entries[i].group.as_deref()).to_string();
+                    let g = names::group_key(entries[i].group.as_deref()).to_string();
                     groups.entry((from_pg(f.partition_id), g)).or_default().push(i);
                 }
             }

@@ -4,8 +4,8 @@
 
 use crate::error::{QueenError, QueenResult};
 use crate::names;
-use crate::pop::group_key;
-use crate::push::to_pg;
+use crate::names::group_key;
+use crate::names::to_pg;
 use crate::spi::types::{INT4, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};

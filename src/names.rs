@@ -50,6 +50,20 @@ pub fn check_group(what: &str, group: &str) -> QueenResult<()> {
     Ok(())
 }
 
+/// The stored name of a group: queue mode is kept under a reserved name.
+pub fn group_key(group: Option<&str>) -> &str {
+    group.unwrap_or(QUEUE_MODE_GROUP)
+}
+
+/// The uuid crate's ids and pgrx's are the same 16 bytes.
+pub fn to_pg(u: Uuid) -> pgrx::Uuid {
+    pgrx::Uuid::from_bytes(*u.as_bytes())
+}
+
+pub fn from_pg(u: pgrx::Uuid) -> Uuid {
+    Uuid::from_bytes(*u.as_bytes())
+}
+
 pub fn queue_id(queue: &str) -> Uuid {
     Uuid::new_v5(&QUEUE_NAMESPACE, queue.as_bytes())
 }

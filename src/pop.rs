@@ -10,7 +10,7 @@ use crate::cursor::{Batch, Cursor, Key};
 use crate::discovery::{self, Subscription};
 use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
-use crate::names::{self, QUEUE_MODE_GROUP};
+use crate::names;
 use crate::options::QueueOptions;
 use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
@@ -114,15 +114,10 @@ pub fn check(
     Ok(mode.to_string())
 }
 
-/// The stored name of a group: queue mode is kept under a reserved name.
-pub fn group_key(group: Option<&str>) -> &str {
-    group.unwrap_or(QUEUE_MODE_GROUP)
-}
-
 /// One attempt at popping: what is deliverable now, in the caller's transaction.
 pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
-    let queue_id = crate::push::to_pg(names::queue_id(&req.queue));
-    let group = group_key(req.group.as_deref()).to_string();
+    let queue_id = crate::names::to_pg(names::queue_id(&req.queue));
+    let group = names::group_key(req.group.as_deref()).to_string();
     spi::connect(|s| {
         // Queue mode always reads from the oldest retained message.
         let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
@@ -247,7 +242,7 @@ impl Pop<'_> {
 
     fn run(&mut self, s: &mut Spi) {
         if let Some(name) = &self.req.partition {
-            let p = crate::push::to_pg(names::partition_id(&crate::push::from_pg(self.queue_id), name));
+            let p = crate::names::to_pg(names::partition_id(&crate::names::from_pg(self.queue_id), name));
             self.visit(s, p);
             return;
         }

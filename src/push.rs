@@ -7,7 +7,7 @@
 
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::Jsonb;
-use crate::names::{self, DEFAULT_PARTITION};
+use crate::names::{self, to_pg, DEFAULT_PARTITION};
 use crate::spi::types::{INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
@@ -146,14 +146,6 @@ fn next_seq() -> i64 {
         s.set(v);
         v
     })
-}
-
-pub fn to_pg(u: uuid::Uuid) -> Uuid {
-    Uuid::from_bytes(*u.as_bytes())
-}
-
-pub fn from_pg(u: Uuid) -> uuid::Uuid {
-    uuid::Uuid::from_bytes(*u.as_bytes())
 }
 
 /// Where the payloads come from.

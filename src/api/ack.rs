@@ -2,7 +2,7 @@ use crate::ack::{self, AckEntry, AckResult, AckStatus};
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
-use crate::push::from_pg;
+use crate::names::from_pg;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 

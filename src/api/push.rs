@@ -58,7 +58,7 @@ fn queen_push_one(
         queue: queue.to_string(),
         partition: partition.to_string(),
         transaction_id: transaction_id.map(str::to_string),
-        trace_id: trace_id.map(push::from_pg),
+        trace_id: trace_id.map(names::from_pg),
     };
     rows(push::push(vec![item], Payloads::One(payload)).or_report(F))
 }

@@ -1,4 +1,4 @@
-use crate::push::to_pg;
+use crate::names::to_pg;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::Uuid;
