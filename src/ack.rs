@@ -26,7 +26,7 @@ use crate::state::{self, CursorRow, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AckStatus {
@@ -176,7 +176,6 @@ const ACK_LOCK: Query = Query { file: SQL, name: "ack_lock", args: &[UUID, TEXT]
 const ACK_CURSOR_NEW: Query =
     Query { file: SQL, name: "ack_cursor_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
 const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
-const LEASE_RELEASE: Query = Query { file: SQL, name: "lease_release", args: &[UUID, UUID] };
 const ACK_FIELDS: Query = Query { file: SQL, name: "ack_fields", args: &[crate::spi::types::JSONB] };
 
 /// The entries of a batch ack given as jsonb: the fields queen reads are taken out in SQL
@@ -260,17 +259,10 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
                 }
             }
         }
-        let mut options: HashMap<(Uuid, String), Option<(QueueOptions, crate::discovery::Subscription)>> =
-            HashMap::new();
         for ((partition, group), idxs) in groups {
             let f = found[idxs[0]].expect("grouped entries were found");
-            let sub = options
-                .entry((f.queue_id, group.clone()))
-                .or_insert_with(|| pop::subscribe_existing_or_all(s, f.queue_id, &group))
-                .clone();
-            let Some((opts, sub)) = sub else { continue };
-            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group, opts: &opts };
-            g.apply(&sub, entries, &found, &idxs, &mut results);
+            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group };
+            g.apply(entries, &found, &idxs, &mut results);
         }
     });
     results
@@ -301,17 +293,21 @@ struct Group<'a> {
     partition: Uuid,
     queue_id: Uuid,
     group: &'a str,
-    opts: &'a QueueOptions,
 }
 
 impl Group<'_> {
-    fn lock(&mut self, sub: &crate::discovery::Subscription) -> (CursorRow, Micros) {
+    /// The (partition, group) row locked, the clock, and the queue's options. A group that
+    /// never popped the partition gets its row first, where its subscription starts it (a
+    /// group acking without a lease before it ever popped is subscribed, as a pop would).
+    /// None when the queue is gone.
+    fn lock(&mut self) -> Option<(CursorRow, Micros, QueueOptions)> {
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         if let Some(r) = ACK_LOCK.run(self.s, &args).next() {
-            return (state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)));
+            let opts = crate::configure::stored_options(&r, 18).effective();
+            return Some((state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)), opts));
         }
-        // The group never popped this partition: its cursor starts where its subscription says.
-        let c = pop::initial_cursor(self.s, sub, self.partition);
+        let (_, sub) = pop::subscribe_existing_or_all(self.s, self.queue_id, self.group)?;
+        let c = pop::initial_cursor(self.s, &sub, self.partition);
         let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
         let args: [DatumWithOid; 7] = [
             self.partition.into(),
@@ -325,7 +321,8 @@ impl Group<'_> {
         ACK_CURSOR_NEW.run(self.s, &args);
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         let r = ACK_LOCK.run(self.s, &args).first();
-        (state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)))
+        let opts = crate::configure::stored_options(&r, 18).effective();
+        Some((state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)), opts))
     }
 
     /// Why an entry with a lease is refused, if it is.
@@ -347,8 +344,8 @@ impl Group<'_> {
         }
     }
 
-    fn dead_letter(&mut self, k: Key, error: Option<&str>, attempts: i32) -> bool {
-        if !self.opts.dead_letter_queue {
+    fn dead_letter(&mut self, opts: &QueueOptions, k: Key, error: Option<&str>, attempts: i32) -> bool {
+        if !opts.dead_letter_queue {
             return false;
         }
         let args: [DatumWithOid; 6] =
@@ -357,15 +354,13 @@ impl Group<'_> {
         true
     }
 
-    fn apply(
-        &mut self,
-        sub: &crate::discovery::Subscription,
-        entries: &[AckEntry],
-        found: &[Option<Found>],
-        idxs: &[usize],
-        results: &mut [AckResult],
-    ) {
-        let (mut row, now) = self.lock(sub);
+    fn apply(&mut self, entries: &[AckEntry], found: &[Option<Found>], idxs: &[usize], results: &mut [AckResult]) {
+        let Some((mut row, now, opts)) = self.lock() else {
+            for &i in idxs {
+                results[i].error = Some("message not found".into());
+            }
+            return;
+        };
         // Delivery order: the lease's batch order for its messages, key order otherwise.
         let key_of = |i: usize| found[i].expect("found").key;
         let mut order: Vec<usize> = idxs.to_vec();
@@ -376,6 +371,7 @@ impl Group<'_> {
         let mut changed = false;
         let mut came_back = false;
         let mut hint_at: Option<Micros> = None;
+        let mut release: Option<Uuid> = None;
         for i in order {
             let e = &entries[i];
             let k = key_of(i);
@@ -400,19 +396,19 @@ impl Group<'_> {
                 AckStatus::Completed => row.cursor.finish(k),
                 AckStatus::Dlq => {
                     let attempts = row.cursor.attempt_of(k);
-                    r.dead_lettered = self.dead_letter(k, e.error.as_deref(), attempts);
+                    r.dead_lettered = self.dead_letter(&opts, k, e.error.as_deref(), attempts);
                     row.cursor.finish(k)
                 }
                 AckStatus::Failed => {
-                    let charge = row.cursor.charge(k, self.opts.retry_limit);
+                    let charge = row.cursor.charge(k, opts.retry_limit);
                     if charge.spent {
-                        r.dead_lettered = self.dead_letter(k, e.error.as_deref(), charge.attempt);
+                        r.dead_lettered = self.dead_letter(&opts, k, e.error.as_deref(), charge.attempt);
                         row.cursor.finish(k)
                     } else {
                         came_back = true;
                         row.cursor.release();
-                        if self.opts.retry_delay > 0 {
-                            row.retry_at = Some(now + self.opts.retry_delay as i64 * 1000);
+                        if opts.retry_delay > 0 {
+                            row.retry_at = Some(now + opts.retry_delay as i64 * 1000);
                         }
                         true
                     }
@@ -425,10 +421,7 @@ impl Group<'_> {
             };
             if released && row.lease_id.is_some() {
                 r.lease_released = held_lease.is_some();
-                if let Some(l) = row.lease_id.take() {
-                    let args: [DatumWithOid; 2] = [l.into(), self.partition.into()];
-                    LEASE_RELEASE.run(self.s, &args);
-                }
+                release = row.lease_id.take();
                 row.lease_expires_at = None;
             }
             if released || came_back {
@@ -441,7 +434,8 @@ impl Group<'_> {
             crate::wait::touched(crate::wait::queue_key(&from_pg(self.queue_id)));
         }
         if changed {
-            let also = state::SaveAlso { queue_id: self.queue_id, hint_at, create_lease: false };
+            let also =
+                state::SaveAlso { queue_id: self.queue_id, hint_at, create_lease: false, release_lease: release };
             state::save(self.s, self.partition, self.group, &row, also);
         }
     }

@@ -222,7 +222,7 @@ fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
         row.cursor.release();
         row.lease_id = None;
         row.lease_expires_at = None;
-        let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false };
+        let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false, release_lease: None };
         state::save(s, partition, &group, &row, also);
     }
     filed

@@ -374,7 +374,8 @@ impl Pop<'_> {
             self.expire(s, partition, &mut row);
             // Write the settled state, then read again from it (the dead letter, if any, is
             // finished now).
-            let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false };
+            let also =
+                state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false, release_lease: None };
             state::save(s, partition, &self.group, &row, also);
             look = self.look_fresh(s, partition);
         }
@@ -382,7 +383,12 @@ impl Pop<'_> {
         let (n, later) = self.deliverable(&look);
         if n == 0 {
             if changed {
-                let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false };
+                let also = state::SaveAlso {
+                    queue_id: self.queue_id,
+                    hint_at: None,
+                    create_lease: false,
+                    release_lease: None,
+                };
                 state::save(s, partition, &self.group, &look.row, also);
             }
             return self.pass_by(s, partition, later);
@@ -459,11 +465,21 @@ impl Pop<'_> {
             row.lease_expires_at = None;
             // There may be more: the partition stays due now; the next look deletes the hint
             // if it is empty.
-            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(look.now), create_lease: false }
+            state::SaveAlso {
+                queue_id: self.queue_id,
+                hint_at: Some(look.now),
+                create_lease: false,
+                release_lease: None,
+            }
         } else {
             row.lease_id = self.lease_id;
             row.lease_expires_at = Some(expires);
-            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(expires), create_lease: first_claim }
+            state::SaveAlso {
+                queue_id: self.queue_id,
+                hint_at: Some(expires),
+                create_lease: first_claim,
+                release_lease: None,
+            }
         };
         state::save(s, partition, &self.group, &row, also);
         if !self.req.auto_ack && !first_claim {

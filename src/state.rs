@@ -15,7 +15,7 @@ const CURSOR_SAVE: Query = Query {
     name: "cursor_save",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        UUID, TSTZ, BOOL,
+        UUID, TSTZ, BOOL, UUID,
     ],
 };
 
@@ -102,6 +102,8 @@ pub struct SaveAlso {
     pub hint_at: Option<Micros>,
     /// Create the row's lease, over this partition.
     pub create_lease: bool,
+    /// Take this partition out of this (released) lease.
+    pub release_lease: Option<Uuid>,
 }
 
 pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: SaveAlso) {
@@ -117,7 +119,7 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
     };
     let lease_id = c.lease.as_ref().and(row.lease_id);
     let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
-    let args: [DatumWithOid; 20] = [
+    let args: [DatumWithOid; 21] = [
         partition.into(),
         group.into(),
         c.done.0.into(),
@@ -138,6 +140,7 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
         also.queue_id.into(),
         also.hint_at.map(timestamp).into(),
         (also.create_lease && lease_id.is_some()).into(),
+        also.release_lease.into(),
     ];
     CURSOR_SAVE.run(s, &args);
 }

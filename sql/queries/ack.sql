@@ -19,14 +19,22 @@ SELECT k.ord, m.partition_id, m.txid, m.seq, m.queue_id, m.message_id
         LIMIT 1) AS m;
 
 -- name: ack_lock
--- The cursor row of (partition, group), locked for this transaction. An ack waits for a
--- transaction that holds the row (the pop that leased it, still open): the ack must apply to
--- what that transaction commits.
-SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
-       fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
-       lease_xip, xmin::text, clock_timestamp()
-  FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
-   FOR UPDATE;
+-- The cursor row of (partition, group), locked for this transaction, with the clock and the
+-- queue's stored options (queen_configure's column order). An ack waits for a transaction that
+-- holds the row (the pop that leased it, still open): the ack must apply to what that
+-- transaction commits.
+SELECT c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
+       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
+       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text, clock_timestamp(),
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
+       o.max_wait_time_seconds
+  FROM queen.cursors c
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
+ WHERE c.partition_id = $1 AND c.consumer_group = $2
+   FOR UPDATE OF c;
 
 -- name: ack_cursor_new
 -- A cursor row for a (partition, group) that an ack without a lease names before the group
@@ -38,15 +46,6 @@ ON CONFLICT (partition_id, consumer_group) DO NOTHING;
 -- name: lease_expiry
 -- When a lease ends, if it still has a row (a released lease has none).
 SELECT expires_at FROM queen.leases WHERE lease_id = $1;
-
--- name: lease_release
--- Take partition $2 out of lease $1; the lease row goes with its last partition.
-WITH gone AS (
-    DELETE FROM queen.leases WHERE lease_id = $1 AND partition_ids <@ ARRAY[$2]::uuid[]
-    RETURNING 1
-)
-UPDATE queen.leases SET partition_ids = array_remove(partition_ids, $2)
- WHERE lease_id = $1 AND NOT EXISTS (SELECT 1 FROM gone);
 
 -- name: renew
 -- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the

@@ -185,7 +185,8 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
 -- hints by one due at $19 (a lease's expiry; now, after an auto_ack pop): a partition with
 -- work always has a hint, and the duplicates discovery leaves are folded here, by the holder
 -- of the cursor row (rows another transaction holds are skipped, never waited for); and when
--- $20, create the lease $13 of queue $18 over this partition.
+-- $20, create the lease $13 of queue $18 over this partition; when $21 is not NULL, take this
+-- partition out of lease $21 (the lease row goes with its last partition).
 WITH saved AS (
     UPDATE queen.cursors
        SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
@@ -200,6 +201,11 @@ WITH saved AS (
 ), hinted AS (
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
     SELECT $18, $2, $1, $19 WHERE $19 IS NOT NULL
+), released AS (
+    DELETE FROM queen.leases WHERE lease_id = $21 AND partition_ids <@ ARRAY[$1]::uuid[]
+), shrunk AS (
+    UPDATE queen.leases SET partition_ids = array_remove(partition_ids, $1)
+     WHERE lease_id = $21 AND NOT partition_ids <@ ARRAY[$1]::uuid[]
 )
 INSERT INTO queen.leases (lease_id, queue_id, consumer_group, partition_ids, expires_at)
 SELECT $13, $18, $2, ARRAY[$1], $14 WHERE $20;
