@@ -29,7 +29,8 @@ pub fn scan_limit(deliverable: i64) -> i64 {
 }
 
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
-const DISCOVERY_SCAN: Query = Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8] };
+const DISCOVERY_SCAN: Query =
+    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, INT8] };
 const DISCOVERY_RECORD: Query =
     Query { file: SQL, name: "discovery_record", args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S] };
 
@@ -57,16 +58,21 @@ struct Scan {
     aborted: Vec<bool>,
     last: Option<Key>,
     partitions: Vec<Uuid>,
+    due: Vec<Uuid>,
 }
 
+/// How many due partitions a scan hands on to the pop (the first page of candidates).
+pub const DUE_PAGE: i64 = 16;
+
 fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -> Scan {
-    let args: [DatumWithOid; 6] = [
+    let args: [DatumWithOid; 7] = [
         queue_id.into(),
         group.into(),
         initial.upto.0.into(),
         initial.upto.1.into(),
         initial.pending.clone().into(),
         limit.into(),
+        DUE_PAGE.into(),
     ];
     let row = DISCOVERY_SCAN.run(s, &args).first();
     Scan {
@@ -87,11 +93,14 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -
         },
         point: Point { upto: (row.req(8), row.req(9)), pending: row.get::<Vec<i64>>(10).unwrap_or_default() },
         stored: row.req(11),
+        due: row.get::<Vec<Uuid>>(12).unwrap_or_default(),
     }
 }
 
 /// Read the log after the group's point, hint the partitions found, and move the point.
-pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) {
+/// Returns the first candidates to look at: partitions whose hints are due, oldest first, then
+/// those just found.
+pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) -> Vec<Uuid> {
     let initial = match sub.mode.as_str() {
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
@@ -110,7 +119,7 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         let args: [DatumWithOid; 7] = [
             queue_id.into(),
             group.into(),
-            sc.partitions.into(),
+            sc.partitions.clone().into(),
             save.into(),
             next.upto.0.into(),
             next.upto.1.into(),
@@ -118,6 +127,13 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         ];
         DISCOVERY_RECORD.run(s, &args);
     }
+    let mut candidates = sc.due;
+    for p in sc.partitions {
+        if !candidates.contains(&p) {
+            candidates.push(p);
+        }
+    }
+    candidates
 }
 
 /// The point after a scan: pending transactions that committed (their partitions were

@@ -23,6 +23,7 @@ pub const MAX_BATCH: i32 = 10_000;
 /// How many hinted partitions one candidate query returns.
 const CANDIDATE_PAGE: i64 = 16;
 
+const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT] };
 const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
 const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
@@ -173,15 +174,27 @@ fn subscribe(
     mode: &str,
     from: Option<TimestampWithTimeZone>,
 ) -> Option<(Subscription, QueueOptions)> {
+    // The common case, a group already subscribed, is a plain read; creating the
+    // subscription is a statement of its own.
+    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
+    let existing = SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row));
+    if existing.is_some() {
+        return existing;
+    }
     let args: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
     let row = SUBSCRIBE.run(s, &args).next()?;
+    Some(read_subscription(&row))
+}
+
+/// A row of `subscription_get` or `subscribe`.
+fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
     let sub = Subscription {
         mode: row.req::<String>(1),
         from_ts: row.get::<TimestampWithTimeZone>(2),
         start_xmax: row.get::<i64>(3).unwrap_or(0),
         start_xip: row.get::<Vec<i64>>(4).unwrap_or_default(),
     };
-    Some((sub, crate::configure::stored_options(&row, 5).effective()))
+    (sub, crate::configure::stored_options(row, 5).effective())
 }
 
 /// A message as read from a partition.
@@ -247,15 +260,9 @@ impl Pop<'_> {
             return;
         }
         let limit = discovery::scan_limit(self.req.batch as i64 * self.req.partitions as i64);
-        discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
+        let mut page = discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
         let mut tried: Vec<Uuid> = Vec::new();
-        while !self.done() {
-            let args: [DatumWithOid; 4] =
-                [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
-            let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
-            if page.is_empty() {
-                break;
-            }
+        while !self.done() && !page.is_empty() {
             for p in page {
                 if tried.contains(&p) {
                     continue;
@@ -266,6 +273,12 @@ impl Pop<'_> {
                     break;
                 }
             }
+            if self.done() {
+                break;
+            }
+            let args: [DatumWithOid; 4] =
+                [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
+            page = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
         }
     }
 

@@ -3,6 +3,20 @@
 -- that calls it, so a query that reads messages and the snapshot together sees exactly what
 -- the snapshot says.
 
+-- name: subscription_get
+-- The group's subscription to the queue (the oldest row) and the queue's stored options; no
+-- row when the group has none yet (then `subscribe` creates it).
+SELECT sub.mode, sub.from_ts, sub.start_xmax, sub.start_xip,
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
+       o.max_wait_time_seconds
+  FROM (SELECT mode, from_ts, start_xmax, start_xip FROM queen.subscriptions
+         WHERE queue_id = $1 AND consumer_group = $2
+         ORDER BY created_at LIMIT 1) AS sub
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.queues q WHERE q.queue_id = $1
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS o ON true;
+
 -- name: subscribe
 -- The group's subscription to the queue: the oldest row, or a new one taken now (with this
 -- statement's snapshot, for mode 'new') if the queue exists and the group has none. No
@@ -35,8 +49,8 @@ SELECT sub.mode, sub.from_ts, sub.start_xmax, sub.start_xip,
 
 -- name: discovery_scan
 -- The group's discovery point (or $3/$4/$5 when it has none yet), the queue log after it (at
--- most $6 entries: their partitions, with repeats), and the partitions of pending
--- transactions that have committed since.
+-- most $6 entries: their partitions, with repeats), the partitions of pending transactions
+-- that have committed since, and the first $7 partitions whose hints are due (oldest first).
 -- $1 queue id, $2 group.
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
 stored AS MATERIALIZED (
@@ -69,7 +83,10 @@ SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x) AS xip,
        ARRAY(SELECT DISTINCT m.partition_id FROM pend
                JOIN queen.messages m ON m.queue_id = $1 AND m.txid = pend.x
               WHERE pend.vis) AS pending_partitions,
-       point.upto_txid, point.upto_seq, point.pending_txid, point.stored
+       point.upto_txid, point.upto_seq, point.pending_txid, point.stored,
+       ARRAY(SELECT partition_id FROM queen.ready
+              WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= clock_timestamp()
+              ORDER BY ready_at LIMIT $7) AS due
   FROM snap, point;
 
 -- name: discovery_record
