@@ -176,49 +176,15 @@ const ACK_LOCK: Query = Query { file: SQL, name: "ack_lock", args: &[UUID, TEXT]
 const ACK_CURSOR_NEW: Query =
     Query { file: SQL, name: "ack_cursor_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
 const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
-const ACK_FIELDS: Query = Query { file: SQL, name: "ack_fields", args: &[crate::spi::types::JSONB] };
-
-/// The entries of a batch ack given as jsonb: the fields queen reads are taken out in SQL
-/// (`ack_fields`), so a popped row's payload is never turned into text, then checked by
-/// `parse_acks` like any JSON.
+/// The entries of a batch ack given as jsonb: the fields queen reads are taken out of the
+/// binary jsonb (`Jsonb::ack_fields`), so a popped row's payload is never turned into text,
+/// then checked by `parse_acks` like any JSON.
 pub fn parse_acks_jsonb(acks: crate::jsonb::Jsonb) -> QueenResult<Vec<AckEntry>> {
-    let value = spi::connect(|s| {
-        let args: [DatumWithOid; 1] = [acks.into()];
-        let mut rows = ACK_FIELDS.run(s, &args).peekable();
-        let top: String = rows.peek().and_then(|r| r.get::<String>(1)).unwrap_or_default();
-        if top != "array" {
-            return Value::String(format!("a JSON {top}"));
-        }
-        Value::Array(rows.filter(|r| r.get::<String>(2).is_some()).map(|r| element(&r)).collect())
-    });
+    let value = acks.ack_fields();
     if let Value::String(what) = value {
         return Err(QueenError::invalid("argument \"acks\"", format!("must be a JSON array of objects, got {what}")));
     }
     parse_acks(&value)
-}
-
-/// One element of `ack_fields` as a JSON object holding only the fields queen reads.
-fn element(r: &spi::Row<'_>) -> Value {
-    let kind: String = r.req(2);
-    if kind != "object" {
-        return Value::String(format!("a JSON {kind}"));
-    }
-    let mut m = serde_json::Map::new();
-    for f in 0..7 {
-        let at = 3 + f * 3;
-        let (Some(name), Some(t)) = (r.get::<String>(at), r.get::<String>(at + 1)) else {
-            continue;
-        };
-        let text: Option<String> = r.get(at + 2);
-        let v = match (t.as_str(), text) {
-            ("string", Some(s)) => Value::String(s),
-            ("boolean", Some(s)) => Value::Bool(s == "true"),
-            ("null", _) | (_, None) => Value::Null,
-            (_, Some(s)) => serde_json::from_str(&s).unwrap_or(Value::Null),
-        };
-        m.insert(name, v);
-    }
-    Value::Object(m)
 }
 
 /// A message an entry names, as found.

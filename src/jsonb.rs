@@ -34,6 +34,120 @@ impl Jsonb {
     }
 }
 
+/// The keys of an ack batch's elements that queen reads.
+const ACK_KEYS: &[&str] = &[
+    "messageId",
+    "message_id",
+    "partitionId",
+    "partition_id",
+    "transactionId",
+    "transaction_id",
+    "leaseId",
+    "lease_id",
+    "consumerGroup",
+    "consumer_group",
+    "_status",
+    "status",
+    "_error",
+    "error",
+];
+
+impl Jsonb {
+    /// An ack batch as JSON holding only the keys queen reads, read from the binary jsonb with
+    /// Postgres' own lookups: a popped row's payload is never turned into text or parsed. An
+    /// element that is not an object, or an argument that is not an array, becomes the string
+    /// "a JSON <type>" (for the error message).
+    pub fn ack_fields(self) -> Value {
+        unsafe {
+            let j = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::Jsonb;
+            let root = &mut (*j).root as *mut pg_sys::JsonbContainer;
+            let header = (*root).header;
+            if header & pg_sys::JB_FARRAY == 0 || header & pg_sys::JB_FSCALAR != 0 {
+                let kind = if header & pg_sys::JB_FOBJECT != 0 { "object" } else { "scalar" };
+                return Value::String(format!("a JSON {kind}"));
+            }
+            let n = header & pg_sys::JB_CMASK;
+            let mut out = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let v = pg_sys::getIthJsonbValueFromContainer(root, i);
+                out.push(match object_of(v) {
+                    Some(obj) => {
+                        let mut m = serde_json::Map::new();
+                        for key in ACK_KEYS {
+                            let mut res = std::mem::zeroed::<pg_sys::JsonbValue>();
+                            let found = pg_sys::getKeyJsonValueFromContainer(
+                                obj,
+                                key.as_ptr() as *const std::os::raw::c_char,
+                                key.len() as i32,
+                                &mut res,
+                            );
+                            if !found.is_null() {
+                                m.insert((*key).to_string(), scalar(&*found));
+                            }
+                        }
+                        Value::Object(m)
+                    }
+                    None => Value::String(format!("a JSON {}", kind_of(&*v))),
+                });
+            }
+            Value::Array(out)
+        }
+    }
+}
+
+/// The container of `v` if it is an object.
+unsafe fn object_of(v: *mut pg_sys::JsonbValue) -> Option<*mut pg_sys::JsonbContainer> {
+    unsafe {
+        if (*v).type_ != pg_sys::jbvType::jbvBinary {
+            return None;
+        }
+        let c = (*v).val.binary.data;
+        ((*c).header & pg_sys::JB_FOBJECT != 0).then_some(c)
+    }
+}
+
+fn kind_of(v: &pg_sys::JsonbValue) -> &'static str {
+    match v.type_ {
+        pg_sys::jbvType::jbvNull => "null",
+        pg_sys::jbvType::jbvString => "string",
+        pg_sys::jbvType::jbvNumeric => "number",
+        pg_sys::jbvType::jbvBool => "boolean",
+        _ => unsafe {
+            if (*v.val.binary.data).header & pg_sys::JB_FOBJECT != 0 {
+                "object"
+            } else {
+                "array"
+            }
+        },
+    }
+}
+
+/// A scalar jsonb value as JSON (objects and arrays as empty ones: queen reads no nested
+/// value, only names its type in an error).
+unsafe fn scalar(v: &pg_sys::JsonbValue) -> Value {
+    unsafe {
+        match v.type_ {
+            pg_sys::jbvType::jbvNull => Value::Null,
+            pg_sys::jbvType::jbvBool => Value::Bool(v.val.boolean),
+            pg_sys::jbvType::jbvString => {
+                let bytes = std::slice::from_raw_parts(v.val.string.val as *const u8, v.val.string.len as usize);
+                Value::String(String::from_utf8_lossy(bytes).into_owned())
+            }
+            pg_sys::jbvType::jbvNumeric => {
+                let text = pgrx::fcinfo::direct_function_call::<&std::ffi::CStr>(
+                    pg_sys::numeric_out,
+                    &[Some(pg_sys::Datum::from(v.val.numeric))],
+                )
+                .map(|c| c.to_string_lossy().into_owned())
+                .unwrap_or_default();
+                serde_json::from_str(&text).unwrap_or(Value::String(text))
+            }
+            _ if kind_of(v) == "object" => Value::Object(serde_json::Map::new()),
+            _ => Value::Array(Vec::new()),
+        }
+    }
+}
+
 impl FromDatum for Jsonb {
     unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
         if is_null {

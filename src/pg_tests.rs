@@ -91,4 +91,27 @@ mod tests {
             .0;
         assert_eq!(v["options"]["maxSize"], json!(5_000_000_000i64));
     }
+
+    #[pg_test]
+    fn ack_fields_are_read_from_binary_jsonb() {
+        Spi::connect(|c| {
+            let t = c
+                .select(
+                    r#"SELECT '[{"message_id": "x", "payload": {"deep": [1, 2]}, "consumerGroup": 5,
+                                "_status": false, "error": null, "leaseId": "ü"}, 7, [1]]'::jsonb"#,
+                    None,
+                    &[],
+                )
+                .unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            assert_eq!(
+                j.ack_fields(),
+                json!([{"message_id": "x", "consumerGroup": 5, "_status": false, "error": null, "leaseId": "ü"},
+                       "a JSON number", "a JSON array"])
+            );
+            let t = c.select("SELECT '{\"a\": 1}'::jsonb", None, &[]).unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            assert_eq!(j.ack_fields(), json!("a JSON object"));
+        })
+    }
 }

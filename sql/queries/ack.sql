@@ -162,33 +162,3 @@ WITH existed AS MATERIALIZED (
 ), x AS (DELETE FROM queen.discovery WHERE queue_id = $1
 )
 SELECT e FROM existed;
-
--- name: ack_fields
--- The fields of a batch ack that queen reads, element by element, without turning the rest
--- (payloads, say) into text. First column: the argument's JSON type; then, per element, its
--- JSON type and for each field the spelling present (camelCase first), its JSON type and its
--- text. An argument that is not an array gives one row with only the first column.
-SELECT top.t,
-       jsonb_typeof(a.e),
-       f.k[1], jsonb_typeof(a.e -> f.k[1]), a.e ->> f.k[1],
-       f.k[2], jsonb_typeof(a.e -> f.k[2]), a.e ->> f.k[2],
-       f.k[3], jsonb_typeof(a.e -> f.k[3]), a.e ->> f.k[3],
-       f.k[4], jsonb_typeof(a.e -> f.k[4]), a.e ->> f.k[4],
-       f.k[5], jsonb_typeof(a.e -> f.k[5]), a.e ->> f.k[5],
-       f.k[6], jsonb_typeof(a.e -> f.k[6]), a.e ->> f.k[6],
-       f.k[7], jsonb_typeof(a.e -> f.k[7]), a.e ->> f.k[7]
-  FROM (SELECT jsonb_typeof($1) AS t) top
-  LEFT JOIN LATERAL jsonb_array_elements(CASE WHEN top.t = 'array' THEN $1 ELSE '[]' END)
-       WITH ORDINALITY AS a(e, ord) ON true
-  LEFT JOIN LATERAL (
-        SELECT ARRAY[
-            CASE WHEN jsonb_typeof(a.e -> 'messageId') <> 'null' THEN 'messageId' ELSE 'message_id' END,
-            CASE WHEN jsonb_typeof(a.e -> 'partitionId') <> 'null' THEN 'partitionId' ELSE 'partition_id' END,
-            CASE WHEN jsonb_typeof(a.e -> 'transactionId') <> 'null' THEN 'transactionId' ELSE 'transaction_id' END,
-            CASE WHEN jsonb_typeof(a.e -> 'leaseId') <> 'null' THEN 'leaseId' ELSE 'lease_id' END,
-            CASE WHEN jsonb_typeof(a.e -> 'consumerGroup') <> 'null' THEN 'consumerGroup' ELSE 'consumer_group' END,
-            CASE WHEN jsonb_typeof(a.e -> '_status') <> 'null' THEN '_status' ELSE 'status' END,
-            CASE WHEN jsonb_typeof(a.e -> '_error') <> 'null' THEN '_error' ELSE 'error' END] AS k
-         WHERE jsonb_typeof(a.e) = 'object'
-  ) f ON true
- ORDER BY a.ord;
