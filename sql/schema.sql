@@ -219,26 +219,6 @@ CREATE TYPE queen.message AS (message_id uuid, transaction_id text, queue text, 
 CREATE TYPE queen.ack_result AS (idx int, message_id uuid, success boolean, error text,
                                  lease_released boolean, dead_lettered boolean);
 
--- How many messages a group has yet to finish in a partition, and the oldest of them, given
--- its cursor: those after the frontier plus those of its pending transactions after their
--- positions, less those finished out of order. Two index ranges per call: the cost is that of
--- the pending messages, never of the partition's history.
-CREATE FUNCTION queen.partition_lag(p uuid, done_txid bigint, done_seq bigint,
-                                    pending_txid bigint[], pending_seq bigint[], ahead int,
-                                    OUT pending bigint, OUT oldest_pending timestamptz)
-LANGUAGE sql STABLE AS $$
-    WITH after AS (
-        SELECT count(*) AS n, min(created_at) AS oldest FROM queen.messages m
-         WHERE m.partition_id = p AND (m.txid, m.seq) > (done_txid, done_seq)
-    ), behind AS (
-        SELECT count(*) AS n, min(m.created_at) AS oldest
-          FROM unnest(pending_txid, pending_seq) AS x(txid, seq)
-          JOIN queen.messages m ON m.partition_id = p AND m.txid = x.txid AND m.seq > x.seq
-    )
-    SELECT greatest(after.n + behind.n - ahead, 0), least(after.oldest, behind.oldest)
-      FROM after, behind
-$$;
-
 -- One row per queue. `messages` is maintenance's count (queue_counts) plus the messages
 -- pushed since, counted through the queue-log index: cheap on any queue that maintenance runs on.
 CREATE VIEW queen.queue_stats AS
@@ -263,13 +243,17 @@ SELECT q.name AS queue,
           FROM (SELECT 1) AS one LEFT JOIN queen.queue_counts c ON c.queue_id = q.queue_id) pt;
 
 -- One row per partition of a queue for each group subscribed to it (queue mode as NULL),
--- partitions the group has not popped yet included.
+-- partitions the group has not popped yet included. `pending` counts, through the partition
+-- index, the messages after the group's frontier plus those of its pending transactions after
+-- their positions, less those finished out of order: its cost is that of the pending
+-- messages, never of the partition's history. A group that never popped a partition counts
+-- from where its subscription starts there.
 CREATE VIEW queen.group_lag AS
 SELECT q.name AS queue,
        NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
        p.name AS partition,
-       lag.pending,
-       lag.oldest_pending,
+       greatest(after.n + behind.n + by_time.n - pos.ahead, 0) AS pending,
+       least(after.oldest, behind.oldest, by_time.oldest) AS oldest_pending,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
   FROM (SELECT DISTINCT ON (queue_id, consumer_group) * FROM queen.subscriptions
@@ -280,21 +264,25 @@ SELECT q.name AS queue,
          ORDER BY partition_id, created_at) p USING (queue_id)
   LEFT JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = s.consumer_group
   CROSS JOIN LATERAL (
-        SELECT * FROM queen.partition_lag(p.partition_id, c.done_txid, c.done_seq, c.pending_txid,
-                                          c.pending_seq, cardinality(c.ahead_txid))
-         WHERE c.partition_id IS NOT NULL
-        UNION ALL
-        SELECT * FROM queen.partition_lag(p.partition_id, s.start_xmax, 0, s.start_xip,
-                                          array_fill(0::bigint, ARRAY[cardinality(s.start_xip)]), 0)
-         WHERE c.partition_id IS NULL AND s.mode = 'new'
-        UNION ALL
-        SELECT * FROM queen.partition_lag(p.partition_id, 0, 0, '{}', '{}', 0)
-         WHERE c.partition_id IS NULL AND s.mode = 'all'
-        UNION ALL
-        SELECT * FROM (SELECT count(*), min(m.created_at) FROM queen.messages m
-                        WHERE m.partition_id = p.partition_id AND m.created_at >= s.from_ts) f
-         WHERE c.partition_id IS NULL AND s.mode = 'from'
-  ) lag;
+        SELECT coalesce(c.done_txid, CASE WHEN s.mode = 'new' THEN s.start_xmax ELSE 0 END) AS t,
+               coalesce(c.done_seq, 0) AS q,
+               coalesce(c.pending_txid, CASE WHEN s.mode = 'new' THEN s.start_xip ELSE '{}' END) AS pt,
+               coalesce(c.pending_seq, CASE WHEN s.mode = 'new'
+                                            THEN array_fill(0::bigint, ARRAY[cardinality(s.start_xip)])
+                                            ELSE '{}' END) AS ps,
+               coalesce(cardinality(c.ahead_txid), 0) AS ahead,
+               (c.partition_id IS NULL AND s.mode = 'from') AS from_time) pos
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+         WHERE m.partition_id = p.partition_id AND (m.txid, m.seq) > (pos.t, pos.q) AND NOT pos.from_time) after
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest
+          FROM unnest(pos.pt, pos.ps) AS x(t, s)
+          JOIN queen.messages m ON m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
+         WHERE NOT pos.from_time) behind
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+         WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time;
 
 -- Dead letters with their messages (a message retention removed shows NULL payload).
 CREATE VIEW queen.dead_letters_view AS
