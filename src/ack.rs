@@ -172,6 +172,7 @@ fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
 
 const SQL: &str = include_str!("../sql/queries/ack.sql");
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
+const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT] };
 const ACK_LOCK: Query = Query { file: SQL, name: "ack_lock", args: &[UUID, TEXT] };
 const ACK_CURSOR_NEW: Query =
     Query { file: SQL, name: "ack_cursor_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
@@ -211,6 +212,30 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
         })
         .collect();
     spi::connect(|s| {
+        // One ack by message id of a group that has popped its partition (the common case):
+        // the message and its locked cursor row in one statement.
+        if let [e @ AckEntry { message_id: Some(id), .. }] = entries {
+            let args: [DatumWithOid; 2] = [to_pg(*id).into(), names::group_key(e.group.as_deref()).into()];
+            if let Some(r) = ACK_MESSAGE_LOCK.run(s, &args).next() {
+                let f = Found {
+                    partition_id: r.req(1),
+                    key: (r.req(2), r.req(3)),
+                    queue_id: r.req(4),
+                    message_id: r.req(5),
+                };
+                let locked = (
+                    state::parse(&r, 6),
+                    state::micros(r.req::<TimestampWithTimeZone>(22)),
+                    crate::configure::stored_options(&r, 23).effective(),
+                );
+                results[0].message_id = Some(f.message_id);
+                let group = names::group_key(e.group.as_deref()).to_string();
+                let mut g =
+                    Group { s, partition: f.partition_id, queue_id: f.queue_id, group: &group, locked: Some(locked) };
+                g.apply(entries, &[Some(f)], &[0], &mut results);
+                return;
+            }
+        }
         let found = find(s, entries);
         // Entries by (partition, group), locked in that order so that two calls acking the
         // same partitions cannot deadlock.
@@ -227,7 +252,7 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
         }
         for ((partition, group), idxs) in groups {
             let f = found[idxs[0]].expect("grouped entries were found");
-            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group };
+            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group, locked: None };
             g.apply(entries, &found, &idxs, &mut results);
         }
     });
@@ -259,6 +284,8 @@ struct Group<'a> {
     partition: Uuid,
     queue_id: Uuid,
     group: &'a str,
+    /// The row, already locked (by `ack_message_lock`).
+    locked: Option<(CursorRow, Micros, QueueOptions)>,
 }
 
 impl Group<'_> {
@@ -267,6 +294,9 @@ impl Group<'_> {
     /// group acking without a lease before it ever popped is subscribed, as a pop would).
     /// None when the queue is gone.
     fn lock(&mut self) -> Option<(CursorRow, Micros, QueueOptions)> {
+        if let Some(locked) = self.locked.take() {
+            return Some(locked);
+        }
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         if let Some(r) = ACK_LOCK.run(self.s, &args).next() {
             let opts = crate::configure::stored_options(&r, 18).effective();

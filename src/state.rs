@@ -10,6 +10,13 @@ use pgrx::Uuid;
 pub const SQL: &str = include_str!("../sql/queries/pop.sql");
 
 const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT] };
+const CURSOR_UPDATE: Query = Query {
+    file: SQL,
+    name: "cursor_update",
+    args: &[
+        UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
+    ],
+};
 const CURSOR_SAVE: Query = Query {
     file: SQL,
     name: "cursor_save",
@@ -142,5 +149,9 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
         (also.create_lease && lease_id.is_some()).into(),
         also.release_lease.into(),
     ];
-    CURSOR_SAVE.run(s, &args);
+    if also.hint_at.is_none() && !also.create_lease && also.release_lease.is_none() {
+        CURSOR_UPDATE.run(s, &args[..17]);
+    } else {
+        CURSOR_SAVE.run(s, &args);
+    }
 }

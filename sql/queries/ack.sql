@@ -36,6 +36,25 @@ SELECT c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.a
  WHERE c.partition_id = $1 AND c.consumer_group = $2
    FOR UPDATE OF c;
 
+-- name: ack_message_lock
+-- One ack by message id in one statement: the message $1 and its cursor row for group $2,
+-- locked (waiting for its holder, as ack_lock), with the clock and the queue's options. No
+-- row when either does not exist: the general path (ack_find, ack_lock) handles that.
+SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
+       c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
+       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
+       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text, clock_timestamp(),
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
+       o.max_wait_time_seconds
+  FROM queen.messages m
+  JOIN queen.cursors c ON c.partition_id = m.partition_id AND c.consumer_group = $2
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
+ WHERE m.message_id = $1
+   FOR UPDATE OF c;
+
 -- name: ack_cursor_new
 -- A cursor row for a (partition, group) that an ack without a lease names before the group
 -- ever popped it, in the state its subscription starts it with.

@@ -227,6 +227,15 @@ WITH saved AS (
 INSERT INTO queen.leases (lease_id, queue_id, consumer_group, partition_ids, expires_at)
 SELECT $13, $18, $2, ARRAY[$1], $14 WHERE $20;
 
+-- name: cursor_update
+-- cursor_save when nothing but the row changes (an ack inside a batch, say): a plain update.
+UPDATE queen.cursors
+   SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
+       ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
+       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
+       lease_xip = $17, updated_at = clock_timestamp()
+ WHERE partition_id = $1 AND consumer_group = $2;
+
 -- name: lease_add_partition
 UPDATE queen.leases SET partition_ids = partition_ids || $2 WHERE lease_id = $1;
 
