@@ -16,11 +16,12 @@
 
 use crate::cursor::Key;
 use crate::error::{shorten, QueenError, QueenResult};
+use crate::jsonb::Element;
 use crate::names;
 use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
 use crate::pop::{self, DEAD_LETTER};
-use crate::spi::types::{INT8, INT8S, TEXT, UUID, UUIDS};
+use crate::spi::types::{TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -90,8 +91,10 @@ pub struct AckResult {
     pub dead_lettered: bool,
 }
 
-/// The entries of the batch form: a JSON array of objects in Queen's shape (camelCase) or
-/// rows of `queen_pop` turned into JSON (snake_case).
+/// The entries of the batch form given as JSON text (the unit tests'; the SQL function reads
+/// jsonb with `parse_acks_jsonb`): a JSON array of objects in Queen's shape (camelCase) or rows
+/// of `queen_pop` turned into JSON (snake_case).
+#[cfg(test)]
 pub fn parse_acks(acks: &Value) -> QueenResult<Vec<AckEntry>> {
     let arr = acks.as_array().ok_or_else(|| {
         QueenError::invalid(
@@ -99,17 +102,22 @@ pub fn parse_acks(acks: &Value) -> QueenResult<Vec<AckEntry>> {
             format!("must be a JSON array of objects, got {}", shorten(&acks.to_string())),
         )
     })?;
-    arr.iter().enumerate().map(|(i, a)| parse_ack(i, a)).collect()
+    let elements: Vec<Element> = arr.iter().map(Element::of).collect();
+    parse_elements(&elements)
 }
 
-fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
-    let obj = v.as_object().ok_or_else(|| {
-        let got = match v {
-            Value::String(s) if s.starts_with("a JSON ") => s.clone(),
-            other => shorten(&other.to_string()),
-        };
-        QueenError::invalid(format!("acks[{i}]"), format!("must be an object, got {got}"))
-    })?;
+/// Check the elements of a batch ack, each in its place.
+pub fn parse_elements(elements: &[Element]) -> QueenResult<Vec<AckEntry>> {
+    elements.iter().enumerate().map(|(i, e)| parse_ack(i, e)).collect()
+}
+
+fn parse_ack(i: usize, e: &Element) -> QueenResult<AckEntry> {
+    let obj = match e {
+        Element::Object(obj) => obj,
+        Element::Other(kind) => {
+            return Err(QueenError::invalid(format!("acks[{i}]"), format!("must be an object, got a JSON {kind}")))
+        }
+    };
     // The first of the names that is present (camelCase wins over snake_case).
     let field = |names: &[&'static str]| -> Option<(&'static str, &Value)> {
         names.iter().find_map(|n| obj.get(*n).filter(|v| !v.is_null()).map(|v| (*n, v)))
@@ -173,19 +181,15 @@ fn parse_ack(i: usize, v: &Value) -> QueenResult<AckEntry> {
 const SQL: &str = include_str!("../sql/queries/ack.sql");
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT] };
-const ACK_LOCK: Query = Query { file: SQL, name: "ack_lock", args: &[UUID, TEXT] };
-const ACK_CURSOR_NEW: Query =
-    Query { file: SQL, name: "ack_cursor_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
 const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
 /// The entries of a batch ack given as jsonb: the fields queen reads are taken out of the
 /// binary jsonb (`Jsonb::ack_fields`), so a popped row's payload is never turned into text,
 /// then checked by `parse_acks` like any JSON.
 pub fn parse_acks_jsonb(acks: crate::jsonb::Jsonb) -> QueenResult<Vec<AckEntry>> {
-    let value = acks.ack_fields();
-    if let Value::String(what) = value {
-        return Err(QueenError::invalid("argument \"acks\"", format!("must be a JSON array of objects, got {what}")));
-    }
-    parse_acks(&value)
+    let elements = acks.ack_fields().map_err(|kind| {
+        QueenError::invalid("argument \"acks\"", format!("must be a JSON array of objects, got a JSON {kind}"))
+    })?;
+    parse_elements(&elements)
 }
 
 /// A message an entry names, as found.
@@ -215,23 +219,17 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
         // One ack by message id of a group that has popped its partition (the common case):
         // the message and its locked cursor row in one statement.
         if let [e @ AckEntry { message_id: Some(id), .. }] = entries {
-            let args: [DatumWithOid; 2] = [to_pg(*id).into(), names::group_key(e.group.as_deref()).into()];
-            if let Some(r) = ACK_MESSAGE_LOCK.run(s, &args).next() {
-                let f = Found {
-                    partition_id: r.req(1),
-                    key: (r.req(2), r.req(3)),
-                    queue_id: r.req(4),
-                    message_id: r.req(5),
-                };
-                let locked = (
-                    state::parse(&r, 6),
-                    state::micros(r.req::<TimestampWithTimeZone>(22)),
-                    crate::configure::stored_options(&r, 23).effective(),
-                );
+            let group = names::group_key(e.group.as_deref()).to_string();
+            if let Some((f, locked)) = lock_by_message(s, to_pg(*id), &group) {
                 results[0].message_id = Some(f.message_id);
-                let group = names::group_key(e.group.as_deref()).to_string();
-                let mut g =
-                    Group { s, partition: f.partition_id, queue_id: f.queue_id, group: &group, locked: Some(locked) };
+                let mut g = Group {
+                    s,
+                    partition: f.partition_id,
+                    queue_id: f.queue_id,
+                    group: &group,
+                    message_id: f.message_id,
+                    locked: Some(locked),
+                };
                 g.apply(entries, &[Some(f)], &[0], &mut results);
                 return;
             }
@@ -252,7 +250,14 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
         }
         for ((partition, group), idxs) in groups {
             let f = found[idxs[0]].expect("grouped entries were found");
-            let mut g = Group { s, partition: to_pg(partition), queue_id: f.queue_id, group: &group, locked: None };
+            let mut g = Group {
+                s,
+                partition: to_pg(partition),
+                queue_id: f.queue_id,
+                group: &group,
+                message_id: f.message_id,
+                locked: None,
+            };
             g.apply(entries, &found, &idxs, &mut results);
         }
     });
@@ -284,8 +289,27 @@ struct Group<'a> {
     partition: Uuid,
     queue_id: Uuid,
     group: &'a str,
-    /// The row, already locked (by `ack_message_lock`).
-    locked: Option<(CursorRow, Micros, QueueOptions)>,
+    /// A message of the partition, by which `lock_by_message` finds the cursor row.
+    message_id: Uuid,
+    /// The row, already locked.
+    locked: Option<Locked>,
+}
+
+/// A cursor row locked for this transaction, the clock, and the queue's options.
+type Locked = (CursorRow, Micros, QueueOptions);
+
+/// The message `message_id` and, locked, its partition's cursor row for `group`; None when
+/// either does not exist.
+fn lock_by_message(s: &mut Spi, message_id: Uuid, group: &str) -> Option<(Found, Locked)> {
+    let args: [DatumWithOid; 2] = [message_id.into(), group.into()];
+    let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
+    let f = Found { partition_id: r.req(1), key: (r.req(2), r.req(3)), queue_id: r.req(4), message_id: r.req(5) };
+    let locked = (
+        state::parse(&r, 6),
+        state::micros(r.req::<TimestampWithTimeZone>(22)),
+        crate::configure::stored_options(&r, 23).effective(),
+    );
+    Some((f, locked))
 }
 
 impl Group<'_> {
@@ -293,32 +317,17 @@ impl Group<'_> {
     /// never popped the partition gets its row first, where its subscription starts it (a
     /// group acking without a lease before it ever popped is subscribed, as a pop would).
     /// None when the queue is gone.
-    fn lock(&mut self) -> Option<(CursorRow, Micros, QueueOptions)> {
+    fn lock(&mut self) -> Option<Locked> {
         if let Some(locked) = self.locked.take() {
             return Some(locked);
         }
-        let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
-        if let Some(r) = ACK_LOCK.run(self.s, &args).next() {
-            let opts = crate::configure::stored_options(&r, 18).effective();
-            return Some((state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)), opts));
+        if let Some((_, locked)) = lock_by_message(self.s, self.message_id, self.group) {
+            return Some(locked);
         }
         let (_, sub) = pop::subscribe_existing_or_all(self.s, self.queue_id, self.group)?;
         let c = pop::initial_cursor(self.s, &sub, self.partition);
-        let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-        let args: [DatumWithOid; 7] = [
-            self.partition.into(),
-            self.group.into(),
-            self.queue_id.into(),
-            c.done.0.into(),
-            c.done.1.into(),
-            pt.into(),
-            ps.into(),
-        ];
-        ACK_CURSOR_NEW.run(self.s, &args);
-        let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
-        let r = ACK_LOCK.run(self.s, &args).first();
-        let opts = crate::configure::stored_options(&r, 18).effective();
-        Some((state::parse(&r, 1), state::micros(r.req::<TimestampWithTimeZone>(17)), opts))
+        state::create(self.s, self.partition, self.group, self.queue_id, &c);
+        lock_by_message(self.s, self.message_id, self.group).map(|(_, locked)| locked)
     }
 
     /// Why an entry with a lease is refused, if it is.

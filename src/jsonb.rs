@@ -52,19 +52,39 @@ const ACK_KEYS: &[&str] = &[
     "error",
 ];
 
+/// An element of a JSON array that queen reads field by field: an object (holding only the
+/// fields read), or the JSON type of an element that is not one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Element {
+    Object(serde_json::Map<String, Value>),
+    Other(&'static str),
+}
+
+#[cfg(test)]
+impl Element {
+    pub fn of(v: &Value) -> Element {
+        match v {
+            Value::Object(m) => Element::Object(m.clone()),
+            Value::Null => Element::Other("null"),
+            Value::Bool(_) => Element::Other("boolean"),
+            Value::Number(_) => Element::Other("number"),
+            Value::String(_) => Element::Other("string"),
+            Value::Array(_) => Element::Other("array"),
+        }
+    }
+}
+
 impl Jsonb {
-    /// An ack batch as JSON holding only the keys queen reads, read from the binary jsonb with
-    /// Postgres' own lookups: a popped row's payload is never turned into text or parsed. An
-    /// element that is not an object, or an argument that is not an array, becomes the string
-    /// "a JSON <type>" (for the error message).
-    pub fn ack_fields(self) -> Value {
+    /// An ack batch read from the binary jsonb with Postgres' own lookups, keeping only the
+    /// keys queen reads: a popped row's payload is never turned into text or parsed. Err is the
+    /// JSON type of an argument that is not an array.
+    pub fn ack_fields(self) -> Result<Vec<Element>, &'static str> {
         unsafe {
             let j = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::Jsonb;
             let root = &mut (*j).root as *mut pg_sys::JsonbContainer;
             let header = (*root).header;
             if header & pg_sys::JB_FARRAY == 0 || header & pg_sys::JB_FSCALAR != 0 {
-                let kind = if header & pg_sys::JB_FOBJECT != 0 { "object" } else { "scalar" };
-                return Value::String(format!("a JSON {kind}"));
+                return Err(if header & pg_sys::JB_FOBJECT != 0 { "object" } else { "scalar" });
             }
             let n = header & pg_sys::JB_CMASK;
             let mut out = Vec::with_capacity(n as usize);
@@ -85,12 +105,12 @@ impl Jsonb {
                                 m.insert((*key).to_string(), scalar(&*found));
                             }
                         }
-                        Value::Object(m)
+                        Element::Object(m)
                     }
-                    None => Value::String(format!("a JSON {}", kind_of(&*v))),
+                    None => Element::Other(kind_of(&*v)),
                 });
             }
-            Value::Array(out)
+            Ok(out)
         }
     }
 }

@@ -10,7 +10,7 @@
 use crate::cursor::Batch;
 use crate::discovery::{next_point, Point};
 use crate::pop::{self, DEAD_LETTER};
-use crate::spi::types::{INT8, INT8S, TEXT, TSTZ, UUID};
+use crate::spi::types::{INT8, INT8S, TSTZ, UUID};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -29,11 +29,6 @@ const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates
 const PRUNE_LEASES: Query = Query { file: SQL, name: "prune_leases", args: &[] };
 const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
 const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[crate::spi::types::FLOAT8] };
-const CURSOR_NEW: Query = Query {
-    file: include_str!("../sql/queries/ack.sql"),
-    name: "ack_cursor_new",
-    args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S],
-};
 
 /// How many messages one retention statement looks at.
 const RETENTION_CHUNK: i64 = 10_000;
@@ -169,17 +164,7 @@ fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
         let initial = pop::initial_cursor(s, &sub, partition);
         let mut look = pop::look(s, partition, &group, &initial, MAX_WAIT_BATCH, 1);
         if !look.stored {
-            let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-            let args: [DatumWithOid; 7] = [
-                partition.into(),
-                group.as_str().into(),
-                queue_id.into(),
-                initial.done.0.into(),
-                initial.done.1.into(),
-                pt.into(),
-                ps.into(),
-            ];
-            CURSOR_NEW.run(s, &args);
+            state::create(s, partition, &group, queue_id, &initial);
         }
         let Some(version) = state::lock(s, partition, &group) else {
             continue;

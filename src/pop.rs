@@ -30,14 +30,14 @@ const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, T
 const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ] };
 const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT] };
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
-const CURSOR_CLAIM_NEW: Query =
-    Query { file: SQL, name: "cursor_claim_new", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
 const LOOK: Query =
     Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
 const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
 pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
-/// Namespace of the advisory locks queen takes ("QUEN").
+/// First key of the advisory locks on (partition, group) pairs ("QUEN", 1364542798). queen's
+/// other advisory locks use other first keys: 1364542799 the maintenance pass
+/// (maintain.sql), 1902474318 a queue's configuration (configure.sql).
 const LOCK_SPACE: i32 = 0x5155_454E;
 
 #[derive(Debug, Clone)]
@@ -420,21 +420,11 @@ impl Pop<'_> {
         if !TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1) {
             return None;
         }
-        let c = &look.row.cursor;
-        let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-        let args: [DatumWithOid; 7] = [
-            partition.into(),
-            self.group.as_str().into(),
-            self.queue_id.into(),
-            c.done.0.into(),
-            c.done.1.into(),
-            pt.into(),
-            ps.into(),
-        ];
-        match CURSOR_CLAIM_NEW.run(s, &args).next() {
-            Some(_) => Some(Claimed::Created),
+        if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor) {
+            Some(Claimed::Created)
+        } else {
             // Created and committed by someone else since we looked.
-            None => state::lock(s, partition, &self.group).map(Claimed::Locked),
+            state::lock(s, partition, &self.group).map(Claimed::Locked)
         }
     }
 

@@ -179,12 +179,14 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let mut ids: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
+    let mut queues: HashMap<&str, uuid::Uuid> = HashMap::new();
+    let mut partitions: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
     let targets: Vec<Target> = items
         .iter()
         .map(|it| {
-            let q = *ids.entry((&it.queue, "")).or_insert_with(|| names::queue_id(&it.queue));
-            let p = *ids.entry((&it.queue, &it.partition)).or_insert_with(|| names::partition_id(&q, &it.partition));
+            let q = *queues.entry(&it.queue).or_insert_with(|| names::queue_id(&it.queue));
+            let p =
+                *partitions.entry((&it.queue, &it.partition)).or_insert_with(|| names::partition_id(&q, &it.partition));
             Target { queue_id: to_pg(q), partition_id: to_pg(p) }
         })
         .collect();
@@ -202,7 +204,7 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
         r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
     }
     // Waiting pops of these queues are woken when this transaction commits.
-    for q in ids.iter().filter(|((_, p), _)| p.is_empty()).map(|(_, q)| q) {
+    for q in queues.values() {
         crate::wait::touched(crate::wait::queue_key(q));
     }
     Ok(results)

@@ -9,6 +9,8 @@ use pgrx::Uuid;
 
 pub const SQL: &str = include_str!("../sql/queries/pop.sql");
 
+const CURSOR_CREATE: Query =
+    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
 const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT] };
 const CURSOR_UPDATE: Query = Query {
     file: SQL,
@@ -93,6 +95,14 @@ pub fn parse(row: &Row<'_>, at: usize) -> CursorRow {
         lease_expires_at: ts(12),
         version: row.get::<String>(c(16)),
     }
+}
+
+/// Create the row of (partition, group) in state `c`; false when it exists already.
+pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
+    let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
+    let args: [DatumWithOid; 7] =
+        [partition.into(), group.into(), queue_id.into(), c.done.0.into(), c.done.1.into(), pt.into(), ps.into()];
+    CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
 /// Lock the row of (partition, group) for this transaction; returns its version, or None

@@ -18,28 +18,11 @@ SELECT k.ord, m.partition_id, m.txid, m.seq, m.queue_id, m.message_id
            AND m.partition_id = k.pid AND m.transaction_id IS NULL
         LIMIT 1) AS m;
 
--- name: ack_lock
--- The cursor row of (partition, group), locked for this transaction, with the clock and the
--- queue's stored options (queen_configure's column order). An ack waits for a transaction that
--- holds the row (the pop that leased it, still open): the ack must apply to what that
--- transaction commits.
-SELECT c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
-       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text, clock_timestamp(),
-       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
-       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
-       o.max_wait_time_seconds
-  FROM queen.cursors c
-  LEFT JOIN LATERAL (
-        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
- WHERE c.partition_id = $1 AND c.consumer_group = $2
-   FOR UPDATE OF c;
-
 -- name: ack_message_lock
--- One ack by message id in one statement: the message $1 and its cursor row for group $2,
--- locked (waiting for its holder, as ack_lock), with the clock and the queue's options. No
--- row when either does not exist: the general path (ack_find, ack_lock) handles that.
+-- The message $1 and its partition's cursor row for group $2, locked for this transaction,
+-- with the clock and the queue's stored options (queen_configure's column order); no row when
+-- either does not exist. An ack waits for a transaction that holds the row (the pop that
+-- leased it, still open): the ack must apply to what that transaction commits.
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
@@ -54,13 +37,6 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
  WHERE m.message_id = $1
    FOR UPDATE OF c;
-
--- name: ack_cursor_new
--- A cursor row for a (partition, group) that an ack without a lease names before the group
--- ever popped it, in the state its subscription starts it with.
-INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid, pending_seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (partition_id, consumer_group) DO NOTHING;
 
 -- name: lease_expiry
 -- When a lease ends, if it still has a row (a released lease has none).

@@ -1,8 +1,9 @@
 -- Queries of queen_maintain (src/maintain.rs). Sections are prepared once per backend.
 
 -- name: maintain_lock
--- One maintenance pass at a time per database (the worker and queen_maintain() calls).
-SELECT pg_try_advisory_xact_lock(1364542798, 0);
+-- One maintenance pass at a time per database (the worker and queen_maintain() calls). Its
+-- first key is its own (pop.rs LOCK_SPACE lists them): pair locks of pops hash to any second key.
+SELECT pg_try_advisory_xact_lock(1364542799, 0);
 
 -- name: maintain_queues
 -- Every queue, with the options maintenance applies (NULL = default = off).

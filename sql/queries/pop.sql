@@ -296,10 +296,12 @@ DELETE FROM queen.ready WHERE ctid IN (
     SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
        FOR UPDATE SKIP LOCKED);
 
--- name: cursor_claim_new
--- Create a cursor row for a (partition, group) that has none. The caller holds the
--- transaction-level advisory lock of that pair (taken with a try-lock, never waited for), so
--- no other uncommitted insert of the key can exist and ON CONFLICT cannot wait.
+-- name: cursor_create
+-- Create a cursor row for a (partition, group) that has none, in the state the group's
+-- subscription starts it with; no row back when one exists already. A pop holds the pair's
+-- transaction-level advisory lock (taken with a try-lock, never waited for), so no other
+-- uncommitted insert of the key can exist and ON CONFLICT cannot wait; an ack or maintenance
+-- may wait here for a pop that is creating the same row.
 INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid, pending_seq)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (partition_id, consumer_group) DO NOTHING
