@@ -180,6 +180,7 @@ fn parse_ack(i: usize, e: &Element) -> QueenResult<AckEntry> {
 
 const SQL: &str = include_str!("../sql/queries/ack.sql");
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
+const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT] };
 const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
 /// The entries of a batch ack given as jsonb: the fields queen reads are taken out of the
@@ -266,6 +267,23 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
 
 /// Look up the messages the entries name.
 fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
+    if entries.iter().all(|e| e.message_id.is_some()) {
+        let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
+        let args: [DatumWithOid; 1] = [ids.into()];
+        let by_id: std::collections::HashMap<Uuid, Found> = ACK_FIND_IDS
+            .run(s, &args)
+            .map(|r| {
+                let f = Found {
+                    message_id: r.req(1),
+                    partition_id: r.req(2),
+                    key: (r.req(3), r.req(4)),
+                    queue_id: r.req(5),
+                };
+                (f.message_id, f)
+            })
+            .collect();
+        return entries.iter().map(|e| e.message_id.and_then(|id| by_id.get(&to_pg(id)).copied())).collect();
+    }
     let mids: Vec<Option<Uuid>> = entries.iter().map(|e| e.message_id.map(to_pg)).collect();
     let pids: Vec<Option<Uuid>> = entries.iter().map(|e| e.partition_id.map(to_pg)).collect();
     let tids: Vec<Option<String>> = entries.iter().map(|e| e.transaction_id.clone()).collect();

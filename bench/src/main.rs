@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 fn connect() -> Client {
     let host = std::env::var("QUEEN_BENCH_HOST").unwrap_or_else(|_| "127.0.0.1".into());
     let port = std::env::var("QUEEN_BENCH_PORT").unwrap_or_else(|_| "28818".into());
-    Client::connect(&format!("host={host} port={port} user=postgres dbname=bench"), NoTls).expect("connect to the bench server")
+    Client::connect(&format!("host={host} port={port} user=postgres dbname=bench"), NoTls)
+        .expect("connect to the bench server")
 }
 
 /// Latencies of one run.
@@ -120,7 +121,13 @@ fn push_batch(c: &mut Client) {
     fresh(c);
     let n = 300;
     let items = |k: usize| -> Value {
-        Value::Array((0..100).map(|j| json!({"queue": "bench", "partition": format!("p{}", j % 10), "payload": payload(k * 100 + j)})).collect())
+        Value::Array(
+            (0..100)
+                .map(
+                    |j| json!({"queue": "bench", "partition": format!("p{}", j % 10), "payload": payload(k * 100 + j)}),
+                )
+                .collect(),
+        )
     };
     let q = c.prepare("SELECT count(*) FROM queen_push($1::jsonb)").unwrap();
     let r = c
@@ -247,8 +254,20 @@ fn raw_cursors(c: &mut Client, parts: usize, groups: usize) {
     .unwrap();
 }
 
+/// How a pop + ack scenario acknowledges its 100 messages.
+#[derive(Clone, Copy, PartialEq)]
+enum AckBy {
+    /// One batch ack of the popped rows as they came (`to_jsonb(m)`, payloads included).
+    Rows,
+    /// One batch ack naming each message by id and lease, as Queen's clients send it.
+    Ids,
+    /// One `queen_ack(message_id, lease_id)` call per message.
+    Single,
+}
+
 /// Pop 100 + ack them, in one transaction, vs the raw next-100-and-move-the-cursor.
-fn pop_ack(c: &mut Client, per_message: bool) {
+fn pop_ack(c: &mut Client, by: AckBy) {
+    let per_message = by == AckBy::Single;
     fresh(c);
     let parts = 10;
     let ops = if per_message { 150 } else { 300 };
@@ -256,7 +275,8 @@ fn pop_ack(c: &mut Client, per_message: bool) {
     raw_cursors(c, parts, 1);
     let q = c.prepare("SELECT to_jsonb(m) FROM queen_pop('bench', 'g', batch => 100) m").unwrap();
     let a = c.prepare("SELECT count(*) FILTER (WHERE success) FROM queen_ack($1::jsonb)").unwrap();
-    let a1 = c.prepare("SELECT success FROM queen_ack($1::text::uuid, $2::text::uuid, 'completed', NULL, 'g')").unwrap();
+    let a1 =
+        c.prepare("SELECT success FROM queen_ack($1::text::uuid, $2::text::uuid, 'completed', NULL, 'g')").unwrap();
     let r = c.prepare(RAW_NEXT).unwrap();
     let raw = time(ops, |i| c.query(&r, &[&format!("p{}", i % parts), &100i64, &0i32]).unwrap().len());
     let queen = time(ops, |_| {
@@ -269,13 +289,24 @@ fn pop_ack(c: &mut Client, per_message: bool) {
                 assert!(ok);
             }
         } else {
-            let acked: i64 = tx.query_one(&a, &[&Value::Array(rows)]).unwrap().get(0);
+            let acks: Vec<Value> = match by {
+                AckBy::Ids => rows
+                    .iter()
+                    .map(|m| json!({"messageId": m["message_id"], "leaseId": m["lease_id"], "consumerGroup": "g"}))
+                    .collect(),
+                _ => rows,
+            };
+            let acked: i64 = tx.query_one(&a, &[&Value::Array(acks)]).unwrap().get(0);
             assert_eq!(acked as usize, n);
         }
         tx.commit().unwrap();
         n
     });
-    let name = if per_message { "pop 100 + 100 single acks, one transaction" } else { "pop 100 + one batch ack, one transaction" };
+    let name = match by {
+        AckBy::Rows => "pop 100 + one batch ack of the popped rows, one transaction",
+        AckBy::Ids => "pop 100 + one batch ack by ids, one transaction",
+        AckBy::Single => "pop 100 + 100 single acks, one transaction",
+    };
     report(name, "msg", &queen, &raw, Some(0.7));
 }
 
@@ -291,7 +322,9 @@ fn fan_out(c: &mut Client) {
     let a = c.prepare("SELECT count(*) FILTER (WHERE success) FROM queen_ack($1::jsonb)").unwrap();
     let r = c.prepare(RAW_NEXT).unwrap();
     let ops = n / 100 * groups;
-    let raw = time(ops, |i| c.query(&r, &[&format!("p{}", (i / groups) % parts), &100i64, &((i % groups) as i32)]).unwrap().len());
+    let raw = time(ops, |i| {
+        c.query(&r, &[&format!("p{}", (i / groups) % parts), &100i64, &((i % groups) as i32)]).unwrap().len()
+    });
     let queen = time(ops, |i| {
         let g = format!("g{}", i % groups);
         let mut tx = c.transaction().unwrap();
@@ -329,7 +362,8 @@ fn wake_up(c: &mut Client) {
         tx_go.send(()).unwrap();
         // Until the waiter sleeps (it shows in queen.waiting_pops).
         loop {
-            let n: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&wpid]).unwrap().get(0);
+            let n: i64 =
+                c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&wpid]).unwrap().get(0);
             if n > 0 {
                 break;
             }
@@ -389,12 +423,8 @@ fn retention_size(c: &mut Client, seconds: u64) {
     fresh(c);
     c.execute("SELECT queen_configure('ret', '{\"retentionSeconds\": 5}')", &[]).unwrap();
     let size = |c: &mut Client| -> (i64, i64) {
-        let r = c
-            .query_one(
-                "SELECT pg_relation_size('queen.messages'), pg_indexes_size('queen.messages')",
-                &[],
-            )
-            .unwrap();
+        let r =
+            c.query_one("SELECT pg_relation_size('queen.messages'), pg_indexes_size('queen.messages')", &[]).unwrap();
         (r.get(0), r.get(1))
     };
     let t0 = Instant::now();
@@ -403,10 +433,13 @@ fn retention_size(c: &mut Client, seconds: u64) {
     let mut last_maintain = Instant::now();
     let mut next_sample = Duration::from_secs(0);
     while t0.elapsed() < Duration::from_secs(seconds) {
-        let items: Vec<Value> = (0..100).map(|j| json!({"queue": "ret", "partition": format!("p{}", j % 10), "payload": payload(pushed + j)})).collect();
+        let items: Vec<Value> = (0..100)
+            .map(|j| json!({"queue": "ret", "partition": format!("p{}", j % 10), "payload": payload(pushed + j)}))
+            .collect();
         c.query("SELECT count(*) FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
         pushed += 100;
-        c.query("SELECT count(*) FROM queen_pop('ret', 'g', batch => 100, partitions => 10, auto_ack => true)", &[]).unwrap();
+        c.query("SELECT count(*) FROM queen_pop('ret', 'g', batch => 100, partitions => 10, auto_ack => true)", &[])
+            .unwrap();
         if last_maintain.elapsed() >= Duration::from_secs(1) {
             c.query_one("SELECT queen_maintain()", &[]).unwrap();
             last_maintain = Instant::now();
@@ -471,8 +504,9 @@ fn main() {
     }
     if want("ack") {
         header("Pop + ack (one client; raw SQL reads the next 100 after a cursor and moves it)");
-        pop_ack(&mut c, false);
-        pop_ack(&mut c, true);
+        pop_ack(&mut c, AckBy::Rows);
+        pop_ack(&mut c, AckBy::Ids);
+        pop_ack(&mut c, AckBy::Single);
         fan_out(&mut c);
     }
 }

@@ -27,12 +27,7 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 impl TestDb {
     pub fn new(test: &str) -> TestDb {
-        let name = format!(
-            "t_{}_{}_{}",
-            test,
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("t_{}_{}_{}", test, std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let mut admin = connect("postgres");
         admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
         admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();

@@ -34,11 +34,14 @@ fn ack_batch(c: &mut Client, rows: &[Value], statuses: &[&str]) -> Vec<(bool, Op
             r
         })
         .collect();
-    c.query("SELECT success, error, lease_released, dead_lettered FROM queen_ack($1) ORDER BY idx", &[&Value::Array(acks)])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect()
+    c.query(
+        "SELECT success, error, lease_released, dead_lettered FROM queen_ack($1) ORDER BY idx",
+        &[&Value::Array(acks)],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect()
 }
 
 fn ack_one(c: &mut Client, row: &Value, status: &str) -> (bool, Option<String>, bool, bool) {
@@ -209,9 +212,7 @@ fn refusals_and_bad_input() {
     let mut c = db.connect();
     push_n(&mut c, "q", "p", 2);
     let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
-    let r = c
-        .query_one("SELECT success, error FROM queen_ack(gen_random_uuid(), NULL)", &[])
-        .unwrap();
+    let r = c.query_one("SELECT success, error FROM queen_ack(gen_random_uuid(), NULL)", &[]).unwrap();
     assert_eq!((r.get::<_, bool>(0), r.get::<_, Option<String>>(1).as_deref()), (false, Some("message not found")));
     let r = c
         .query_one(
@@ -221,10 +222,8 @@ fn refusals_and_bad_input() {
         .unwrap();
     assert_eq!(r.get::<_, Option<String>>(1).as_deref(), Some("lease not held"), "a lease that is not the message's");
     // A message of the partition beyond the batch, acked with the batch's lease.
-    let other: String = c
-        .query_one("SELECT message_id::text FROM queen.messages WHERE payload = '1'", &[])
-        .unwrap()
-        .get(0);
+    let other: String =
+        c.query_one("SELECT message_id::text FROM queen.messages WHERE payload = '1'", &[]).unwrap().get(0);
     let r = c
         .query_one(
             "SELECT error FROM queen_ack($1::text::uuid, $2::text::uuid, 'completed', NULL, 'g')",
@@ -234,7 +233,14 @@ fn refusals_and_bad_input() {
     assert_eq!(r.get::<_, Option<String>>(0).as_deref(), Some("lease not held"));
     // Untyped literals resolve to the scalar form.
     let r = c
-        .query_one(&format!("SELECT error FROM queen_ack('{}', '{}')", rows[0]["message_id"].as_str().unwrap(), uuid::Uuid::nil()), &[])
+        .query_one(
+            &format!(
+                "SELECT error FROM queen_ack('{}', '{}')",
+                rows[0]["message_id"].as_str().unwrap(),
+                uuid::Uuid::nil()
+            ),
+            &[],
+        )
         .unwrap();
     assert_eq!(r.get::<_, Option<String>>(0).as_deref(), Some("lease not held"));
 
@@ -339,7 +345,8 @@ fn renew_and_seek() {
         .get(0);
     assert!(view > 900.0);
     ack_batch(&mut c, &rows, &["completed"]);
-    let gone: Option<std::time::SystemTime> = c.query_one("SELECT queen_renew($1::text::uuid)", &[&lease]).unwrap().get(0);
+    let gone: Option<std::time::SystemTime> =
+        c.query_one("SELECT queen_renew($1::text::uuid)", &[&lease]).unwrap().get(0);
     assert!(gone.is_none(), "a released lease cannot be renewed");
 
     // Seek to the end skips everything stored; seek back replays.
@@ -348,11 +355,17 @@ fn renew_and_seek() {
     push_n(&mut c, "q", "p", 1);
     assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)")), vec![0]);
     c.query_one("SELECT queen_seek('q', 'g', now() - interval '1 hour')", &[]).unwrap();
-    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)")), vec![0, 1, 2, 0]);
+    assert_eq!(
+        payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)")),
+        vec![0, 1, 2, 0]
+    );
     // A group that never popped is subscribed by seek.
     c.query_one("SELECT queen_seek('q', 'fresh')", &[]).unwrap();
     push_n(&mut c, "q", "later", 1);
-    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'fresh', batch => 10, partitions => 5, auto_ack => true)")), vec![0]);
+    assert_eq!(
+        payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'fresh', batch => 10, partitions => 5, auto_ack => true)")),
+        vec![0]
+    );
 }
 
 /// delete_group forgets a group; delete_queue drops everything; the views agree.
@@ -365,13 +378,21 @@ fn deleting_groups_and_queues_and_the_views() {
     let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 3, partition => 'a')");
     ack_batch(&mut c, &rows[..1], &["completed"]);
     pop(&mut c, "SELECT * FROM queen_pop('q', NULL, batch => 1, partition => 'b', auto_ack => true)");
-    let stats = c.query_one("SELECT partitions, messages, consumer_groups, dead_letters FROM queen.queue_stats WHERE queue = 'q'", &[]).unwrap();
+    let stats = c
+        .query_one(
+            "SELECT partitions, messages, consumer_groups, dead_letters FROM queen.queue_stats WHERE queue = 'q'",
+            &[],
+        )
+        .unwrap();
     assert_eq!(
         (stats.get::<_, i64>(0), stats.get::<_, i64>(1), stats.get::<_, i64>(2), stats.get::<_, i64>(3)),
         (2, 5, 2, 0)
     );
     let lag: HashMap<(Option<String>, String), (i64, bool)> = c
-        .query("SELECT consumer_group, partition, pending, lease_id IS NOT NULL FROM queen.group_lag WHERE queue = 'q'", &[])
+        .query(
+            "SELECT consumer_group, partition, pending, lease_id IS NOT NULL FROM queen.group_lag WHERE queue = 'q'",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
@@ -386,8 +407,15 @@ fn deleting_groups_and_queues_and_the_views() {
     let left: i64 = c.query_one("SELECT count(*) FROM queen.group_lag WHERE consumer_group = 'g'", &[]).unwrap().get(0);
     assert_eq!(left, 0);
     // A later pop subscribes it afresh, from the oldest message.
-    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 5, partition => 'a', auto_ack => true)")), vec![0, 1, 2]);
-    assert_eq!(c.query_one("SELECT queen_delete_group(NULL)", &[]).unwrap().get::<_, i32>(0), 2, "queue mode, every queue");
+    assert_eq!(
+        payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 5, partition => 'a', auto_ack => true)")),
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        c.query_one("SELECT queen_delete_group(NULL)", &[]).unwrap().get::<_, i32>(0),
+        2,
+        "queue mode, every queue"
+    );
 
     assert!(c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
     assert!(!c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
@@ -404,9 +432,11 @@ fn exactly_once_effect_with_a_transactional_ack() {
     let db = TestDb::new("exactlyonce");
     let mut c = db.connect();
     c.batch_execute("CREATE TABLE effects (grp text, message_id uuid, payload jsonb)").unwrap();
-    c.execute("SELECT queen_configure('q', '{\"retryLimit\": 1000, \"retryDelay\": 0, \"leaseTime\": 1}')", &[]).unwrap();
+    c.execute("SELECT queen_configure('q', '{\"retryLimit\": 1000, \"retryDelay\": 0, \"leaseTime\": 1}')", &[])
+        .unwrap();
     let total = 300;
-    let items: Vec<Value> = (0..total).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 6), "payload": i})).collect();
+    let items: Vec<Value> =
+        (0..total).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 6), "payload": i})).collect();
     c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
     let groups = ["billing", "audit"];
     for g in groups {
@@ -490,9 +520,7 @@ fn exactly_once_effect_with_a_transactional_ack() {
         h.join().unwrap();
     }
     for g in groups {
-        let rows = c
-            .query("SELECT payload, count(*) FROM effects WHERE grp = $1 GROUP BY payload", &[&g])
-            .unwrap();
+        let rows = c.query("SELECT payload, count(*) FROM effects WHERE grp = $1 GROUP BY payload", &[&g]).unwrap();
         assert_eq!(rows.len(), total, "group {g}: every message has an effect");
         for r in &rows {
             assert_eq!(r.get::<_, i64>(1), 1, "group {g}: message {} applied more than once", r.get::<_, Value>(0));
@@ -503,4 +531,50 @@ fn exactly_once_effect_with_a_transactional_ack() {
             .get(0);
         assert_eq!(pending, 0, "group {g}: the view agrees that nothing is pending");
     }
+}
+
+/// A batch that names every message by id takes one lookup by ids; a batch that also names
+/// one by transaction id takes the general lookup. Both answer unknown ids, repeated entries
+/// and the entries' order the same way.
+#[test]
+fn batch_lookup_by_ids_and_mixed() {
+    let db = TestDb::new("lookup");
+    let mut c = db.connect();
+    push_n(&mut c, "q", "p", 4);
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    assert_eq!(payloads(&rows), vec![0, 1]);
+    let by_id = |r: &Value| json!({"messageId": r["message_id"], "leaseId": r["lease_id"], "consumerGroup": "g"});
+    let unknown = json!({"messageId": uuid::Uuid::nil().to_string(), "consumerGroup": "g"});
+    let acks = json!([unknown, by_id(&rows[1]), by_id(&rows[0]), by_id(&rows[0])]);
+    let got: Vec<(i32, bool, Option<String>)> = c
+        .query("SELECT idx, success, error FROM queen_ack($1)", &[&acks])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, false, Some("message not found".into())),
+            (1, true, None),
+            (2, true, None),
+            (3, false, Some("already acknowledged".into())),
+        ]
+    );
+    // Mixed: by transaction id + partition id (a keyless message's id), and by id.
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    assert_eq!(payloads(&rows), vec![2, 3], "the first two are finished");
+    let by_tid = json!({"transactionId": rows[0]["transaction_id"], "partitionId": rows[0]["partition_id"],
+                        "leaseId": rows[0]["lease_id"], "consumerGroup": "g"});
+    let acks = json!([by_id(&rows[1]), unknown, by_tid]);
+    let got: Vec<(bool, Option<String>, bool)> = c
+        .query("SELECT success, error, lease_released FROM queen_ack($1) ORDER BY idx", &[&acks])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    // Applied in delivery order: the by-transaction-id entry (message 2) first, then message 3,
+    // whose entry releases the lease.
+    assert_eq!(got, vec![(true, None, true), (false, Some("message not found".into()), false), (true, None, false)]);
+    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g')").is_empty(), "all four are finished");
 }

@@ -58,7 +58,12 @@ fn a_crash_loses_nothing_committed() {
         a["_status"] = json!(if i == 3 { "failed" } else { "completed" });
         a["_error"] = json!("broken");
     }
-    let ok: Vec<bool> = c.query("SELECT success FROM queen_ack($1)", &[&Value::Array(acks)]).unwrap().iter().map(|r| r.get(0)).collect();
+    let ok: Vec<bool> = c
+        .query("SELECT success FROM queen_ack($1)", &[&Value::Array(acks)])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert_eq!(ok, vec![true; 4]);
     // Uncommitted work at the moment of the crash: must not survive.
     let mut open = connect(&dir, port);
@@ -67,7 +72,8 @@ fn a_crash_loses_nothing_committed() {
     open.query("SELECT * FROM queen_pop('q', 'g', batch => 2, auto_ack => true)", &[]).unwrap();
 
     // kill -9 the postmaster (and with it every backend), then start again: crash recovery.
-    let pid: i32 = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).unwrap().lines().next().unwrap().parse().unwrap();
+    let pid: i32 =
+        std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).unwrap().lines().next().unwrap().parse().unwrap();
     let status = Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
     assert!(status.success());
     drop(open);
@@ -76,11 +82,18 @@ fn a_crash_loses_nothing_committed() {
     // again (its shared memory is still attached), so try until it does.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = Command::new(repo().join("scripts/cluster")).args(["start", &dir, &port.to_string(), "preload"]).output().unwrap();
+        let out = Command::new(repo().join("scripts/cluster"))
+            .args(["start", &dir, &port.to_string(), "preload"])
+            .output()
+            .unwrap();
         if out.status.success() {
             break;
         }
-        assert!(Instant::now() < deadline, "the server did not start after the crash: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            Instant::now() < deadline,
+            "the server did not start after the crash: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut c = connect(&dir, port);

@@ -95,7 +95,12 @@ fn concurrent_configures_all_apply() {
         (json!(11), json!(12), json!(13), json!(false))
     );
     assert_eq!(
-        (o["delayedProcessing"].clone(), o["windowBuffer"].clone(), o["maxSize"].clone(), o["retentionSeconds"].clone()),
+        (
+            o["delayedProcessing"].clone(),
+            o["windowBuffer"].clone(),
+            o["maxSize"].clone(),
+            o["retentionSeconds"].clone()
+        ),
         (json!(15), json!(16), json!(17), json!(18))
     );
     let rows: i64 = c.query_one("SELECT count(*) FROM queen.queues WHERE name = 'shared'", &[]).unwrap().get(0);

@@ -137,7 +137,8 @@ fn an_open_transaction_does_not_stall_delivery() {
 fn leases_are_exclusive() {
     let db = TestDb::new("exclusive");
     let mut c = db.connect();
-    let items: Vec<Value> = (0..200).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 20), "payload": i})).collect();
+    let items: Vec<Value> =
+        (0..200).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 20), "payload": i})).collect();
     c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
     let threads = 8;
     let barrier = Arc::new(Barrier::new(threads));
@@ -240,7 +241,8 @@ fn per_partition_fifo_under_concurrent_producers() {
 fn every_group_gets_every_message() {
     let db = TestDb::new("fanout");
     let mut c = db.connect();
-    let items: Vec<Value> = (0..50).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 5), "payload": i})).collect();
+    let items: Vec<Value> =
+        (0..50).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 5), "payload": i})).collect();
     c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
     for g in [Some("a"), Some("b"), None] {
         let got = drain(&mut c, "q", g);
@@ -295,7 +297,10 @@ fn rows_carry_lease_and_attempt_and_auto_ack_has_none() {
     let lease: Option<uuid::Uuid> = r.get("lease_id");
     assert!(lease.is_some());
     let secs: f64 = c
-        .query_one("SELECT extract(epoch FROM $1::timestamptz - now())::float8", &[&r.get::<_, std::time::SystemTime>("lease_expires_at")])
+        .query_one(
+            "SELECT extract(epoch FROM $1::timestamptz - now())::float8",
+            &[&r.get::<_, std::time::SystemTime>("lease_expires_at")],
+        )
         .unwrap()
         .get(0);
     assert!((25.0..=31.0).contains(&secs), "lease_seconds => 30 gives a 30 s lease, got {secs}");
@@ -309,8 +314,20 @@ fn rows_carry_lease_and_attempt_and_auto_ack_has_none() {
     // Queue mode rows have a NULL consumer_group, and to_jsonb gives the SPEC's column names.
     let j: Value = c.query_one("SELECT to_jsonb(m) FROM queen_pop('q', batch => 1) m", &[]).unwrap().get(0);
     let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
-    for k in ["message_id", "transaction_id", "queue", "partition", "partition_id", "payload", "trace_id",
-              "created_at", "consumer_group", "lease_id", "lease_expires_at", "attempt"] {
+    for k in [
+        "message_id",
+        "transaction_id",
+        "queue",
+        "partition",
+        "partition_id",
+        "payload",
+        "trace_id",
+        "created_at",
+        "consumer_group",
+        "lease_id",
+        "lease_expires_at",
+        "attempt",
+    ] {
         assert!(keys.iter().any(|x| x.as_str() == k), "column {k} missing from {keys:?}");
     }
     assert_eq!(j["consumer_group"], Value::Null);
@@ -352,11 +369,19 @@ fn subscription_modes() {
     push(&mut c, "q", "p", json!("mid"));
 
     // 'new' subscribes now: neither old nor mid.
-    let got = payloads(&c.query("SELECT * FROM queen_pop('q', 'n', subscription_mode => 'new', auto_ack => true)", &[]).unwrap());
+    let got = payloads(
+        &c.query("SELECT * FROM queen_pop('q', 'n', subscription_mode => 'new', auto_ack => true)", &[]).unwrap(),
+    );
     assert!(got.is_empty());
     // 'from' the mark: mid only.
     let from = |c: &mut postgres::Client, g: &str| -> Vec<Value> {
-        payloads(&c.query("SELECT * FROM queen_pop('q', $1, batch => 10, subscription_from => $2, auto_ack => true)", &[&g, &mark]).unwrap())
+        payloads(
+            &c.query(
+                "SELECT * FROM queen_pop('q', $1, batch => 10, subscription_from => $2, auto_ack => true)",
+                &[&g, &mark],
+            )
+            .unwrap(),
+        )
     };
     assert_eq!(from(&mut c, "f"), vec![json!("mid")]);
 
@@ -373,7 +398,10 @@ fn subscription_modes() {
 
     // The mode is fixed at the first pop: a later pop asking 'all' does not replay.
     push(&mut c, "q", "p", json!("new3"));
-    let got = payloads(&c.query("SELECT * FROM queen_pop('q', 'n', batch => 10, subscription_mode => 'all', auto_ack => true)", &[]).unwrap());
+    let got = payloads(
+        &c.query("SELECT * FROM queen_pop('q', 'n', batch => 10, subscription_mode => 'all', auto_ack => true)", &[])
+            .unwrap(),
+    );
     assert_eq!(got, vec![json!("new3")]);
     // Queue mode ignores the mode: it always starts at the oldest message.
     let got = payloads(&c.query("SELECT * FROM queen_pop('q', NULL, batch => 100, subscription_mode => 'new', auto_ack => true, partition => 'p')", &[]).unwrap());
@@ -405,7 +433,8 @@ fn window_buffer_waits_for_a_quiet_partition() {
     let last = Instant::now();
     push(&mut c, "q", "p", json!(2));
     assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty());
-    let rows = c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, wait_ms => 5000, auto_ack => true)", &[]).unwrap();
+    let rows =
+        c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, wait_ms => 5000, auto_ack => true)", &[]).unwrap();
     assert_eq!(payloads(&rows), vec![json!(1), json!(2)]);
     assert!(last.elapsed() >= Duration::from_millis(950), "the window counts from the newest message");
 }
@@ -433,7 +462,11 @@ fn duplicates_are_detected_and_report_the_holder() {
     assert_eq!(rows[0].get::<_, String>(2), "queued");
     assert_eq!(rows[1].get::<_, String>(2), "duplicate");
     assert_eq!(rows[1].get::<_, uuid::Uuid>(1), rows[0].get::<_, uuid::Uuid>(1));
-    assert_eq!(rows[2].get::<_, String>(3), rows[2].get::<_, uuid::Uuid>(1).to_string(), "no key: the message id is the key");
+    assert_eq!(
+        rows[2].get::<_, String>(3),
+        rows[2].get::<_, uuid::Uuid>(1).to_string(),
+        "no key: the message id is the key"
+    );
 
     // 8 concurrent transactions push the same key and commit together.
     let barrier = Arc::new(Barrier::new(8));
@@ -445,7 +478,9 @@ fn duplicates_are_detected_and_report_the_holder() {
                 let mut c = connect(&name);
                 let mut tx = c.transaction().unwrap();
                 barrier.wait();
-                let r = tx.query_one("SELECT message_id, status FROM queen_push('q', $1, 'race', 'the-key')", &[&json!(i)]).unwrap();
+                let r = tx
+                    .query_one("SELECT message_id, status FROM queen_push('q', $1, 'race', 'the-key')", &[&json!(i)])
+                    .unwrap();
                 tx.commit().unwrap();
                 (r.get::<_, uuid::Uuid>(0), r.get::<_, String>(1))
             })
@@ -455,10 +490,8 @@ fn duplicates_are_detected_and_report_the_holder() {
     assert_eq!(results.iter().filter(|r| r.1 == "queued").count(), 1, "{results:?}");
     let ids: HashSet<uuid::Uuid> = results.iter().map(|r| r.0).collect();
     assert_eq!(ids.len(), 1, "every push reports the one message: {results:?}");
-    let stored: i64 = c
-        .query_one("SELECT count(*) FROM queen.messages WHERE transaction_id = 'the-key'", &[])
-        .unwrap()
-        .get(0);
+    let stored: i64 =
+        c.query_one("SELECT count(*) FROM queen.messages WHERE transaction_id = 'the-key'", &[]).unwrap().get(0);
     assert_eq!(stored, 1);
 }
 
@@ -495,7 +528,8 @@ fn creating_partitions_never_blocks_other_producers() {
 fn no_partition_starves() {
     let db = TestDb::new("starve");
     let mut c = db.connect();
-    let items: Vec<Value> = (0..30).map(|i| json!({"queue": "q", "partition": format!("p{i}"), "payload": i})).collect();
+    let items: Vec<Value> =
+        (0..30).map(|i| json!({"queue": "q", "partition": format!("p{i}"), "payload": i})).collect();
     c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
     let mut served: HashSet<String> = HashSet::new();
     let mut producer = db.connect();
@@ -534,7 +568,10 @@ fn waiting_pops() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let n: i64 = c
-            .query_one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%queen_pop(''later''%' AND state = 'active'", &[])
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%queen_pop(''later''%' AND state = 'active'",
+                &[],
+            )
             .unwrap()
             .get(0);
         if n > 0 {

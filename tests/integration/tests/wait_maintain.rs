@@ -87,7 +87,10 @@ fn waiters_of_other_queues_are_not_woken_and_losers_sleep_again() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let woken: i64 = c
-            .query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = ANY($1) AND wakeups > 0", &[&vec![pid_a1, pid_a2]])
+            .query_one(
+                "SELECT count(*) FROM queen.waiting_pops WHERE pid = ANY($1) AND wakeups > 0",
+                &[&vec![pid_a1, pid_a2]],
+            )
             .unwrap()
             .get(0);
         if woken > 0 || ha1.is_finished() || ha2.is_finished() {
@@ -96,7 +99,8 @@ fn waiters_of_other_queues_are_not_woken_and_losers_sleep_again() {
         assert!(Instant::now() < deadline);
         thread::sleep(Duration::from_millis(2));
     }
-    let b_wakeups: i64 = c.query_one("SELECT wakeups FROM queen.waiting_pops WHERE pid = $1", &[&pid_b]).unwrap().get(0);
+    let b_wakeups: i64 =
+        c.query_one("SELECT wakeups FROM queen.waiting_pops WHERE pid = $1", &[&pid_b]).unwrap().get(0);
     assert_eq!(b_wakeups, 0, "a push to queue a woke a waiter of queue b");
     let (r1, t1) = ha1.join().unwrap();
     let (r2, t2) = ha2.join().unwrap();
@@ -135,7 +139,8 @@ fn a_cancel_interrupts_a_waiting_pop() {
 fn without_preloading_waiting_falls_back_to_polling() {
     let host = std::env::var("QUEEN_TEST_NOPRELOAD_HOST").expect("run through scripts/integration-tests");
     let port = std::env::var("QUEEN_TEST_NOPRELOAD_PORT").unwrap();
-    let conn = |db: &str| Client::connect(&format!("host={host} port={port} user=postgres dbname={db}"), NoTls).unwrap();
+    let conn =
+        |db: &str| Client::connect(&format!("host={host} port={port} user=postgres dbname={db}"), NoTls).unwrap();
     let mut admin = conn("postgres");
     let name = format!("nopreload_{}", std::process::id());
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
@@ -190,7 +195,11 @@ fn retention_and_queue_stats() {
     assert_eq!(count(&mut c, "SELECT count(*) FROM queen.messages"), 1);
     assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'q'"), 1);
     push(&mut c, "q", "p", json!("after"));
-    assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'q'"), 2, "pushes after the pass count too");
+    assert_eq!(
+        count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'q'"),
+        2,
+        "pushes after the pass count too"
+    );
     // A queue without retention keeps everything.
     push(&mut c, "keep", "p", json!(1));
     thread::sleep(Duration::from_millis(1100));
@@ -264,7 +273,8 @@ fn idle_empty_partitions_are_removed_and_come_back_with_a_message() {
     thread::sleep(Duration::from_millis(10));
     let r = maintain(&mut c);
     assert_eq!(r["partitions_removed"], json!(1), "{r}");
-    let parts: Vec<String> = c.query("SELECT name FROM queen.partitions", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let parts: Vec<String> =
+        c.query("SELECT name FROM queen.partitions", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(parts, vec!["stays".to_string()]);
     assert_eq!(count(&mut c, "SELECT partitions FROM queen.queue_stats"), 1);
     // A push registers it again.
