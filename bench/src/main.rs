@@ -36,17 +36,29 @@ impl Run {
     }
 }
 
-/// Time `ops` calls of `f`; each returns how many units (messages) it handled.
-fn time(ops: usize, mut f: impl FnMut(usize) -> usize) -> Run {
-    let mut lat = Vec::with_capacity(ops);
-    let mut units = 0;
-    let t0 = Instant::now();
+/// Time `ops` calls of raw SQL and of queen, alternating (raw, queen, raw, queen, ...) so
+/// that both see the same server and disk conditions: a commit's fsync on this machine varies
+/// by ±50% over minutes, which made back-to-back runs disagree by up to 0.3× in the ratio.
+/// Each call returns how many units (messages) it handled; throughput is units over the sum
+/// of the calls' latencies. Returns (queen, raw).
+fn time_pair(
+    c: &mut Client,
+    ops: usize,
+    mut raw: impl FnMut(&mut Client, usize) -> usize,
+    mut queen: impl FnMut(&mut Client, usize) -> usize,
+) -> (Run, Run) {
+    let mut runs = [(); 2].map(|_| Run { ops, units: 0, total: Duration::ZERO, lat: Vec::with_capacity(ops) });
     for i in 0..ops {
-        let t = Instant::now();
-        units += f(i);
-        lat.push(t.elapsed());
+        for (k, run) in runs.iter_mut().enumerate() {
+            let t = Instant::now();
+            run.units += if k == 0 { raw(c, i) } else { queen(c, i) };
+            let d = t.elapsed();
+            run.total += d;
+            run.lat.push(d);
+        }
     }
-    Run { ops, units, total: t0.elapsed(), lat }
+    let [raw, queen] = runs;
+    (queen, raw)
 }
 
 fn report(name: &str, unit: &str, queen: &Run, raw: &Run, target: Option<f64>) {
@@ -105,14 +117,18 @@ fn push_single(c: &mut Client) {
         c.query(&q, &[&payload(i), &format!("p{}", i % 10)]).unwrap();
         c.execute(&r, &[&format!("p{}", i % 10), &payload(i)]).unwrap();
     }
-    let raw = time(n, |i| {
-        c.execute(&r, &[&format!("p{}", i % 10), &payload(i)]).unwrap();
-        1
-    });
-    let queen = time(n, |i| {
-        c.query(&q, &[&payload(i), &format!("p{}", i % 10)]).unwrap();
-        1
-    });
+    let (queen, raw) = time_pair(
+        c,
+        n,
+        |c, i| {
+            c.execute(&r, &[&format!("p{}", i % 10), &payload(i)]).unwrap();
+            1
+        },
+        |c, i| {
+            c.query(&q, &[&payload(i), &format!("p{}", i % 10)]).unwrap();
+            1
+        },
+    );
     report("push, 1 message per transaction", "msg", &queen, &raw, Some(0.9));
 }
 
@@ -141,14 +157,18 @@ fn push_batch(c: &mut Client) {
         c.execute(&r, &[&items(k)]).unwrap();
     }
     let batches: Vec<Value> = (0..n).map(items).collect();
-    let raw = time(n, |i| {
-        c.execute(&r, &[&batches[i]]).unwrap();
-        100
-    });
-    let queen = time(n, |i| {
-        c.query(&q, &[&batches[i]]).unwrap();
-        100
-    });
+    let (queen, raw) = time_pair(
+        c,
+        n,
+        |c, i| {
+            c.execute(&r, &[&batches[i]]).unwrap();
+            100
+        },
+        |c, i| {
+            c.query(&q, &[&batches[i]]).unwrap();
+            100
+        },
+    );
     report("push, batches of 100 messages", "msg", &queen, &raw, Some(0.7));
 }
 
@@ -204,8 +224,12 @@ fn pop_partitions(c: &mut Client, partitions: usize, batch: i32) {
         )
         .unwrap();
     let limit = batch as i64;
-    let raw = time(ops, |i| c.query(&r, &[&format!("p{}", i % 10 * (partitions / 10)), &limit]).unwrap().len());
-    let queen = time(ops, |_| c.query(&q, &[&batch]).unwrap().len());
+    let (queen, raw) = time_pair(
+        c,
+        ops,
+        |c, i| c.query(&r, &[&format!("p{}", i % 10 * (partitions / 10)), &limit]).unwrap().len(),
+        |c, _| c.query(&q, &[&batch]).unwrap().len(),
+    );
     assert!(queen.units > 0 && raw.units > 0);
     report(
         &format!("pop (auto_ack, batch {batch}), {partitions} partitions, 10 with messages"),
@@ -278,8 +302,8 @@ fn pop_ack(c: &mut Client, by: AckBy) {
     let a1 =
         c.prepare("SELECT success FROM queen_ack($1::text::uuid, $2::text::uuid, 'completed', NULL, 'g')").unwrap();
     let r = c.prepare(RAW_NEXT).unwrap();
-    let raw = time(ops, |i| c.query(&r, &[&format!("p{}", i % parts), &100i64, &0i32]).unwrap().len());
-    let queen = time(ops, |_| {
+    let raw = |c: &mut Client, i: usize| c.query(&r, &[&format!("p{}", i % parts), &100i64, &0i32]).unwrap().len();
+    let (queen, raw) = time_pair(c, ops, raw, |c, _| {
         let mut tx = c.transaction().unwrap();
         let rows: Vec<Value> = tx.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
         let n = rows.len();
@@ -322,10 +346,10 @@ fn fan_out(c: &mut Client) {
     let a = c.prepare("SELECT count(*) FILTER (WHERE success) FROM queen_ack($1::jsonb)").unwrap();
     let r = c.prepare(RAW_NEXT).unwrap();
     let ops = n / 100 * groups;
-    let raw = time(ops, |i| {
+    let raw = |c: &mut Client, i: usize| {
         c.query(&r, &[&format!("p{}", (i / groups) % parts), &100i64, &((i % groups) as i32)]).unwrap().len()
-    });
-    let queen = time(ops, |i| {
+    };
+    let (queen, raw) = time_pair(c, ops, raw, |c, i| {
         let g = format!("g{}", i % groups);
         let mut tx = c.transaction().unwrap();
         let rows: Vec<Value> = tx.query(&q, &[&g]).unwrap().iter().map(|r| r.get(0)).collect();
