@@ -20,16 +20,18 @@ use serde_json::{json, Value};
 const SQL: &str = include_str!("../sql/queries/maintain.sql");
 const MAINTAIN_LOCK: Query = Query { file: SQL, name: "maintain_lock", args: &[] };
 const MAINTAIN_QUEUES: Query = Query { file: SQL, name: "maintain_queues", args: &[] };
-const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID] };
+const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID, INT8] };
 const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8] };
 const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8] };
-const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ] };
+const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ, INT8] };
 const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
 const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
 const PRUNE_LEASES: Query = Query { file: SQL, name: "prune_leases", args: &[] };
 const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
 const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[crate::spi::types::FLOAT8] };
 
+/// How many new messages of a queue one pass counts (the count catches up over passes).
+const COUNT_CHUNK: i64 = 1_000_000;
 /// How many messages one retention statement looks at.
 const RETENTION_CHUNK: i64 = 10_000;
 /// How many unfinished messages of one (partition, group) a pass files for max wait.
@@ -63,14 +65,10 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
             r.queues += 1;
             refresh_count(s, queue_id);
             if let Some(secs) = retention.filter(|s| *s > 0) {
-                r.retention_deleted += retain(s, queue_id, secs);
+                r.retention_deleted += retain_in_chunks(s, queue_id, secs, RETENTION);
             }
             if let Some(secs) = completed.filter(|s| *s > 0) {
-                let cutoff = cutoff(s, secs);
-                let row = COMPLETED_RETENTION.run(s, &[queue_id.into(), cutoff.into()]).first();
-                let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
-                subtract(s, queue_id, counted);
-                r.completed_retention_deleted += deleted;
+                r.completed_retention_deleted += retain_in_chunks(s, queue_id, secs, COMPLETED_RETENTION);
             }
             if let Some(secs) = max_wait.filter(|s| *s > 0) {
                 r.max_wait_dead_lettered += max_wait_pass(s, queue_id, secs, dlq);
@@ -108,7 +106,7 @@ fn subtract(s: &mut Spi, queue_id: Uuid, counted: i64) {
 
 /// Bring the queue's count up to its log's end (same pending-transaction rule as discovery).
 fn refresh_count(s: &mut Spi, queue_id: Uuid) {
-    let row = COUNT_SCAN.run(s, &[queue_id.into()]).first();
+    let row = COUNT_SCAN.run(s, &[queue_id.into(), COUNT_CHUNK.into()]).first();
     let point = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
     let counted: i64 = row.req(4);
     let tail: i64 = row.req(5);
@@ -134,11 +132,13 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
     COUNT_SAVE.run(s, &args);
 }
 
-fn retain(s: &mut Spi, queue_id: Uuid, secs: i32) -> i64 {
+/// Run a retention query (`retention` or `completed_retention`: messages older than `secs`)
+/// chunk after chunk until a chunk deletes nothing; how many it deleted in all.
+fn retain_in_chunks(s: &mut Spi, queue_id: Uuid, secs: i32, query: Query) -> i64 {
     let cutoff = cutoff(s, secs);
     let mut total = 0;
     loop {
-        let row = RETENTION.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
+        let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
         let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
         subtract(s, queue_id, counted);
         total += deleted;

@@ -13,7 +13,8 @@ SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_s
  ORDER BY queue_id, options_updated_at DESC NULLS LAST, created_at;
 
 -- name: count_scan
--- The queue's count point (or the start), how many messages came after it, the last of them,
+-- The queue's count point (or the start), how many messages came after it (at most $2, read
+-- in log order through the queue-log index: the next pass counts on from the last), the last of them,
 -- how many messages pending transactions that committed since added, and what the snapshot
 -- says of those transactions. $1 queue id.
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
@@ -24,7 +25,8 @@ cur AS MATERIALIZED (
 ),
 tail AS MATERIALIZED (
     SELECT m.txid, m.seq FROM cur CROSS JOIN LATERAL (
-        SELECT txid, seq FROM queen.messages WHERE queue_id = $1 AND (txid, seq) > (cur.upto_txid, cur.upto_seq)) m
+        SELECT txid, seq FROM queen.messages WHERE queue_id = $1 AND (txid, seq) > (cur.upto_txid, cur.upto_seq)
+         ORDER BY txid, seq LIMIT $2) m
 ),
 pend AS MATERIALIZED (
     SELECT p.x, p.ord, pg_visible_in_snapshot(p.x::text::xid8, snap.s) AS vis,
@@ -35,7 +37,8 @@ SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
        (SELECT count(*) FROM tail),
        (SELECT txid FROM tail ORDER BY txid DESC, seq DESC LIMIT 1),
        (SELECT seq FROM tail ORDER BY txid DESC, seq DESC LIMIT 1),
-       (SELECT count(*) FROM pend JOIN queen.messages m ON m.queue_id = $1 AND m.txid = pend.x WHERE pend.vis),
+       (SELECT count(*) FROM queen.messages m
+         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))),
        ARRAY(SELECT vis FROM pend ORDER BY ord),
        ARRAY(SELECT aborted FROM pend ORDER BY ord),
        ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x)
@@ -52,12 +55,15 @@ ON CONFLICT (queue_id) DO UPDATE
 -- Delete the queue's messages created before $2, oldest first in the queue log, at most $3 of
 -- those looked at; returns how many were deleted and how many of them the queue's count had
 -- counted. Stops early when the head of the log is younger than the cutoff.
+-- The rows go by their ctids (a TID scan): a join on ctid is planned, in the generic plan
+-- queen keeps, as a hash join over a sequential scan of the whole table (214 ms per chunk of
+-- 10 000 on a 392 000-message table, growing with the table; 28 ms this way, whatever its size).
 WITH head AS MATERIALIZED (
     SELECT ctid, txid, seq, created_at FROM queen.messages WHERE queue_id = $1
      ORDER BY txid, seq LIMIT $3
 ), gone AS (
-    DELETE FROM queen.messages m USING head
-     WHERE m.ctid = head.ctid AND head.created_at < $2
+    DELETE FROM queen.messages m
+     WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM head WHERE created_at < $2))
     RETURNING m.txid, m.seq
 ), c AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
@@ -70,8 +76,14 @@ SELECT count(*),
 -- name: completed_retention
 -- Delete the queue's messages created before $2 that every group subscribed to the queue has
 -- finished (at or before its frontier and not of one of its pending transactions; a group that
--- never popped a partition counts from where its subscription starts). Partitions of a queue
--- no group is subscribed to keep their messages. Returns deleted and counted-deleted.
+-- never popped a partition counts from where its subscription starts), at most $3 of them.
+-- Partitions of a queue no group is subscribed to keep their messages. Returns deleted and
+-- counted-deleted.
+-- Each partition is read through its primary key, from its oldest message up to the first
+-- one created at or after $2 (messages are roughly in time order; one pushed late by a long
+-- transaction waits until the younger message in front of it is old enough): the cost is what
+-- is deleted plus a probe per partition, never the table (a join here is planned as a
+-- sequential scan of all messages).
 WITH subs AS MATERIALIZED (
     SELECT DISTINCT ON (consumer_group) consumer_group, mode, start_xmax FROM queen.subscriptions
      WHERE queue_id = $1 ORDER BY consumer_group, created_at
@@ -91,10 +103,22 @@ WITH subs AS MATERIALIZED (
                  WHERE NOT EXISTS (SELECT 1 FROM queen.cursors c
                                     WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group)
             ) u ORDER BY t, s LIMIT 1) f
+), lim AS MATERIALIZED (
+    SELECT b.partition_id, b.pend, COALESCE(y.t, b.t) AS t, COALESCE(y.s, b.s) AS s
+      FROM bound b LEFT JOIN LATERAL (
+            SELECT m.txid AS t, m.seq AS s FROM queen.messages m
+             WHERE m.partition_id = b.partition_id AND (m.txid, m.seq) <= (b.t, b.s)
+               AND m.created_at >= $2
+             ORDER BY m.txid, m.seq LIMIT 1) y ON true
+), doomed AS MATERIALIZED (
+    SELECT x.ctid FROM lim CROSS JOIN LATERAL (
+        SELECT m.ctid FROM queen.messages m
+         WHERE m.partition_id = lim.partition_id AND (m.txid, m.seq) <= (lim.t, lim.s)
+           AND m.created_at < $2 AND NOT m.txid = ANY (lim.pend)
+         ORDER BY m.txid, m.seq LIMIT $3) x
+     LIMIT $3
 ), gone AS (
-    DELETE FROM queen.messages m USING bound b
-     WHERE m.partition_id = b.partition_id AND (m.txid, m.seq) <= (b.t, b.s)
-       AND m.created_at < $2 AND NOT m.txid = ANY (b.pend)
+    DELETE FROM queen.messages m WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM doomed))
     RETURNING m.txid, m.seq
 ), c AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1

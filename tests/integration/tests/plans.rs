@@ -1,0 +1,83 @@
+//! The plans queen keeps. Every query is prepared once per backend and its generic plan kept
+//! (src/spi.rs), so a plan that reads the whole messages table costs that on every call, for
+//! as long as the backend lives. These tests prepare each query that reads or deletes
+//! messages the way queen does, on a table large enough for the planner to know it is large,
+//! and fail on any sequential scan of it. (The retention queries once joined on ctid, which
+//! the planner turned into a full scan per chunk of 10 000: 214 ms on 392 000 messages, and
+//! growing with the table.)
+
+use queen_integration_tests::TestDb;
+use serde_json::{json, Value};
+
+/// Every query of sql/queries that touches queen.messages, with its parameter types; all but
+/// delete_queue, which deletes a whole queue.
+const QUERIES: &[(&str, &str, &[&str])] = &[
+    ("ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]"]),
+    ("ack", "ack_find_ids", &["uuid[]"]),
+    ("ack", "ack_message_lock", &["uuid", "text"]),
+    ("ack", "seek", &["uuid", "text", "timestamptz"]),
+    ("maintain", "count_scan", &["uuid", "bigint"]),
+    ("maintain", "retention", &["uuid", "timestamptz", "bigint"]),
+    ("maintain", "completed_retention", &["uuid", "timestamptz", "bigint"]),
+    ("maintain", "max_wait_candidates", &["uuid", "timestamptz"]),
+    ("maintain", "idle_partitions", &["float8"]),
+    ("pop", "discovery_scan", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint", "bigint"]),
+    ("pop", "look", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint[]", "bigint", "float8"]),
+    ("pop", "queue_from_position", &["uuid", "timestamptz"]),
+    ("pop", "partition_from_position", &["uuid", "timestamptz"]),
+    ("pop", "dead_letter", &["uuid", "text", "bigint", "bigint", "text", "int"]),
+    ("push", "count_queue", &["uuid", "bigint"]),
+    ("push", "push_one", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
+    ("push", "insert_messages", &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"]),
+    ("push", "holders", &["uuid[]", "text[]"]),
+];
+
+fn sql_file(file: &str) -> &'static str {
+    match file {
+        "ack" => include_str!("../../../sql/queries/ack.sql"),
+        "maintain" => include_str!("../../../sql/queries/maintain.sql"),
+        "pop" => include_str!("../../../sql/queries/pop.sql"),
+        "push" => include_str!("../../../sql/queries/push.sql"),
+        other => panic!("no query file {other}"),
+    }
+}
+
+/// The text of section `name` (as src/spi.rs reads it).
+fn section(file: &str, name: &str) -> String {
+    let text = sql_file(file);
+    let marker = format!("-- name: {name}\n");
+    let start = text.find(&marker).unwrap_or_else(|| panic!("{name} is missing from {file}.sql")) + marker.len();
+    let end = text[start..].find("-- name: ").map_or(text.len(), |i| start + i);
+    text[start..end].trim().trim_end_matches(';').to_string()
+}
+
+#[test]
+fn no_kept_plan_reads_the_whole_messages_table() {
+    let db = TestDb::new("plans");
+    let mut c = db.connect();
+    // 30 000 messages over 300 partitions, some consumed, with statistics.
+    for k in 0..30 {
+        let items: Vec<Value> = (0..1000)
+            .map(|i| json!({"queue": "q", "partition": format!("p{}", (k * 1000 + i) % 300), "payload": i}))
+            .collect();
+        c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    }
+    c.execute("SELECT count(*) FROM queen_pop('q', 'g', batch => 500, partitions => 50, auto_ack => true)", &[])
+        .unwrap();
+    c.batch_execute("ANALYZE; SET plan_cache_mode = force_generic_plan").unwrap();
+    let mut scans = Vec::new();
+    for (file, name, types) in QUERIES {
+        let nulls = vec!["NULL"; types.len()].join(", ");
+        c.batch_execute(&format!("PREPARE p_{name} ({}) AS {}", types.join(", "), section(file, name))).unwrap();
+        let plan: Vec<String> = c
+            .query(&format!("EXPLAIN (COSTS OFF) EXECUTE p_{name} ({nulls})"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if plan.iter().any(|l| l.contains("Seq Scan on messages")) {
+            scans.push(format!("{file}.sql {name}:\n{}", plan.join("\n")));
+        }
+    }
+    assert!(scans.is_empty(), "kept plans that read all messages:\n{}", scans.join("\n\n"));
+}
