@@ -146,15 +146,17 @@ CREATE TABLE queen.leases (
 
 -- Work hints: "partition P may have work for group G from ready_at on". Insert-only for
 -- whoever discovers work (no uniqueness, so no waits); a pop that finds a partition empty
--- deletes the hints it can see, which is safe because a visible hint implies its message is
--- visible too. The (queue, group, ready_at) index hands pops the next claimable partition in
+-- deletes the hints written by transactions its look's snapshot sees (txid: the transaction
+-- that last wrote the row), which is safe because such a hint's message is visible to the look
+-- too. The (queue, group, ready_at) index hands pops the next claimable partition in
 -- O(log n), oldest first, so no partition starves; a lease or a retry delay pushes ready_at
 -- into the future.
 CREATE TABLE queen.ready (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
     partition_id   uuid        NOT NULL,
-    ready_at       timestamptz NOT NULL
+    ready_at       timestamptz NOT NULL,
+    txid           bigint      NOT NULL DEFAULT pg_current_xact_id()::text::bigint
 );
 CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at);
 CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);

@@ -28,7 +28,7 @@ const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEX
 const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
 const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ] };
-const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT] };
+const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, TEXT] };
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
 const LOOK: Query =
     Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
@@ -219,6 +219,8 @@ pub(crate) struct Look {
     pub(crate) newest_at: Option<Micros>,
     pub(crate) now: Micros,
     pub(crate) lease_expires_at: Micros,
+    /// The reading snapshot (`pg_snapshot` text).
+    pub(crate) snapshot: String,
     pub(crate) msgs: Vec<Msg>,
 }
 
@@ -288,8 +290,9 @@ impl Pop<'_> {
         HINTS_SET.run(s, &args);
     }
 
-    fn hints_delete(&self, s: &mut Spi, partition: Uuid) {
-        let args: [DatumWithOid; 2] = [partition.into(), self.group.as_str().into()];
+    /// The partition had no work as of `look`: delete the hints its snapshot accounts for.
+    fn hints_delete(&self, s: &mut Spi, partition: Uuid, look: &Look) {
+        let args: [DatumWithOid; 3] = [partition.into(), self.group.as_str().into(), look.snapshot.as_str().into()];
         HINTS_DELETE.run(s, &args);
     }
 
@@ -339,11 +342,12 @@ impl Pop<'_> {
         (look.msgs.len(), None)
     }
 
-    /// Nothing to deliver from this partition now: leave its hints for when there may be.
-    fn pass_by(&self, s: &mut Spi, partition: Uuid, later: Option<Micros>) {
+    /// Nothing to deliver from this partition now (as `look` saw it): leave its hints for
+    /// when there may be.
+    fn pass_by(&self, s: &mut Spi, partition: Uuid, look: &Look, later: Option<Micros>) {
         match later {
             Some(at) => self.hints_set(s, partition, at),
-            None => self.hints_delete(s, partition),
+            None => self.hints_delete(s, partition, look),
         }
     }
 
@@ -360,7 +364,7 @@ impl Pop<'_> {
         if !expired {
             let (n, later) = self.deliverable(&look);
             if n == 0 {
-                return self.pass_by(s, partition, later);
+                return self.pass_by(s, partition, &look, later);
             }
         }
         // Worth claiming: lock the row (or create it), never waiting.
@@ -404,7 +408,7 @@ impl Pop<'_> {
                 };
                 state::save(s, partition, &self.group, &look.row, also);
             }
-            return self.pass_by(s, partition, later);
+            return self.pass_by(s, partition, &look, later);
         }
         self.deliver(s, partition, look, n);
     }
@@ -543,6 +547,7 @@ pub(crate) fn look(
         newest_at: r.get::<TimestampWithTimeZone>(30).map(state::micros),
         now: state::micros(r.req(31)),
         lease_expires_at: state::micros(r.req(32)),
+        snapshot: r.req(33),
         msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
     };
     for r in rows {

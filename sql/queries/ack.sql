@@ -69,7 +69,7 @@ WITH l AS MATERIALIZED (
      WHERE c.partition_id = ANY (l.partition_ids) AND c.consumer_group = l.consumer_group
        AND c.lease_id = $1
 ), hints AS (
-    UPDATE queen.ready r SET ready_at = new.e FROM new WHERE r.ctid IN (
+    UPDATE queen.ready r SET ready_at = new.e, txid = pg_current_xact_id()::text::bigint FROM new WHERE r.ctid IN (
         SELECT r2.ctid FROM queen.ready r2, l
          WHERE r2.partition_id = ANY (l.partition_ids) AND r2.consumer_group = l.consumer_group
            FOR UPDATE OF r2 SKIP LOCKED)

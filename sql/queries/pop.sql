@@ -184,13 +184,14 @@ SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
        (SELECT created_at FROM queen.messages WHERE partition_id = $1
          ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
        snap.now,
-       snap.now + make_interval(secs => $8) AS lease_expires_at
+       snap.now + make_interval(secs => $8) AS lease_expires_at,
+       snap.s::text AS snapshot
   FROM c, snap
 UNION ALL
 SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, created_at,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, -- the cursor
        NULL, NULL, NULL, NULL, NULL,                                           -- ... row
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL                                -- the snapshot
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL                          -- the snapshot
   FROM msgs;
 
 -- name: cursor_lock
@@ -281,7 +282,7 @@ SELECT partition_id FROM queen.ready
 -- if it has none: a partition with work must always have a hint. Rows another transaction
 -- holds are skipped, never waited for.
 WITH moved AS (
-    UPDATE queen.ready SET ready_at = $4 WHERE ctid IN (
+    UPDATE queen.ready SET ready_at = $4, txid = pg_current_xact_id()::text::bigint WHERE ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $2 AND consumer_group = $3
            FOR UPDATE SKIP LOCKED)
     RETURNING 1
@@ -290,11 +291,14 @@ INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
 SELECT $1, $3, $2, $4 WHERE NOT EXISTS (SELECT 1 FROM moved);
 
 -- name: hints_delete
--- The partition has no work for the group as of this snapshot: its visible hints go. A hint
--- for a message this snapshot cannot see was inserted by a transaction this one cannot see
--- either, so it is not among them.
+-- The partition had no work for the group as of snapshot $3 (the look's): the hints written
+-- by transactions that snapshot sees go. A hint for a message the look could not see was
+-- written by a transaction that saw the message committed, after the look's snapshot, so it
+-- stays. (This statement's own snapshot is newer than the look's: deleting every hint it sees
+-- could delete one for a message that committed in between, and strand that message.)
 DELETE FROM queen.ready WHERE ctid IN (
     SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
+       AND pg_visible_in_snapshot(txid::text::xid8, $3::pg_snapshot)
        FOR UPDATE SKIP LOCKED);
 
 -- name: cursor_create

@@ -28,7 +28,11 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("pop", "dead_letter", &["uuid", "text", "bigint", "bigint", "text", "int"]),
     ("push", "count_queue", &["uuid", "bigint"]),
     ("push", "push_one", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
-    ("push", "insert_messages", &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"]),
+    (
+        "push",
+        "insert_messages",
+        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
+    ),
     ("push", "holders", &["uuid[]", "text[]"]),
 ];
 

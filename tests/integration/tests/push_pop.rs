@@ -665,3 +665,45 @@ fn max_size_is_enforced() {
     let s: String = c.query_one("SELECT status FROM queen_push('capped2', '1', 'p', 'k')", &[]).unwrap().get(0);
     assert_eq!(s, "duplicate");
 }
+
+/// A pop that found a partition empty deletes its hints, but only those its look's snapshot
+/// accounts for. Here a discovery has passed message M of partition x (a later pop read it in
+/// the queue log, hinted x, and delivered from y instead), and a pop whose look began before M
+/// committed now clears x's hints: the hint for M must survive, or M would wait for the next
+/// push to x, however long that is.
+#[test]
+fn clearing_hints_keeps_those_a_look_could_not_account_for() {
+    let db = TestDb::new("hints");
+    let mut c = db.connect();
+    push(&mut c, "q", "y", json!("y1"));
+    push(&mut c, "q", "y", json!("y2"));
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 1), vec![json!("y1")]);
+    // The snapshot of a pop's look at x, taken before M commits.
+    let look: String = c.query_one("SELECT pg_current_snapshot()::text", &[]).unwrap().get(0);
+    push(&mut c, "q", "x", json!("M"));
+    // This pop's discovery reads M in the log and hints x; it delivers from y, the older hint.
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 1), vec![json!("y2")]);
+    let x: uuid::Uuid = c.query_one("SELECT partition_id FROM queen.partitions WHERE name = 'x'", &[]).unwrap().get(0);
+    let hints = |c: &mut postgres::Client| -> i64 {
+        c.query_one("SELECT count(*) FROM queen.ready WHERE partition_id = $1 AND consumer_group = 'g'", &[&x])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(hints(&mut c), 1, "discovery hinted x");
+    // The earlier pop's pass: x looked empty to it.
+    let sql = include_str!("../../../sql/queries/pop.sql");
+    let start = sql.find("-- name: hints_delete\n").unwrap();
+    let end = start + sql[start..].find("-- name: cursor_create").unwrap();
+    c.batch_execute(&format!(
+        "PREPARE hints_delete (uuid, text, text) AS {}",
+        &sql[start..end].trim().trim_end_matches(';')
+    ))
+    .unwrap();
+    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', '{look}')")).unwrap();
+    assert_eq!(hints(&mut c), 1, "the hint for M survives a look that could not see M");
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("M")]);
+    // A look that saw x empty after M was delivered clears the hints.
+    let look: String = c.query_one("SELECT pg_current_snapshot()::text", &[]).unwrap().get(0);
+    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', '{look}')")).unwrap();
+    assert_eq!(hints(&mut c), 0);
+}
