@@ -131,9 +131,10 @@ impl Cursor {
     /// order. Transactions of `xip` that the frontier passes become pending.
     fn pass(&mut self, k: Key, xip: &[i64]) {
         if let Some(i) = self.pending_pos(k.0) {
-            if k.1 > self.pending[i].1 {
-                self.pending[i].1 = k.1;
+            if k.1 <= self.pending[i].1 {
+                return; // passed already
             }
+            self.pending[i].1 = k.1;
         } else if k > self.done {
             for &x in xip {
                 if x > self.done.0 && x < k.0 && self.pending_pos(x).is_none() {
@@ -142,20 +143,23 @@ impl Cursor {
                 }
             }
             self.done = k;
+        } else {
+            return; // passed already
         }
+        // Only a move can cover more of `ahead` or the failed message. (Settling after each ack
+        // of a batch walks the batch's finished prefix again: pruning on every step of it made
+        // a batch ack of 100 spend 12% of its time here.)
         self.prune();
     }
 
     /// Forget what the frontier and pending positions already cover.
     fn prune(&mut self) {
-        let ahead = std::mem::take(&mut self.ahead);
-        self.ahead = ahead
-            .into_iter()
-            .filter(|k| match self.pending_pos(k.0) {
-                Some(i) => k.1 > self.pending[i].1,
-                None => *k > self.done,
-            })
-            .collect();
+        let mut ahead = std::mem::take(&mut self.ahead);
+        ahead.retain(|k| match self.pending_pos(k.0) {
+            Some(i) => k.1 > self.pending[i].1,
+            None => *k > self.done,
+        });
+        self.ahead = ahead;
         if let Some((f, _)) = self.fail {
             let covered = match self.pending_pos(f.0) {
                 Some(i) => f.1 <= self.pending[i].1,
