@@ -127,11 +127,13 @@ const SQL: &str = include_str!("../sql/queries/push.sql");
 const REGISTER: Query = Query { file: SQL, name: "register", args: &[UUIDS, TEXTS, UUIDS, TEXTS] };
 const COUNT_QUEUE: Query = Query { file: SQL, name: "count_queue", args: &[UUID, INT8] };
 const PUSH_ONE: Query = Query { file: SQL, name: "push_one", args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID] };
+const PUSH_ONE_KEYLESS: Query = Query { name: "push_one_keyless", ..PUSH_ONE };
 const INSERT_MESSAGES: Query = Query {
     file: SQL,
     name: "insert_messages",
     args: &[UUIDS, INT8S, UUIDS, UUIDS, TEXTS, TEXTS, JSONB, INT4S, UUIDS],
 };
+const INSERT_MESSAGES_KEYLESS: Query = Query { name: "insert_messages_keyless", ..INSERT_MESSAGES };
 const HOLDERS: Query = Query { file: SQL, name: "holders", args: &[UUIDS, TEXTS] };
 
 thread_local! {
@@ -223,7 +225,8 @@ fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload:
             payload.into(),
             it.trace_id.map(to_pg).into(),
         ];
-        let inserted = PUSH_ONE.run(s, &args).next().map(|row| (row.req::<bool>(2), row.get::<i64>(3)));
+        let query = if it.transaction_id.is_none() { &PUSH_ONE_KEYLESS } else { &PUSH_ONE };
+        let inserted = query.run(s, &args).next().map(|row| (row.req::<bool>(2), row.get::<i64>(3)));
         match inserted {
             Some((registered, max_size)) => {
                 if !registered {
@@ -320,7 +323,9 @@ fn push_batch(
             idx.into(),
             trace.into(),
         ];
-        let queued: std::collections::HashSet<Uuid> = INSERT_MESSAGES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
+        let keyless = todo.iter().all(|&i| items[i].transaction_id.is_none());
+        let query = if keyless { &INSERT_MESSAGES_KEYLESS } else { &INSERT_MESSAGES };
+        let queued: std::collections::HashSet<Uuid> = query.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
         let dups: Vec<usize> = todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect();
         todo = resolve_duplicates(s, items, results, dups);
         for i in &todo {

@@ -48,6 +48,18 @@ RETURNING message_id,
           (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
             ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS max_size;
 
+-- name: push_one_keyless
+-- push_one for a message without a transaction id: it cannot conflict (its message id is
+-- new, its key (partition, txid, seq) unique by construction), so a plain INSERT, without the
+-- speculative insertion ON CONFLICT costs on every row (a lock-table entry and a WAL record).
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at)
+VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+RETURNING message_id,
+          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
+          (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
+            ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS max_size;
+
 -- name: insert_messages
 -- A batch, in push order (seq is assigned by the caller in input order); duplicates as in
 -- push_one. Payloads are taken from the items argument itself ($7 -> idx -> 'payload'), so
@@ -63,6 +75,18 @@ SELECT u.partition_id, pg_current_xact_id()::text::bigint, u.seq, u.queue_id, u.
               $8::int[], $9::uuid[])
        AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
     ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
+RETURNING message_id;
+
+-- name: insert_messages_keyless
+-- insert_messages for a batch without transaction ids: a plain INSERT (see push_one_keyless).
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at)
+SELECT u.partition_id, pg_current_xact_id()::text::bigint, u.seq, u.queue_id, u.message_id,
+       u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
+       u.trace_id, clock_timestamp()
+  FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+              $8::int[], $9::uuid[])
+       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
 RETURNING message_id;
 
 -- name: holders
