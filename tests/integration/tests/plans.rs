@@ -33,6 +33,12 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         "insert_messages",
         &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
     ),
+    ("push", "push_one_keyless", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
+    (
+        "push",
+        "insert_messages_keyless",
+        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
+    ),
     ("push", "holders", &["uuid[]", "text[]"]),
 ];
 
