@@ -27,7 +27,7 @@ const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", arg
 const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
 const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
-const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ] };
+const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, TEXT] };
 const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, TEXT] };
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
 const LOOK: Query =
@@ -284,9 +284,16 @@ impl Pop<'_> {
         }
     }
 
-    fn hints_set(&self, s: &mut Spi, partition: Uuid, at: Micros) {
-        let args: [DatumWithOid; 4] =
-            [self.queue_id.into(), partition.into(), self.group.as_str().into(), state::timestamp(at).into()];
+    /// Move the partition's hints to `at` (those `look`'s snapshot accounts for; see
+    /// hints_set in pop.sql), or add one.
+    fn hints_set(&self, s: &mut Spi, partition: Uuid, look: &Look, at: Micros) {
+        let args: [DatumWithOid; 5] = [
+            self.queue_id.into(),
+            partition.into(),
+            self.group.as_str().into(),
+            state::timestamp(at).into(),
+            look.snapshot.as_str().into(),
+        ];
         HINTS_SET.run(s, &args);
     }
 
@@ -346,7 +353,7 @@ impl Pop<'_> {
     /// when there may be.
     fn pass_by(&self, s: &mut Spi, partition: Uuid, look: &Look, later: Option<Micros>) {
         match later {
-            Some(at) => self.hints_set(s, partition, at),
+            Some(at) => self.hints_set(s, partition, look, at),
             None => self.hints_delete(s, partition, look),
         }
     }
@@ -355,10 +362,10 @@ impl Pop<'_> {
     fn visit(&mut self, s: &mut Spi, partition: Uuid) {
         let mut look = self.look_fresh(s, partition);
         if look.row.lease_active(look.now) {
-            return self.hints_set(s, partition, look.row.lease_expires_at.unwrap());
+            return self.hints_set(s, partition, &look, look.row.lease_expires_at.unwrap());
         }
         if let Some(at) = look.row.retry_pending(look.now) {
-            return self.hints_set(s, partition, at);
+            return self.hints_set(s, partition, &look, at);
         }
         let expired = look.row.lease_expired(look.now);
         if !expired {
@@ -379,10 +386,10 @@ impl Pop<'_> {
             // Changed since we looked: look again, now that it is ours.
             look = self.look_fresh(s, partition);
             if look.row.lease_active(look.now) {
-                return self.hints_set(s, partition, look.row.lease_expires_at.unwrap());
+                return self.hints_set(s, partition, &look, look.row.lease_expires_at.unwrap());
             }
             if let Some(at) = look.row.retry_pending(look.now) {
-                return self.hints_set(s, partition, at);
+                return self.hints_set(s, partition, &look, at);
             }
         }
         let mut changed = false;

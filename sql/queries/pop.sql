@@ -279,11 +279,14 @@ SELECT partition_id FROM queen.ready
 
 -- name: hints_set
 -- Move the partition's hints to $4 (a lease's expiry, a retry delay's end, now), or add one
--- if it has none: a partition with work must always have a hint. Rows another transaction
--- holds are skipped, never waited for.
+-- if it has none: a partition with work must always have a hint. Only hints written by
+-- transactions that snapshot $5 (the look's) sees are moved, as in hints_delete: a lease
+-- released after the look left a hint due now, which must not be pushed to the expiry of the
+-- lease the look saw. Rows another transaction holds are skipped, never waited for.
 WITH moved AS (
     UPDATE queen.ready SET ready_at = $4, txid = pg_current_xact_id()::text::bigint WHERE ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $2 AND consumer_group = $3
+           AND pg_visible_in_snapshot(txid::text::xid8, $5::pg_snapshot)
            FOR UPDATE SKIP LOCKED)
     RETURNING 1
 )

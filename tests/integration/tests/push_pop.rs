@@ -707,3 +707,37 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', '{look}')")).unwrap();
     assert_eq!(hints(&mut c), 0);
 }
+
+/// The same rule when a pop moves a partition's hints to the end of the lease it saw: a lease
+/// released since the look left a hint due now, and moving that one to the old lease's expiry
+/// would hold the partition's next message back for the whole lease time.
+#[test]
+fn moving_hints_keeps_those_a_look_could_not_account_for() {
+    let db = TestDb::new("hints_move");
+    let mut c = db.connect();
+    push(&mut c, "q", "x", json!(1));
+    push(&mut c, "q", "x", json!(2));
+    let row = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g')", &[]).unwrap();
+    let (m, lease): (uuid::Uuid, uuid::Uuid) = (row.get(0), row.get(1));
+    // The snapshot of another pop's look at x, which sees the lease active.
+    let look: String = c.query_one("SELECT pg_current_snapshot()::text", &[]).unwrap().get(0);
+    let ok: bool =
+        c.query_one("SELECT success FROM queen_ack($1, $2, 'completed', NULL, 'g')", &[&m, &lease]).unwrap().get(0);
+    assert!(ok, "the lease is released and x is due now");
+    // That pop's pass: move x's hints to the end of the lease it saw.
+    let (queue, x): (uuid::Uuid, uuid::Uuid) = {
+        let r = c.query_one("SELECT queue_id, partition_id FROM queen.partitions WHERE name = 'x'", &[]).unwrap();
+        (r.get(0), r.get(1))
+    };
+    let sql = include_str!("../../../sql/queries/pop.sql");
+    let start = sql.find("-- name: hints_set\n").unwrap();
+    let end = start + sql[start..].find("-- name: hints_delete").unwrap();
+    c.batch_execute(&format!(
+        "PREPARE hints_set (uuid, uuid, text, timestamptz, text) AS {}",
+        &sql[start..end].trim().trim_end_matches(';')
+    ))
+    .unwrap();
+    c.batch_execute(&format!("EXECUTE hints_set ('{queue}', '{x}', 'g', now() + interval '300 seconds', '{look}')"))
+        .unwrap();
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(2)], "x's next message is due now");
+}
