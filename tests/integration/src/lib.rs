@@ -90,3 +90,26 @@ pub fn open_tx(db: &TestDb) -> Client {
     c.batch_execute("BEGIN").unwrap();
     c
 }
+
+/// The text of section `name` of sql/queries/`file`.sql, as queen's SPI layer reads it: from
+/// its `-- name:` line to the next one.
+pub fn query_section(file: &str, name: &str) -> String {
+    let text = match file {
+        "ack" => include_str!("../../../sql/queries/ack.sql"),
+        "maintain" => include_str!("../../../sql/queries/maintain.sql"),
+        "pop" => include_str!("../../../sql/queries/pop.sql"),
+        "push" => include_str!("../../../sql/queries/push.sql"),
+        other => panic!("no query file {other}.sql"),
+    };
+    let marker = format!("-- name: {name}\n");
+    let start = text.find(&marker).unwrap_or_else(|| panic!("{name} is missing from {file}.sql")) + marker.len();
+    let end = text[start..].find("-- name: ").map_or(text.len(), |i| start + i);
+    text[start..end].trim().trim_end_matches(';').to_string()
+}
+
+/// PREPARE queen's query `name` of sql/queries/`file`.sql under its own name, with these
+/// parameter types: for tests that replay one step of an interleaving, or look at its plan.
+pub fn prepare_query(c: &mut Client, file: &str, name: &str, types: &[&str]) {
+    c.batch_execute(&format!("PREPARE {name} ({}) AS {}", types.join(", "), query_section(file, name)))
+        .unwrap_or_else(|e| panic!("preparing {file}.sql {name}: {e}"));
+}

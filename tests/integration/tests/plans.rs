@@ -6,7 +6,7 @@
 //! the planner turned into a full scan per chunk of 10 000: 214 ms on 392 000 messages, and
 //! growing with the table.)
 
-use queen_integration_tests::TestDb;
+use queen_integration_tests::{prepare_query, TestDb};
 use serde_json::{json, Value};
 
 /// Every query of sql/queries that touches queen.messages, with its parameter types; all but
@@ -42,25 +42,6 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("push", "holders", &["uuid[]", "text[]"]),
 ];
 
-fn sql_file(file: &str) -> &'static str {
-    match file {
-        "ack" => include_str!("../../../sql/queries/ack.sql"),
-        "maintain" => include_str!("../../../sql/queries/maintain.sql"),
-        "pop" => include_str!("../../../sql/queries/pop.sql"),
-        "push" => include_str!("../../../sql/queries/push.sql"),
-        other => panic!("no query file {other}"),
-    }
-}
-
-/// The text of section `name` (as src/spi.rs reads it).
-fn section(file: &str, name: &str) -> String {
-    let text = sql_file(file);
-    let marker = format!("-- name: {name}\n");
-    let start = text.find(&marker).unwrap_or_else(|| panic!("{name} is missing from {file}.sql")) + marker.len();
-    let end = text[start..].find("-- name: ").map_or(text.len(), |i| start + i);
-    text[start..end].trim().trim_end_matches(';').to_string()
-}
-
 #[test]
 fn no_kept_plan_reads_the_whole_messages_table() {
     let db = TestDb::new("plans");
@@ -78,9 +59,9 @@ fn no_kept_plan_reads_the_whole_messages_table() {
     let mut scans = Vec::new();
     for (file, name, types) in QUERIES {
         let nulls = vec!["NULL"; types.len()].join(", ");
-        c.batch_execute(&format!("PREPARE p_{name} ({}) AS {}", types.join(", "), section(file, name))).unwrap();
+        prepare_query(&mut c, file, name, types);
         let plan: Vec<String> = c
-            .query(&format!("EXPLAIN (COSTS OFF) EXECUTE p_{name} ({nulls})"), &[])
+            .query(&format!("EXPLAIN (COSTS OFF) EXECUTE {name} ({nulls})"), &[])
             .unwrap()
             .iter()
             .map(|r| r.get(0))

@@ -1,7 +1,7 @@
 //! queen_push and queen_pop over real, separate connections: the delivery guarantees of
 //! SPEC §6.1–§6.4 and the behaviour of SPEC §3.1–§3.2.
 
-use queen_integration_tests::{connect, drain, open_tx, payloads, pop_auto, sqlstate, TestDb};
+use queen_integration_tests::{connect, drain, open_tx, payloads, pop_auto, prepare_query, sqlstate, TestDb};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
@@ -691,14 +691,7 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     };
     assert_eq!(hints(&mut c), 1, "discovery hinted x");
     // The earlier pop's pass: x looked empty to it.
-    let sql = include_str!("../../../sql/queries/pop.sql");
-    let start = sql.find("-- name: hints_delete\n").unwrap();
-    let end = start + sql[start..].find("-- name: cursor_create").unwrap();
-    c.batch_execute(&format!(
-        "PREPARE hints_delete (uuid, text, text) AS {}",
-        &sql[start..end].trim().trim_end_matches(';')
-    ))
-    .unwrap();
+    prepare_query(&mut c, "pop", "hints_delete", &["uuid", "text", "text"]);
     c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', '{look}')")).unwrap();
     assert_eq!(hints(&mut c), 1, "the hint for M survives a look that could not see M");
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("M")]);
@@ -729,14 +722,7 @@ fn moving_hints_keeps_those_a_look_could_not_account_for() {
         let r = c.query_one("SELECT queue_id, partition_id FROM queen.partitions WHERE name = 'x'", &[]).unwrap();
         (r.get(0), r.get(1))
     };
-    let sql = include_str!("../../../sql/queries/pop.sql");
-    let start = sql.find("-- name: hints_set\n").unwrap();
-    let end = start + sql[start..].find("-- name: hints_delete").unwrap();
-    c.batch_execute(&format!(
-        "PREPARE hints_set (uuid, uuid, text, timestamptz, text) AS {}",
-        &sql[start..end].trim().trim_end_matches(';')
-    ))
-    .unwrap();
+    prepare_query(&mut c, "pop", "hints_set", &["uuid", "uuid", "text", "timestamptz", "text"]);
     c.batch_execute(&format!("EXECUTE hints_set ('{queue}', '{x}', 'g', now() + interval '300 seconds', '{look}')"))
         .unwrap();
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(2)], "x's next message is due now");
