@@ -91,16 +91,25 @@ pub fn open_tx(db: &TestDb) -> Client {
     c
 }
 
-/// The text of section `name` of sql/queries/`file`.sql, as queen's SPI layer reads it: from
-/// its `-- name:` line to the next one.
-pub fn query_section(file: &str, name: &str) -> String {
-    let text = match file {
+/// The query files of sql/queries, by name.
+pub const QUERY_FILES: &[&str] = &["ack", "configure", "maintain", "pop", "push"];
+
+/// The text of sql/queries/`file`.sql.
+pub fn query_file(file: &str) -> &'static str {
+    match file {
         "ack" => include_str!("../../../sql/queries/ack.sql"),
+        "configure" => include_str!("../../../sql/queries/configure.sql"),
         "maintain" => include_str!("../../../sql/queries/maintain.sql"),
         "pop" => include_str!("../../../sql/queries/pop.sql"),
         "push" => include_str!("../../../sql/queries/push.sql"),
         other => panic!("no query file {other}.sql"),
-    };
+    }
+}
+
+/// The text of section `name` of sql/queries/`file`.sql, as queen's SPI layer reads it: from
+/// its `-- name:` line to the next one.
+pub fn query_section(file: &str, name: &str) -> String {
+    let text = query_file(file);
     let marker = format!("-- name: {name}\n");
     let start = text.find(&marker).unwrap_or_else(|| panic!("{name} is missing from {file}.sql")) + marker.len();
     let end = text[start..].find("-- name: ").map_or(text.len(), |i| start + i);

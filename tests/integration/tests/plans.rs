@@ -6,7 +6,7 @@
 //! the planner turned into a full scan per chunk of 10 000: 214 ms on 392 000 messages, and
 //! growing with the table.)
 
-use queen_integration_tests::{prepare_query, TestDb};
+use queen_integration_tests::{prepare_query, query_file, query_section, TestDb, QUERY_FILES};
 use serde_json::{json, Value};
 
 /// Every query of sql/queries that touches queen.messages, with its parameter types; all but
@@ -41,6 +41,23 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ),
     ("push", "holders", &["uuid[]", "text[]"]),
 ];
+
+/// Every query that touches queen.messages is in QUERIES (or is delete_queue): a new one is
+/// checked too.
+#[test]
+fn every_query_on_messages_is_checked() {
+    let mut missing = Vec::new();
+    for file in QUERY_FILES {
+        for line in query_file(file).lines() {
+            let Some(name) = line.strip_prefix("-- name: ") else { continue };
+            let touches = query_section(file, name).contains("queen.messages");
+            if touches && name != "delete_queue" && !QUERIES.iter().any(|(f, n, _)| f == file && *n == name) {
+                missing.push(format!("{file}.sql {name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "add these to QUERIES with their parameter types: {missing:?}");
+}
 
 #[test]
 fn no_kept_plan_reads_the_whole_messages_table() {
