@@ -1,6 +1,7 @@
 //! Everything at once, over real connections: producers pushing in transactions that stay open
 //! a while or roll back, and consumers of two groups and queue mode that complete, fail, give
-//! back, let leases expire and roll back, all concurrently. At the end every message a
+//! back, let leases expire and roll back, popping one to three partitions at a time and acking
+//! in batches or one by one, all concurrently. At the end every message a
 //! producer committed is, for each group, either processed exactly once (the consumer's write
 //! and its `completed` ack commit together, SPEC §6.5) or a dead letter; nothing rolled back is
 //! ever seen (§6.1, §6.4, §6.5 together).
@@ -65,8 +66,12 @@ fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicB
     while !stop.load(Ordering::Relaxed) {
         let mut tx = c.transaction().unwrap();
         let batch = 1 + rng.below(10) as i32;
+        let partitions = 1 + rng.below(3) as i32;
         let rows: Vec<Value> = tx
-            .query("SELECT to_jsonb(m) FROM queen_pop('soak', $1, batch => $2, wait_ms => 200) m", &[&group, &batch])
+            .query(
+                "SELECT to_jsonb(m) FROM queen_pop('soak', $1, batch => $2, partitions => $3, wait_ms => 200) m",
+                &[&group, &batch, &partitions],
+            )
             .unwrap()
             .iter()
             .map(|r| r.get(0))
@@ -84,12 +89,27 @@ fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicB
             acks.push(m);
         }
         if !acks.is_empty() {
-            let results: Vec<(i32, bool)> = tx
-                .query("SELECT idx, success FROM queen_ack($1)", &[&Value::Array(acks.clone())])
-                .unwrap()
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
+            // One batch ack, or one call per message.
+            let results: Vec<(i32, bool)> = if rng.below(2) == 0 {
+                tx.query("SELECT idx, success FROM queen_ack($1)", &[&Value::Array(acks.clone())])
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1)))
+                    .collect()
+            } else {
+                let mut results = Vec::new();
+                for (i, a) in acks.iter().enumerate() {
+                    let ok: bool = tx
+                        .query_one(
+                            "SELECT success FROM queen_ack($1::text::uuid, $2::text::uuid, $3, 'soak', $4)",
+                            &[&a["message_id"].as_str(), &a["lease_id"].as_str(), &a["_status"].as_str(), &group],
+                        )
+                        .unwrap()
+                        .get(0);
+                    results.push((i as i32, ok));
+                }
+                results
+            };
             // The business write of each completion that was applied, in the same transaction.
             for (idx, ok) in results {
                 let a = &acks[idx as usize];
