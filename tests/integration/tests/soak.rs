@@ -4,7 +4,8 @@
 //! in batches or one by one, all concurrently. At the end every message a
 //! producer committed is, for each group, either processed exactly once (the consumer's write
 //! and its `completed` ack commit together, SPEC §6.5) or a dead letter; nothing rolled back is
-//! ever seen (§6.1, §6.4, §6.5 together).
+//! ever seen (§6.1, §6.4, §6.5 together) — while maintenance runs all along, deleting finished
+//! messages after a second and removing partitions empty for a second.
 
 use postgres::Client;
 use queen_integration_tests::TestDb;
@@ -44,7 +45,12 @@ fn produce(mut c: Client, n: u64, stop: Arc<AtomicBool>, committed: Arc<Mutex<Ha
             k += 1;
             let id = format!("{n}-{k}");
             let partition = format!("p{}", rng.below(PARTITIONS));
-            tx.execute("SELECT queen_push('soak', $1, $2)", &[&json!({ "id": id }), &partition]).unwrap();
+            // The producer's own write, in the push's transaction: which message carries which id.
+            tx.execute(
+                "INSERT INTO pushed SELECT message_id, $3 FROM queen_push('soak', $1, $2)",
+                &[&json!({ "id": id }), &partition, &id],
+            )
+            .unwrap();
             ids.push(id);
             if rng.below(10) == 0 {
                 // A transaction that stays open while others commit after it.
@@ -127,13 +133,32 @@ fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicB
     }
 }
 
+/// Maintenance passes all along: counts, completed retention (finished messages go after a
+/// second), and removal of partitions empty and untouched for a second.
+/// Returns how many messages completed retention deleted.
+fn maintain(mut c: Client, stop: Arc<AtomicBool>) -> i64 {
+    c.batch_execute("SET queen.partition_idle_seconds = 1").unwrap();
+    let mut deleted = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let report: Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+        deleted += report["completed_retention_deleted"].as_i64().unwrap_or(0);
+        thread::sleep(Duration::from_millis(100));
+    }
+    deleted
+}
+
 #[test]
 fn concurrent_producers_and_consumers_lose_nothing_and_apply_each_message_once() {
     let db = TestDb::new("soak");
     let mut c = db.connect();
-    c.batch_execute("CREATE TABLE processed (grp text, id text)").unwrap();
-    c.execute("SELECT queen_configure('soak', '{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 0}')", &[])
+    c.batch_execute("CREATE TABLE processed (grp text, id text); CREATE TABLE pushed (message_id uuid, id text)")
         .unwrap();
+    c.execute(
+        "SELECT queen_configure('soak', '{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 0,
+                                        \"completedRetentionSeconds\": 1}')",
+        &[],
+    )
+    .unwrap();
     let groups: [Option<&'static str>; 3] = [Some("g1"), Some("g2"), None];
     // Subscribe every group before the first push (mode 'all' would cover it anyway).
     for g in groups {
@@ -153,37 +178,51 @@ fn concurrent_producers_and_consumers_lose_nothing_and_apply_each_message_once()
             threads.push(thread::spawn(move || consume(cl, g, (i * 2 + n) as u64, stop)));
         }
     }
+    let (cl, stop) = (db.connect(), stop_pop.clone());
+    let maintenance = thread::spawn(move || maintain(cl, stop));
     thread::sleep(PUSH_FOR);
     stop_push.store(true, Ordering::Relaxed);
-    // Drain: until no group has anything pending (leases that expire bring messages back).
+    // Drain: until every committed message is processed or dead for every group (leases that
+    // expire bring messages back), or 90 s; the checks below say what is missing.
     let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let pending: i64 = c
-            .query_one("SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag WHERE queue = 'soak'", &[])
+    while Instant::now() < deadline {
+        let outstanding: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pushed p CROSS JOIN (VALUES ('g1'), ('g2'), ('')) AS g(grp)
+                  WHERE NOT EXISTS (SELECT 1 FROM processed x WHERE x.grp = g.grp AND x.id = p.id)
+                    AND NOT EXISTS (SELECT 1 FROM queen.dead_letters_view d
+                                     WHERE d.message_id = p.message_id AND coalesce(d.consumer_group, '') = g.grp)",
+                &[],
+            )
             .unwrap()
             .get(0);
-        if pending == 0 {
+        if outstanding == 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "{pending} messages still pending after 90 s");
         thread::sleep(Duration::from_millis(200));
     }
     stop_pop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
     }
+    let deleted = maintenance.join().unwrap();
+    assert!(deleted > 0, "completed retention deleted finished messages while the test ran");
     let committed = committed.lock().unwrap().clone();
     assert!(committed.len() > 500, "the producers committed {} messages", committed.len());
+    let recorded: HashSet<String> = c.query("SELECT id FROM pushed", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(recorded, committed, "the producers' own writes committed with their pushes");
     for g in groups {
         let grp = g.unwrap_or("");
         let mut processed: HashMap<String, i64> = HashMap::new();
         for r in c.query("SELECT id, count(*) FROM processed WHERE grp = $1 GROUP BY id", &[&grp]).unwrap() {
             processed.insert(r.get(0), r.get(1));
         }
+        // By message id: completed retention deletes dead-lettered messages too (they are
+        // finished), and the view then has no payload for them.
         let dead: HashSet<String> = c
             .query(
-                "SELECT payload->>'id' FROM queen.dead_letters_view
-                  WHERE queue = 'soak' AND consumer_group IS NOT DISTINCT FROM $1",
+                "SELECT p.id FROM queen.dead_letters_view d JOIN pushed p USING (message_id)
+                  WHERE d.queue = 'soak' AND d.consumer_group IS NOT DISTINCT FROM $1",
                 &[&g],
             )
             .unwrap()
