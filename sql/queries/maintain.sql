@@ -192,7 +192,16 @@ WITH idle AS MATERIALIZED (
     INSERT INTO queen.retired_partitions (partition_id, queue_id, name)
     SELECT partition_id, queue_id, name FROM idle
 ), d1 AS (DELETE FROM queen.partitions WHERE partition_id IN (SELECT partition_id FROM idle)
-), d2 AS (DELETE FROM queen.cursors WHERE partition_id IN (SELECT partition_id FROM idle)
+), seen AS MATERIALIZED (
+    -- The cursor rows as this snapshot judged them idle. A pop may hold one now and move it
+    -- after this snapshot (delivering a message that committed after it): the delete waits for
+    -- that pop, then finds a newer version, which it leaves (xmin differs). Deleting it would
+    -- put the group back at the partition's start and deliver that message again.
+    SELECT c.partition_id, c.consumer_group, c.xmin AS version FROM queen.cursors c
+     WHERE c.partition_id IN (SELECT partition_id FROM idle)
+), d2 AS (DELETE FROM queen.cursors c USING seen
+           WHERE c.partition_id = seen.partition_id AND c.consumer_group = seen.consumer_group
+             AND c.xmin = seen.version
 ), d3 AS (DELETE FROM queen.ready WHERE partition_id IN (SELECT partition_id FROM idle)
 ), back AS (
     INSERT INTO queen.partitions (partition_id, queue_id, name)

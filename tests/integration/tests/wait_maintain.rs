@@ -333,3 +333,46 @@ fn the_background_worker_maintains_its_database() {
     drop(c);
     admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
 }
+
+/// A partition maintenance finds idle while a pop holds its cursor row (the message the pop
+/// delivers committed after maintenance looked): the pop's progress survives. Maintenance waits
+/// for the row, then sees that the pop changed it; deleting it anyway would put the group back
+/// at the partition's start and deliver the message a second time.
+#[test]
+fn removing_an_idle_partition_keeps_a_cursor_a_pop_just_moved() {
+    let db = TestDb::new("idle_race");
+    let mut c = db.connect();
+    push(&mut c, "q", "x", json!(1));
+    assert_eq!(c.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().len(), 1);
+    c.execute("DELETE FROM queen.messages WHERE partition = 'x'", &[]).unwrap(); // as retention would
+    thread::sleep(Duration::from_millis(10));
+    // A consumer's transaction holds the (x, g) cursor row, as a pop that claimed it does.
+    let mut consumer = db.connect();
+    consumer.batch_execute("BEGIN").unwrap();
+    consumer.query("SELECT 1 FROM queen.cursors WHERE consumer_group = 'g' FOR UPDATE", &[]).unwrap();
+    // Maintenance finds x empty and idle, and waits for the row.
+    let mut m = db.connect();
+    let mpid: i32 = m.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    m.batch_execute("SET queen.partition_idle_seconds = 0").unwrap();
+    let pass = thread::spawn(move || m.query_one("SELECT queen_maintain()", &[]).unwrap().get::<_, Value>(0));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(
+        &mut c,
+        &format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {mpid} AND wait_event_type = 'Lock'"),
+    ) == 0
+    {
+        assert!(Instant::now() < deadline, "maintenance never waited for the cursor row");
+        thread::sleep(Duration::from_millis(2));
+    }
+    // A message arrives and the consumer's pop delivers it, moving the cursor; it commits.
+    push(&mut c, "q", "x", json!(2));
+    let got = consumer.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+    assert_eq!(got.len(), 1);
+    consumer.batch_execute("COMMIT").unwrap();
+    let report = pass.join().unwrap();
+    assert_eq!(
+        c.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().len(),
+        0,
+        "message 2 was delivered once already (maintenance: {report})"
+    );
+}
