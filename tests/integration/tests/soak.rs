@@ -32,7 +32,11 @@ impl Rng {
     }
 }
 
-const PUSH_FOR: Duration = Duration::from_secs(6);
+/// How long the producers push: 6 s, or QUEEN_SOAK_SECONDS (a longer run by hand:
+/// `QUEEN_SOAK_SECONDS=120 scripts/integration-tests --test soak`).
+fn push_for() -> Duration {
+    Duration::from_secs(std::env::var("QUEEN_SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(6))
+}
 const PARTITIONS: u64 = 12;
 
 fn produce(mut c: Client, n: u64, stop: Arc<AtomicBool>, committed: Arc<Mutex<HashSet<String>>>) {
@@ -180,7 +184,7 @@ fn concurrent_producers_and_consumers_lose_nothing_and_apply_each_message_once()
     }
     let (cl, stop) = (db.connect(), stop_pop.clone());
     let maintenance = thread::spawn(move || maintain(cl, stop));
-    thread::sleep(PUSH_FOR);
+    thread::sleep(push_for());
     stop_push.store(true, Ordering::Relaxed);
     // Drain: until every committed message is processed or dead for every group (leases that
     // expire bring messages back), or 90 s; the checks below say what is missing.
