@@ -34,6 +34,11 @@ const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args:
 const COUNT_CHUNK: i64 = 1_000_000;
 /// How many messages one retention statement looks at.
 const RETENTION_CHUNK: i64 = 10_000;
+/// How many chunks completed retention deletes in one pass (the next pass goes on): each chunk
+/// works out every partition's finished prefix again, a probe per partition and group, so a
+/// large backlog on a queue of many partitions is spread over passes rather than held in one
+/// long transaction.
+const COMPLETED_RETENTION_CHUNKS: usize = 20;
 /// How many unfinished messages of one (partition, group) a pass files for max wait.
 const MAX_WAIT_BATCH: i64 = 1000;
 
@@ -65,10 +70,11 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
             r.queues += 1;
             refresh_count(s, queue_id);
             if let Some(secs) = retention.filter(|s| *s > 0) {
-                r.retention_deleted += retain_in_chunks(s, queue_id, secs, RETENTION);
+                r.retention_deleted += retain_in_chunks(s, queue_id, secs, RETENTION, usize::MAX);
             }
             if let Some(secs) = completed.filter(|s| *s > 0) {
-                r.completed_retention_deleted += retain_in_chunks(s, queue_id, secs, COMPLETED_RETENTION);
+                r.completed_retention_deleted +=
+                    retain_in_chunks(s, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS);
             }
             if let Some(secs) = max_wait.filter(|s| *s > 0) {
                 r.max_wait_dead_lettered += max_wait_pass(s, queue_id, secs, dlq);
@@ -133,19 +139,21 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
 }
 
 /// Run a retention query (`retention` or `completed_retention`: messages older than `secs`)
-/// chunk after chunk until a chunk deletes nothing; how many it deleted in all.
-fn retain_in_chunks(s: &mut Spi, queue_id: Uuid, secs: i32, query: Query) -> i64 {
+/// chunk after chunk until a chunk deletes nothing, at most `chunks` times; how many it
+/// deleted in all.
+fn retain_in_chunks(s: &mut Spi, queue_id: Uuid, secs: i32, query: Query, chunks: usize) -> i64 {
     let cutoff = cutoff(s, secs);
     let mut total = 0;
-    loop {
+    for _ in 0..chunks {
         let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
         let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
         subtract(s, queue_id, counted);
         total += deleted;
         if deleted == 0 {
-            return total;
+            break;
         }
     }
+    total
 }
 
 /// File the messages of queue `queue_id` unfinished after `secs` seconds as dead letters of

@@ -238,6 +238,37 @@ fn completed_retention_waits_for_every_subscribed_group() {
     assert_eq!(count(&mut c, "SELECT count(*) FROM queen.messages WHERE partition = 'p' AND payload = '1'"), 2);
 }
 
+/// Completed retention deletes in chunks of 10 000, over partitions, in one pass; messages
+/// pushed after the cutoff stay, and the queue's count follows.
+#[test]
+fn completed_retention_deletes_in_chunks() {
+    let db = TestDb::new("completedchunks");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"completedRetentionSeconds\": 1}')", &[]).unwrap();
+    let items: Vec<Value> =
+        (0..25_000).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 7), "payload": i})).collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    let popped: i64 = (0..3)
+        .map(|_| {
+            c.query_one(
+                "SELECT count(*) FROM queen_pop('q', 'g', batch => 10000, partitions => 7, auto_ack => true)",
+                &[],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+        })
+        .sum();
+    assert_eq!(popped, 25_000);
+    thread::sleep(Duration::from_millis(1100));
+    push(&mut c, "q", "p0", json!("young"));
+    let r = maintain(&mut c);
+    assert_eq!(r["completed_retention_deleted"], json!(25_000), "{r}");
+    let left: Vec<Value> =
+        c.query("SELECT payload FROM queen.messages", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(left, vec![json!("young")]);
+    assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats"), 1);
+}
+
 #[test]
 fn max_wait_files_dead_letters_but_leaves_leased_messages_to_their_holder() {
     let db = TestDb::new("maxwait");
