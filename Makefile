@@ -13,16 +13,19 @@ RUN_DB ?= queen
 bootstrap:
 	@scripts/bootstrap
 
-# The library is unlinked before it is installed again: cargo pgrx overwrites it in place, and
-# a server running with the old one loaded (preloaded, `make run`'s) then crashes with SIGSEGV
-# as its code changes under it. Unlinked, the old file lives on for the processes that map it.
+# Every target that installs the library unlinks it first: cargo pgrx overwrites it in place,
+# and a server running with the old one loaded (preloaded, `make run`'s) then crashes with
+# SIGSEGV as its code changes under it. Unlinked, the old file lives on for the processes that
+# map it. (Expanded in the recipe, after bootstrap has installed pg_config.)
+UNLINK_LIBRARY = rm -f "$$($(PG_CONFIG) --pkglibdir)/queen.so"
+
 install: bootstrap
-	rm -f "$$($(PG_CONFIG) --pkglibdir)/queen.so"
+	$(UNLINK_LIBRARY)
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
 
 # The debug build (without the pg_test functions) for the integration tests: quicker to build.
 install-debug: bootstrap
-	rm -f "$$($(PG_CONFIG) --pkglibdir)/queen.so"
+	$(UNLINK_LIBRARY)
 	cargo pgrx install --pg-config $(PG_CONFIG)
 
 run: install
@@ -49,7 +52,7 @@ test: unit-test integration-test
 
 # Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
 unit-test: bootstrap
-	rm -f "$$($(PG_CONFIG) --pkglibdir)/queen.so"
+	$(UNLINK_LIBRARY)
 	cargo pgrx test pg15 --runas postgres --pgdata "$$(scripts/state-dir pgrx-test)/data"
 
 # Real connections to a server of their own (scripts/integration-tests).

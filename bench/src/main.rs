@@ -28,6 +28,14 @@ impl Run {
     fn per_sec(&self) -> f64 {
         self.units as f64 / self.total.as_secs_f64()
     }
+    /// Time one call, which returns how many units it handled.
+    fn time(&mut self, call: impl FnOnce() -> usize) {
+        let t = Instant::now();
+        self.units += call();
+        let d = t.elapsed();
+        self.total += d;
+        self.lat.push(d);
+    }
     fn pct(&self, p: f64) -> f64 {
         let mut v = self.lat.clone();
         v.sort();
@@ -47,18 +55,13 @@ fn time_pair(
     mut raw: impl FnMut(&mut Client, usize) -> usize,
     mut queen: impl FnMut(&mut Client, usize) -> usize,
 ) -> (Run, Run) {
-    let mut runs = [(); 2].map(|_| Run { ops, units: 0, total: Duration::ZERO, lat: Vec::with_capacity(ops) });
+    let new_run = || Run { ops, units: 0, total: Duration::ZERO, lat: Vec::with_capacity(ops) };
+    let (mut raw_run, mut queen_run) = (new_run(), new_run());
     for i in 0..ops {
-        for (k, run) in runs.iter_mut().enumerate() {
-            let t = Instant::now();
-            run.units += if k == 0 { raw(c, i) } else { queen(c, i) };
-            let d = t.elapsed();
-            run.total += d;
-            run.lat.push(d);
-        }
+        raw_run.time(|| raw(c, i));
+        queen_run.time(|| queen(c, i));
     }
-    let [raw, queen] = runs;
-    (queen, raw)
+    (queen_run, raw_run)
 }
 
 fn report(name: &str, unit: &str, queen: &Run, raw: &Run, target: Option<f64>) {
@@ -291,10 +294,9 @@ enum AckBy {
 
 /// Pop 100 + ack them, in one transaction, vs the raw next-100-and-move-the-cursor.
 fn pop_ack(c: &mut Client, by: AckBy) {
-    let per_message = by == AckBy::Single;
     fresh(c);
     let parts = 10;
-    let ops = if per_message { 150 } else { 300 };
+    let ops = if by == AckBy::Single { 150 } else { 300 };
     fill(c, ops * 100 + 2000, parts);
     raw_cursors(c, parts, 1);
     let q = c.prepare("SELECT to_jsonb(m) FROM queen_pop('bench', 'g', batch => 100) m").unwrap();
@@ -307,22 +309,24 @@ fn pop_ack(c: &mut Client, by: AckBy) {
         let mut tx = c.transaction().unwrap();
         let rows: Vec<Value> = tx.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
         let n = rows.len();
-        if per_message {
-            for m in &rows {
-                let ok: bool = tx.query_one(&a1, &[&m["message_id"].as_str(), &m["lease_id"].as_str()]).unwrap().get(0);
-                assert!(ok);
-            }
-        } else {
-            let acks: Vec<Value> = match by {
-                AckBy::Ids => rows
+        let acked: usize = match by {
+            AckBy::Single => rows
+                .iter()
+                .filter(|m| {
+                    let ids = [m["message_id"].as_str(), m["lease_id"].as_str()];
+                    tx.query_one(&a1, &[&ids[0], &ids[1]]).unwrap().get::<_, bool>(0)
+                })
+                .count(),
+            AckBy::Ids => {
+                let ids = rows
                     .iter()
                     .map(|m| json!({"messageId": m["message_id"], "leaseId": m["lease_id"], "consumerGroup": "g"}))
-                    .collect(),
-                _ => rows,
-            };
-            let acked: i64 = tx.query_one(&a, &[&Value::Array(acks)]).unwrap().get(0);
-            assert_eq!(acked as usize, n);
-        }
+                    .collect();
+                tx.query_one(&a, &[&Value::Array(ids)]).unwrap().get::<_, i64>(0) as usize
+            }
+            AckBy::Rows => tx.query_one(&a, &[&Value::Array(rows)]).unwrap().get::<_, i64>(0) as usize,
+        };
+        assert_eq!(acked, n, "every ack succeeded");
         tx.commit().unwrap();
         n
     });

@@ -9,28 +9,14 @@
 
 use postgres::Client;
 use queen_integration_tests::TestDb;
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// A small deterministic generator (xorshift64*): no dependency, reproducible per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in 0..n.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// How long the producers push: 6 s, or QUEEN_SOAK_SECONDS (a longer run by hand:
 /// `QUEEN_SOAK_SECONDS=120 scripts/integration-tests --test soak`).
@@ -40,15 +26,15 @@ fn push_for() -> Duration {
 const PARTITIONS: u64 = 12;
 
 fn produce(mut c: Client, n: u64, stop: Arc<AtomicBool>, committed: Arc<Mutex<HashSet<String>>>) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (n + 1));
+    let mut rng = SmallRng::seed_from_u64(n);
     let mut k = 0;
     while !stop.load(Ordering::Relaxed) {
         let mut tx = c.transaction().unwrap();
         let mut ids = Vec::new();
-        for _ in 0..1 + rng.below(5) {
+        for _ in 0..rng.random_range(1..=5) {
             k += 1;
             let id = format!("{n}-{k}");
-            let partition = format!("p{}", rng.below(PARTITIONS));
+            let partition = format!("p{}", rng.random_range(0..PARTITIONS));
             // The producer's own write, in the push's transaction: which message carries which id.
             tx.execute(
                 "INSERT INTO pushed SELECT message_id, $3 FROM queen_push('soak', $1, $2)",
@@ -56,12 +42,12 @@ fn produce(mut c: Client, n: u64, stop: Arc<AtomicBool>, committed: Arc<Mutex<Ha
             )
             .unwrap();
             ids.push(id);
-            if rng.below(10) == 0 {
+            if rng.random_bool(0.1) {
                 // A transaction that stays open while others commit after it.
-                thread::sleep(Duration::from_millis(rng.below(200)));
+                thread::sleep(Duration::from_millis(rng.random_range(0..200u64)));
             }
         }
-        if rng.below(10) == 0 {
+        if rng.random_bool(0.1) {
             tx.rollback().unwrap();
         } else {
             tx.commit().unwrap();
@@ -71,12 +57,12 @@ fn produce(mut c: Client, n: u64, stop: Arc<AtomicBool>, committed: Arc<Mutex<Ha
 }
 
 fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicBool>) {
-    let mut rng = Rng(0xd1b5_4a32_d192_ed03 ^ (n + 7));
+    let mut rng = SmallRng::seed_from_u64(100 + n);
     let grp = group.unwrap_or("");
     while !stop.load(Ordering::Relaxed) {
         let mut tx = c.transaction().unwrap();
-        let batch = 1 + rng.below(10) as i32;
-        let partitions = 1 + rng.below(3) as i32;
+        let batch: i32 = rng.random_range(1..=10);
+        let partitions: i32 = rng.random_range(1..=3);
         let rows: Vec<Value> = tx
             .query(
                 "SELECT to_jsonb(m) FROM queen_pop('soak', $1, batch => $2, partitions => $3, wait_ms => 200) m",
@@ -88,7 +74,7 @@ fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicB
             .collect();
         let mut acks = Vec::new();
         for mut m in rows {
-            let status = match rng.below(20) {
+            let status = match rng.random_range(0..20) {
                 0..=15 => "completed",
                 16 | 17 => "failed",
                 18 => "retry",
@@ -100,7 +86,7 @@ fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicB
         }
         if !acks.is_empty() {
             // One batch ack, or one call per message.
-            let results: Vec<(i32, bool)> = if rng.below(2) == 0 {
+            let results: Vec<(i32, bool)> = if rng.random_bool(0.5) {
                 tx.query("SELECT idx, success FROM queen_ack($1)", &[&Value::Array(acks.clone())])
                     .unwrap()
                     .iter()
@@ -129,7 +115,7 @@ fn consume(mut c: Client, group: Option<&'static str>, n: u64, stop: Arc<AtomicB
                 }
             }
         }
-        if rng.below(10) == 0 {
+        if rng.random_bool(0.1) {
             tx.rollback().unwrap();
         } else {
             tx.commit().unwrap();
