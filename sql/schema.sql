@@ -81,9 +81,10 @@ CREATE UNIQUE INDEX messages_transaction_id ON queen.messages (partition_id, tra
 CREATE INDEX messages_queue_log ON queen.messages (queue_id, txid, seq) INCLUDE (partition_id);
 
 -- A consumer group's subscription to a queue: fixed at its first pop (or seek).
--- consumer_group '__QUEUE_MODE__' is queue mode. Duplicates possible (rule 1): the oldest row
--- wins. mode 'new' starts after the transactions visible at subscription: start_xmax and
--- start_xip are that snapshot's xmax and in-progress list.
+-- consumer_group '__QUEUE_MODE__' is queue mode. mode 'new' starts after the transactions
+-- visible at subscription: start_xmax and start_xip are that snapshot's xmax and in-progress
+-- list (the subscribing transaction's own xid among them). Several rows when first pops ran at
+-- once (rule 1): effective_subscriptions says what they add up to.
 CREATE TABLE queen.subscriptions (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
@@ -94,6 +95,34 @@ CREATE TABLE queen.subscriptions (
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consumer_group, created_at);
+
+-- What a group's subscription rows add up to (SPEC §3.2): the oldest row's mode; for 'new',
+-- the earliest point of all its 'new' rows — a transaction is new when any of their snapshots
+-- did not see it: the least xmax, and below it every transaction one of them saw running —;
+-- for 'from', the earliest time. sub_key names the result: state derived from the
+-- subscription (discovery points, cursor rows) records what it was derived from, and is
+-- brought up to date when a first pop that subscribed earlier commits later.
+CREATE VIEW queen.effective_subscriptions AS
+SELECT o.queue_id, o.consumer_group, o.mode, f.from_ts, n.start_xmax,
+       CASE WHEN o.mode = 'new' THEN ARRAY(
+            SELECT DISTINCT x FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS x
+             WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.mode = 'new'
+               AND x < n.start_xmax ORDER BY x) ELSE '{}'::bigint[] END AS start_xip,
+       o.mode || ':' || COALESCE(extract(epoch FROM f.from_ts)::text, '') || ':' || COALESCE(n.start_xmax::text, '') || ':'
+         || COALESCE((SELECT string_agg(x::text, ',' ORDER BY x) FROM (
+                SELECT DISTINCT x FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS x
+                 WHERE o.mode = 'new' AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group
+                   AND s.mode = 'new' AND x < n.start_xmax) AS d), '') AS sub_key
+  FROM (SELECT DISTINCT ON (queue_id, consumer_group) queue_id, consumer_group, mode
+          FROM queen.subscriptions ORDER BY queue_id, consumer_group, created_at) AS o
+  LEFT JOIN LATERAL (
+        SELECT min(s.start_xmax) AS start_xmax FROM queen.subscriptions s
+         WHERE o.mode = 'new' AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group
+           AND s.mode = 'new') AS n ON true
+  LEFT JOIN LATERAL (
+        SELECT min(s.from_ts) AS from_ts FROM queen.subscriptions s
+         WHERE o.mode = 'from' AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group
+           AND s.mode = 'from') AS f ON true;
 
 -- Per (partition, group): where the group is and what it holds. Created lazily by the first
 -- pop of that partition (a subscribed group has a logical cursor on every partition; the row
@@ -110,6 +139,8 @@ CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consume
 --   retry_at            no delivery before this (retryDelay after a failed ack)
 --   lease_*             the active lease, its batch in delivery order, and the transactions
 --                       the popping snapshot saw in progress inside the batch's range
+--   sub_xmax, sub_xip   the point of the 'new' subscription the row was derived from (NULL
+--                       for other modes), to bring it up to date if that point moves earlier
 CREATE TABLE queen.cursors (
     partition_id     uuid        NOT NULL,
     consumer_group   text        NOT NULL,
@@ -129,18 +160,22 @@ CREATE TABLE queen.cursors (
     lease_txid       bigint[],
     lease_seq        bigint[],
     lease_xip        bigint[],
+    sub_xmax         bigint,
+    sub_xip          bigint[],
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 50);
 
--- Leases by id, for queen_renew and to tell 'lease expired' from 'lease not held': a released
--- lease's row is deleted, an expired one stays (until maintenance prunes it).
+-- Leases by id, for queen_renew, for an ack to learn the lease's group, and to tell 'lease
+-- expired' from 'lease not held': a released lease is marked (released_at), an expired one
+-- stays as it is; maintenance prunes both an hour after their expiry.
 CREATE TABLE queen.leases (
     lease_id       uuid        PRIMARY KEY,
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
     partition_ids  uuid[]      NOT NULL,
     expires_at     timestamptz NOT NULL,
+    released_at    timestamptz,
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 ) WITH (fillfactor = 70);
 
@@ -163,13 +198,15 @@ CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);
 
 -- How far a group has scanned the queue log (messages_queue_log) for partitions with new
 -- work: one row per scan, insert-only so that concurrent pops never wait on each other; the
--- row with the greatest position is the group's discovery point, older ones are pruned.
+-- row with the greatest position among those of the group's current subscription (sub_key,
+-- effective_subscriptions) is the group's discovery point, the others are pruned.
 CREATE TABLE queen.discovery (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
     upto_txid      bigint      NOT NULL,
     upto_seq       bigint      NOT NULL,
     pending_txid   bigint[]    NOT NULL DEFAULT '{}',
+    sub_key        text        NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX discovery_point ON queen.discovery (queue_id, consumer_group, upto_txid DESC, upto_seq DESC);
@@ -258,8 +295,7 @@ SELECT q.name AS queue,
        least(after.oldest, behind.oldest, by_time.oldest) AS oldest_pending,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
-  FROM (SELECT DISTINCT ON (queue_id, consumer_group) * FROM queen.subscriptions
-         ORDER BY queue_id, consumer_group, created_at) s
+  FROM queen.effective_subscriptions s
   JOIN (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues
          ORDER BY queue_id, created_at) q USING (queue_id)
   JOIN (SELECT DISTINCT ON (partition_id) partition_id, queue_id, name FROM queen.partitions

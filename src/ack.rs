@@ -15,19 +15,20 @@
 //! comes back"). A refused ack is a result, not an error, and changes nothing.
 
 use crate::cursor::Key;
+use crate::discovery::Subscription;
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::Element;
 use crate::names;
 use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
 use crate::pop::{self, DEAD_LETTER};
-use crate::spi::types::{TEXT, UUID, UUIDS};
+use crate::spi::types::{INT4, TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AckStatus {
@@ -181,8 +182,9 @@ fn parse_ack(i: usize, e: &Element) -> QueenResult<AckEntry> {
 const SQL: &str = include_str!("../sql/queries/ack.sql");
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
-const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT] };
-const LEASE_EXPIRY: Query = Query { file: SQL, name: "lease_expiry", args: &[UUID] };
+const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
+const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS] };
+const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[INT4, INT4] };
 /// The entries of a batch ack given as jsonb: the fields queen reads are taken out of the
 /// binary jsonb (`Jsonb::ack_fields`), so a popped row's payload is never turned into text,
 /// then checked by `parse_acks` like any JSON.
@@ -202,6 +204,14 @@ struct Found {
     message_id: Uuid,
 }
 
+/// A lease an entry names, as stored: its group, its expiry, and whether it was released.
+#[derive(Clone, Debug)]
+struct LeaseRow {
+    group: String,
+    expires_at: Micros,
+    released: bool,
+}
+
 /// Apply acknowledgements in the caller's transaction; one result per entry, in order.
 pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
     let mut results: Vec<AckResult> = entries
@@ -217,25 +227,23 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
         })
         .collect();
     spi::connect(|s| {
-        // One ack by message id of a group that has popped its partition (the common case):
-        // the message and its locked cursor row in one statement.
+        // One ack by message id (the common case): the message, its lease and, locked, the
+        // cursor row of the lease's group (or of the group named) in one statement.
         if let [e @ AckEntry { message_id: Some(id), .. }] = entries {
-            let group = names::group_key(e.group.as_deref()).to_string();
-            if let Some((f, locked)) = lock_by_message(s, to_pg(*id), &group) {
+            if let Some((f, locked, lease)) = lock_by_message(s, to_pg(*id), e.group.as_deref(), e.lease_id.map(to_pg))
+            {
                 results[0].message_id = Some(f.message_id);
-                let mut g = Group {
-                    s,
-                    partition: f.partition_id,
-                    queue_id: f.queue_id,
-                    group: &group,
-                    message_id: f.message_id,
-                    locked: Some(locked),
-                };
-                g.apply(entries, &[Some(f)], &[0], &mut results);
-                return;
+                let leases: HashMap<Uuid, LeaseRow> =
+                    lease.into_iter().map(|l| (to_pg(e.lease_id.unwrap()), l)).collect();
+                if let Some(group) = group_of(e, &leases) {
+                    let mut g = Group::new(s, &f, &group, Some(locked));
+                    g.apply(entries, &[Some(f)], &[0], &leases, &mut results);
+                    return;
+                }
             }
         }
         let found = find(s, entries);
+        let leases = leases_of(s, entries);
         // Entries by (partition, group), locked in that order so that two calls acking the
         // same partitions cannot deadlock.
         let mut groups: BTreeMap<(uuid::Uuid, String), Vec<usize>> = BTreeMap::new();
@@ -244,25 +252,52 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
                 None => results[i].error = Some("message not found".into()),
                 Some(f) => {
                     results[i].message_id = Some(f.message_id);
-                    let g = names::group_key(entries[i].group.as_deref()).to_string();
-                    groups.entry((from_pg(f.partition_id), g)).or_default().push(i);
+                    match group_of(&entries[i], &leases) {
+                        Some(g) => groups.entry((from_pg(f.partition_id), g)).or_default().push(i),
+                        None => results[i].error = Some("lease not held".into()),
+                    }
                 }
             }
         }
-        for ((partition, group), idxs) in groups {
+        for ((_, group), idxs) in groups {
             let f = found[idxs[0]].expect("grouped entries were found");
-            let mut g = Group {
-                s,
-                partition: to_pg(partition),
-                queue_id: f.queue_id,
-                group: &group,
-                message_id: f.message_id,
-                locked: None,
-            };
-            g.apply(entries, &found, &idxs, &mut results);
+            let mut g = Group::new(s, &f, &group, None);
+            g.apply(entries, &found, &idxs, &leases, &mut results);
         }
     });
     results
+}
+
+/// The group an entry acks for (SPEC §3.3): its lease's group when the lease is known, which
+/// `consumerGroup`, if given, must name (None: it names another, and the ack is refused with
+/// 'lease not held'); otherwise the group given (queue mode without one).
+fn group_of(e: &AckEntry, leases: &HashMap<Uuid, LeaseRow>) -> Option<String> {
+    let given = names::group_key(e.group.as_deref());
+    match e.lease_id.and_then(|l| leases.get(&to_pg(l))) {
+        Some(lease) if e.group.is_some() && lease.group != given => None,
+        Some(lease) => Some(lease.group.clone()),
+        None => Some(given.to_string()),
+    }
+}
+
+/// The stored leases the entries name.
+fn leases_of(s: &mut Spi, entries: &[AckEntry]) -> HashMap<Uuid, LeaseRow> {
+    let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.lease_id.map(to_pg)).collect();
+    if ids.is_empty() {
+        return HashMap::new();
+    }
+    let args: [DatumWithOid; 1] = [ids.into()];
+    ACK_LEASES
+        .run(s, &args)
+        .map(|r| {
+            let lease = LeaseRow {
+                group: r.req(2),
+                expires_at: state::micros(r.req::<TimestampWithTimeZone>(3)),
+                released: r.req(4),
+            };
+            (r.req::<Uuid>(1), lease)
+        })
+        .collect()
 }
 
 /// Look up the messages the entries name.
@@ -270,7 +305,7 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
     if entries.iter().all(|e| e.message_id.is_some()) {
         let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
         let args: [DatumWithOid; 1] = [ids.into()];
-        let by_id: std::collections::HashMap<Uuid, Found> = ACK_FIND_IDS
+        let by_id: HashMap<Uuid, Found> = ACK_FIND_IDS
             .run(s, &args)
             .map(|r| {
                 let f = Found {
@@ -301,6 +336,45 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
     found
 }
 
+/// A cursor row as an ack reads it, the clock, and the queue's options.
+type Locked = (CursorRow, Micros, QueueOptions);
+
+/// The message `message_id` and, locked, its partition's cursor row for the group of `lease`
+/// (if that lease has a row) or else `group` (None: queue mode), with that lease's row; None
+/// when the message or the cursor row does not exist, or `group` is not the lease's.
+fn lock_by_message(
+    s: &mut Spi,
+    message_id: Uuid,
+    group: Option<&str>,
+    lease: Option<Uuid>,
+) -> Option<(Found, Locked, Option<LeaseRow>)> {
+    let args: [DatumWithOid; 3] = [message_id.into(), group.into(), lease.into()];
+    let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
+    let f = Found { partition_id: r.req(1), key: (r.req(2), r.req(3)), queue_id: r.req(4), message_id: r.req(5) };
+    let locked = (
+        state::parse(&r, 6),
+        state::micros(r.req::<TimestampWithTimeZone>(24)),
+        crate::configure::stored_options(&r, 25).effective(),
+    );
+    let lease = r.get::<String>(35).map(|group| LeaseRow {
+        group,
+        expires_at: state::micros(r.req::<TimestampWithTimeZone>(36)),
+        released: r.req(37),
+    });
+    Some((f, locked, lease))
+}
+
+/// What applying a group's entries to its row decided: the row after them, and what else to
+/// write.
+#[derive(Default)]
+struct Outcome {
+    changed: bool,
+    hint_at: Option<Micros>,
+    release: Option<Uuid>,
+    /// Dead letters to file: key, reason, attempt.
+    dead_letters: Vec<(Key, Option<String>, i32)>,
+}
+
 /// The entries of one (partition, group).
 struct Group<'a> {
     s: &'a mut Spi,
@@ -313,155 +387,226 @@ struct Group<'a> {
     locked: Option<Locked>,
 }
 
-/// A cursor row locked for this transaction, the clock, and the queue's options.
-type Locked = (CursorRow, Micros, QueueOptions);
+impl<'a> Group<'a> {
+    fn new(s: &'a mut Spi, f: &Found, group: &'a str, locked: Option<Locked>) -> Group<'a> {
+        Group { s, partition: f.partition_id, queue_id: f.queue_id, group, message_id: f.message_id, locked }
+    }
 
-/// The message `message_id` and, locked, its partition's cursor row for `group`; None when
-/// either does not exist.
-fn lock_by_message(s: &mut Spi, message_id: Uuid, group: &str) -> Option<(Found, Locked)> {
-    let args: [DatumWithOid; 2] = [message_id.into(), group.into()];
-    let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
-    let f = Found { partition_id: r.req(1), key: (r.req(2), r.req(3)), queue_id: r.req(4), message_id: r.req(5) };
-    let locked = (
-        state::parse(&r, 6),
-        state::micros(r.req::<TimestampWithTimeZone>(22)),
-        crate::configure::stored_options(&r, 23).effective(),
-    );
-    Some((f, locked))
-}
-
-impl Group<'_> {
-    /// The (partition, group) row locked, the clock, and the queue's options. A group that
-    /// never popped the partition gets its row first, where its subscription starts it (a
-    /// group acking without a lease before it ever popped is subscribed, as a pop would).
-    /// None when the queue is gone.
+    /// The (partition, group) row locked, if it exists.
     fn lock(&mut self) -> Option<Locked> {
         if let Some(locked) = self.locked.take() {
             return Some(locked);
         }
-        if let Some((_, locked)) = lock_by_message(self.s, self.message_id, self.group) {
-            return Some(locked);
-        }
-        let (_, sub) = pop::subscribe_existing_or_all(self.s, self.queue_id, self.group)?;
-        let c = pop::initial_cursor(self.s, &sub, self.partition);
-        state::create(self.s, self.partition, self.group, self.queue_id, &c);
-        lock_by_message(self.s, self.message_id, self.group).map(|(_, locked)| locked)
+        lock_by_message(self.s, self.message_id, Some(self.group), None).map(|(_, locked, _)| locked)
     }
 
-    /// Why an entry with a lease is refused, if it is.
-    fn lease_refusal(&mut self, row: &CursorRow, now: Micros, lease: Uuid, k: Key) -> Option<&'static str> {
-        if row.lease_id == Some(lease) {
-            if !row.lease_active(now) {
-                return Some("lease expired");
-            }
-            if !row.cursor.lease.as_ref().is_some_and(|b| b.keys.contains(&k)) {
-                return Some("lease not held");
-            }
-            return None;
-        }
-        let args: [DatumWithOid; 1] = [lease.into()];
-        let expiry = LEASE_EXPIRY.run(self.s, &args).next().map(|r| state::micros(r.req::<TimestampWithTimeZone>(1)));
-        match expiry {
-            Some(e) if e <= now => Some("lease expired"),
-            _ => Some("lease not held"),
-        }
+    /// The row a group that never popped the partition starts with there (its subscription's
+    /// start, or 'all' if it has none: an ack without a lease subscribes its group, as a pop
+    /// would), not stored: it is created only if an entry applies (SPEC §10, a refused ack
+    /// leaves no trace).
+    fn virtual_row(&mut self) -> (Locked, Option<Subscription>) {
+        let (sub, opts) = match pop::subscription(self.s, self.queue_id, self.group) {
+            Some((sub, opts)) => (Some(sub), opts),
+            None => (None, crate::configure::load(self.s, self.queue_id).effective()),
+        };
+        let cursor = match &sub {
+            Some(sub) => pop::initial_cursor(self.s, sub, self.partition),
+            None => Default::default(),
+        };
+        let row = CursorRow {
+            cursor,
+            retry_at: None,
+            lease_id: None,
+            lease_expires_at: None,
+            sub_point: sub.as_ref().and_then(|s| s.new_point()).map(|(x, xip)| (x, xip.to_vec())),
+            version: None,
+        };
+        ((row, state::now(self.s), opts), sub)
     }
 
-    fn dead_letter(&mut self, opts: &QueueOptions, k: Key, error: Option<&str>, attempts: i32) -> bool {
-        if !opts.dead_letter_queue {
+    /// Create the row decided on, if nobody created it since: under the pair's advisory lock,
+    /// which pops take with a try-lock, so that no pop waits on the insert. False when a row
+    /// exists now (committed by another transaction meanwhile).
+    fn create(&mut self, row: &CursorRow, sub: Option<Subscription>) -> bool {
+        if sub.is_none() && pop::subscribe_all(self.s, self.queue_id, self.group).is_none() {
             return false;
         }
-        let args: [DatumWithOid; 6] =
-            [self.partition.into(), self.group.into(), k.0.into(), k.1.into(), error.into(), attempts.into()];
-        DEAD_LETTER.run(self.s, &args);
-        true
+        let args: [DatumWithOid; 2] = [pop::LOCK_SPACE.into(), pop::pair_lock_key(self.partition, self.group).into()];
+        LOCK_PAIR.run(self.s, &args);
+        let point = row.sub_point.as_ref().map(|(x, xip)| (*x, xip.as_slice()));
+        state::create(self.s, self.partition, self.group, self.queue_id, &row.cursor, point)
     }
 
-    fn apply(&mut self, entries: &[AckEntry], found: &[Option<Found>], idxs: &[usize], results: &mut [AckResult]) {
+    fn apply(
+        &mut self,
+        entries: &[AckEntry],
+        found: &[Option<Found>],
+        idxs: &[usize],
+        leases: &HashMap<Uuid, LeaseRow>,
+        results: &mut [AckResult],
+    ) {
+        let key_of = |i: usize| found[i].expect("found").key;
+        if let Some((mut row, now, opts)) = self.lock() {
+            let out = decide(entries, idxs, &key_of, leases, &mut row, now, &opts, results);
+            return self.write(&row, &opts, out);
+        }
+        let ((mut row, now, opts), sub) = self.virtual_row();
+        let out = decide(entries, idxs, &key_of, leases, &mut row, now, &opts, results);
+        if !out.changed {
+            return; // refused, or nothing to do: nothing is written
+        }
+        if self.create(&row, sub) {
+            return self.write(&row, &opts, out);
+        }
+        // Created meanwhile by another transaction: apply to what it committed.
         let Some((mut row, now, opts)) = self.lock() else {
-            for &i in idxs {
-                results[i].error = Some("message not found".into());
-            }
             return;
         };
-        // Delivery order: the lease's batch order for its messages, key order otherwise.
-        let key_of = |i: usize| found[i].expect("found").key;
-        let mut order: Vec<usize> = idxs.to_vec();
-        let batch_pos = |k: Key| row.cursor.lease.as_ref().and_then(|b| b.keys.iter().position(|x| *x == k));
-        order.sort_by_key(|&i| (batch_pos(key_of(i)).map_or(1, |_| 0), batch_pos(key_of(i)).unwrap_or(0), key_of(i)));
-
-        let held_lease = row.lease_id.filter(|_| row.lease_active(now));
-        let mut changed = false;
-        let mut came_back = false;
-        let mut hint_at: Option<Micros> = None;
-        let mut release: Option<Uuid> = None;
-        for i in order {
-            let e = &entries[i];
-            let k = key_of(i);
+        for &i in idxs {
             let r = &mut results[i];
-            if came_back {
-                r.error = Some("superseded".into());
-                continue;
-            }
-            if row.cursor.is_finished(k) {
-                r.error = Some("already acknowledged".into());
-                continue;
-            }
-            if let Some(lease) = e.lease_id.map(to_pg) {
-                if let Some(why) = self.lease_refusal(&row, now, lease, k) {
-                    r.error = Some(why.into());
-                    continue;
-                }
-            }
-            changed = true;
-            r.success = true;
-            let released = match e.status {
-                AckStatus::Completed => row.cursor.finish(k),
-                AckStatus::Dlq => {
-                    let attempts = row.cursor.attempt_of(k);
-                    r.dead_lettered = self.dead_letter(&opts, k, e.error.as_deref(), attempts);
-                    row.cursor.finish(k)
-                }
-                AckStatus::Failed => {
-                    let charge = row.cursor.charge(k, opts.retry_limit);
-                    if charge.spent {
-                        r.dead_lettered = self.dead_letter(&opts, k, e.error.as_deref(), charge.attempt);
-                        row.cursor.finish(k)
-                    } else {
-                        came_back = true;
-                        row.cursor.release();
-                        if opts.retry_delay > 0 {
-                            row.retry_at = Some(now + opts.retry_delay as i64 * 1000);
-                        }
-                        true
-                    }
-                }
-                AckStatus::Retry => {
-                    came_back = true;
-                    row.cursor.release();
-                    true
-                }
-            };
-            if released && row.lease_id.is_some() {
-                r.lease_released = held_lease.is_some();
-                release = row.lease_id.take();
-                row.lease_expires_at = None;
-            }
-            if released || came_back {
-                // The partition may have work again: now, or when the retry delay ends.
-                hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
+            (r.success, r.error, r.lease_released, r.dead_lettered) = (false, None, false, false);
+        }
+        let out = decide(entries, idxs, &key_of, leases, &mut row, now, &opts, results);
+        self.write(&row, &opts, out);
+    }
+
+    /// Write what `decide` decided: dead letters, the row, hints, the lease.
+    fn write(&mut self, row: &CursorRow, opts: &QueueOptions, out: Outcome) {
+        if !out.changed {
+            return;
+        }
+        if opts.dead_letter_queue {
+            for (k, error, attempts) in &out.dead_letters {
+                let args: [DatumWithOid; 6] = [
+                    self.partition.into(),
+                    self.group.into(),
+                    k.0.into(),
+                    k.1.into(),
+                    error.as_deref().into(),
+                    (*attempts).into(),
+                ];
+                DEAD_LETTER.run(self.s, &args);
             }
         }
-        if hint_at.is_some() {
+        if out.hint_at.is_some() {
             // Messages may be deliverable again: wake waiting pops of the queue at commit.
             crate::wait::touched(crate::wait::queue_key(&from_pg(self.queue_id)));
         }
-        if changed {
-            let also =
-                state::SaveAlso { queue_id: self.queue_id, hint_at, create_lease: false, release_lease: release };
-            state::save(self.s, self.partition, self.group, &row, also);
+        let also = state::SaveAlso {
+            queue_id: self.queue_id,
+            hint_at: out.hint_at,
+            create_lease: false,
+            release_lease: out.release,
+        };
+        state::save(self.s, self.partition, self.group, row, also);
+    }
+}
+
+/// Why an entry with a lease is refused, if it is: the row's own lease, or the lease's row.
+fn lease_refusal(
+    row: &CursorRow,
+    now: Micros,
+    lease: Uuid,
+    k: Key,
+    leases: &HashMap<Uuid, LeaseRow>,
+) -> Option<&'static str> {
+    if row.lease_id == Some(lease) {
+        if !row.lease_active(now) {
+            return Some("lease expired");
+        }
+        if !row.cursor.lease.as_ref().is_some_and(|b| b.keys.contains(&k)) {
+            return Some("lease not held");
+        }
+        return None;
+    }
+    match leases.get(&lease) {
+        Some(l) if !l.released && l.expires_at <= now => Some("lease expired"),
+        _ => Some("lease not held"),
+    }
+}
+
+/// Apply the entries `idxs` of one (partition, group) to its row (SPEC §5), in delivery
+/// order, filling in their results: the rules, without writing anything.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    entries: &[AckEntry],
+    idxs: &[usize],
+    key_of: &dyn Fn(usize) -> Key,
+    leases: &HashMap<Uuid, LeaseRow>,
+    row: &mut CursorRow,
+    now: Micros,
+    opts: &QueueOptions,
+    results: &mut [AckResult],
+) -> Outcome {
+    // Delivery order: the lease's batch order for its messages, key order otherwise.
+    let mut order: Vec<usize> = idxs.to_vec();
+    let batch_pos = |k: Key| row.cursor.lease.as_ref().and_then(|b| b.keys.iter().position(|x| *x == k));
+    order.sort_by_key(|&i| (batch_pos(key_of(i)).map_or(1, |_| 0), batch_pos(key_of(i)).unwrap_or(0), key_of(i)));
+
+    let held_lease = row.lease_id.filter(|_| row.lease_active(now));
+    let mut out = Outcome::default();
+    let mut came_back = false;
+    for i in order {
+        let e = &entries[i];
+        let k = key_of(i);
+        let r = &mut results[i];
+        if came_back {
+            r.error = Some("superseded".into());
+            continue;
+        }
+        if row.cursor.is_finished(k) {
+            r.error = Some("already acknowledged".into());
+            continue;
+        }
+        if let Some(lease) = e.lease_id.map(to_pg) {
+            if let Some(why) = lease_refusal(row, now, lease, k, leases) {
+                r.error = Some(why.into());
+                continue;
+            }
+        }
+        out.changed = true;
+        r.success = true;
+        let mut dead_letter = |attempts: i32, r: &mut AckResult| {
+            r.dead_lettered = opts.dead_letter_queue;
+            out.dead_letters.push((k, e.error.clone(), attempts));
+        };
+        let released = match e.status {
+            AckStatus::Completed => row.cursor.finish(k),
+            AckStatus::Dlq => {
+                dead_letter(row.cursor.attempt_of(k), r);
+                row.cursor.finish(k)
+            }
+            AckStatus::Failed => {
+                let charge = row.cursor.charge(k, opts.retry_limit);
+                if charge.spent {
+                    dead_letter(charge.attempt, r);
+                    row.cursor.finish(k)
+                } else {
+                    came_back = true;
+                    row.cursor.release();
+                    if opts.retry_delay > 0 {
+                        row.retry_at = Some(now + opts.retry_delay as i64 * 1000);
+                    }
+                    true
+                }
+            }
+            AckStatus::Retry => {
+                came_back = true;
+                row.cursor.release();
+                true
+            }
+        };
+        if released && row.lease_id.is_some() {
+            r.lease_released = held_lease.is_some();
+            out.release = row.lease_id.take();
+            row.lease_expires_at = None;
+        }
+        if released || came_back {
+            // The partition may have work again: now, or when the retry delay ends.
+            out.hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
         }
     }
+    out
 }
 
 #[cfg(test)]

@@ -215,15 +215,15 @@ impl Cursor {
         charge
     }
 
-    /// Resolve pending transactions after a read: `visible[i]` says whether `pending[i]`
-    /// committed (is visible in the reading snapshot), `aborted[i]` whether it rolled back,
-    /// `left[i]` whether it still has unfinished messages in this partition. Committed ones
-    /// with nothing left and aborted ones are dropped. Returns whether anything changed.
-    pub fn resolve_pending(&mut self, visible: &[bool], aborted: &[bool], left: &[bool]) -> bool {
+    /// Resolve pending transactions after a read: `visible[i]` says whether `pending[i]` had
+    /// ended for the reading snapshot (committed, or rolled back), `left[i]` whether it still
+    /// has unfinished messages in this partition. Ended ones with nothing left are dropped.
+    /// Returns whether anything changed.
+    pub fn resolve_pending(&mut self, visible: &[bool], left: &[bool]) -> bool {
         let before = self.pending.len();
         let mut i = 0;
         self.pending.retain(|_| {
-            let keep = if visible[i] { left[i] } else { !aborted[i] };
+            let keep = !visible[i] || left[i];
             i += 1;
             keep
         });
@@ -336,11 +336,12 @@ mod tests {
     #[test]
     fn pending_transactions_are_resolved() {
         let mut c = Cursor { done: (20, 1), pending: vec![(12, 0), (13, 0), (15, 2)], ..Cursor::default() };
-        // 12 committed but has more to deliver; 13 aborted; 15 committed, nothing left.
-        assert!(c.resolve_pending(&[true, false, true], &[false, true, false], &[true, false, false]));
+        // 12 committed but has more to deliver; 13 rolled back (nothing left); 15 committed,
+        // nothing left.
+        assert!(c.resolve_pending(&[true, true, true], &[true, false, false]));
         assert_eq!(c.pending, vec![(12, 0)]);
         // Still running (or committed after the snapshot): kept.
-        assert!(!c.resolve_pending(&[false], &[false], &[false]));
+        assert!(!c.resolve_pending(&[false], &[false]));
         assert_eq!(c.pending, vec![(12, 0)]);
     }
 

@@ -30,17 +30,27 @@ pub fn scan_limit(deliverable: i64) -> i64 {
 
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
 const DISCOVERY_SCAN: Query =
-    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, INT8] };
+    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, INT8, TEXT] };
 const DISCOVERY_RECORD: Query =
-    Query { file: SQL, name: "discovery_record", args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S] };
+    Query { file: SQL, name: "discovery_record", args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S, TEXT] };
 
-/// A subscription of a group to a queue (SPEC §3.2), as stored.
+/// A group's effective subscription to a queue (SPEC §3.2): what its subscription rows add up
+/// to (`queen.effective_subscriptions`).
 #[derive(Debug, Clone)]
 pub struct Subscription {
     pub mode: String,
     pub from_ts: Option<TimestampWithTimeZone>,
     pub start_xmax: i64,
     pub start_xip: Vec<i64>,
+    /// Names this subscription: state derived from another one is out of date.
+    pub key: String,
+}
+
+impl Subscription {
+    /// The point of a 'new' subscription, which cursor rows record; None for other modes.
+    pub fn new_point(&self) -> Option<(i64, &[i64])> {
+        (self.mode == "new").then_some((self.start_xmax, self.start_xip.as_slice()))
+    }
 }
 
 /// A position in a log plus the transactions still running behind it.
@@ -55,7 +65,6 @@ struct Scan {
     stored: bool,
     xip: Vec<i64>,
     visible: Vec<bool>,
-    aborted: Vec<bool>,
     last: Option<Key>,
     partitions: Vec<Uuid>,
     due: Vec<Uuid>,
@@ -64,8 +73,8 @@ struct Scan {
 /// How many due partitions a scan hands on to the pop (the first page of candidates).
 pub const DUE_PAGE: i64 = 16;
 
-fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -> Scan {
-    let args: [DatumWithOid; 7] = [
+fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point, limit: i64) -> Scan {
+    let args: [DatumWithOid; 8] = [
         queue_id.into(),
         group.into(),
         initial.upto.0.into(),
@@ -73,27 +82,27 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, initial: &Point, limit: i64) -
         initial.pending.clone().into(),
         limit.into(),
         DUE_PAGE.into(),
+        sub_key.into(),
     ];
     let row = DISCOVERY_SCAN.run(s, &args).first();
     Scan {
         xip: row.get::<Vec<i64>>(1).unwrap_or_default(),
         visible: row.get::<Vec<bool>>(2).unwrap_or_default(),
-        aborted: row.get::<Vec<bool>>(3).unwrap_or_default(),
-        last: match (row.get::<i64>(4), row.get::<i64>(5)) {
+        last: match (row.get::<i64>(3), row.get::<i64>(4)) {
             (Some(t), Some(q)) => Some((t, q)),
             _ => None,
         },
         partitions: {
             // The log names a partition once per message: keep each once, in log order.
-            let mut all = row.get::<Vec<Uuid>>(6).unwrap_or_default();
-            all.extend(row.get::<Vec<Uuid>>(7).unwrap_or_default());
+            let mut all = row.get::<Vec<Uuid>>(5).unwrap_or_default();
+            all.extend(row.get::<Vec<Uuid>>(6).unwrap_or_default());
             let mut seen = std::collections::HashSet::new();
             all.retain(|p| seen.insert(*p));
             all
         },
-        point: Point { upto: (row.req(8), row.req(9)), pending: row.get::<Vec<i64>>(10).unwrap_or_default() },
-        stored: row.req(11),
-        due: row.get::<Vec<Uuid>>(12).unwrap_or_default(),
+        point: Point { upto: (row.req(7), row.req(8)), pending: row.get::<Vec<i64>>(9).unwrap_or_default() },
+        stored: row.req(10),
+        due: row.get::<Vec<Uuid>>(11).unwrap_or_default(),
     }
 }
 
@@ -105,18 +114,18 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
     };
-    let mut sc = scan(s, queue_id, group, &initial, limit);
+    let mut sc = scan(s, queue_id, group, &sub.key, &initial, limit);
     if !sc.stored && sub.mode == "from" {
         // First discovery of a 'from' subscription: start just before its time.
         let args: [DatumWithOid; 2] = [queue_id.into(), sub.from_ts.into()];
         let row = QUEUE_FROM_POSITION.run(s, &args).first();
         let from = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
-        sc = scan(s, queue_id, group, &from, limit);
+        sc = scan(s, queue_id, group, &sub.key, &from, limit);
     }
-    let next = next_point(&sc.point, &sc.visible, &sc.aborted, &sc.xip, sc.last);
+    let next = next_point(&sc.point, &sc.visible, &sc.xip, sc.last);
     let save = next != sc.point || !sc.stored;
     if save || !sc.partitions.is_empty() {
-        let args: [DatumWithOid; 7] = [
+        let args: [DatumWithOid; 8] = [
             queue_id.into(),
             group.into(),
             sc.partitions.clone().into(),
@@ -124,6 +133,7 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
             next.upto.0.into(),
             next.upto.1.into(),
             next.pending.into(),
+            sub.key.as_str().into(),
         ];
         DISCOVERY_RECORD.run(s, &args);
     }
@@ -136,12 +146,13 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     candidates
 }
 
-/// The point after a scan: pending transactions that committed (their partitions were
-/// hinted) or aborted are dropped; transactions the scan passed while they were running (in
-/// `xip`, between the old point and the last entry read) are added.
-pub fn next_point(point: &Point, visible: &[bool], aborted: &[bool], xip: &[i64], last: Option<Key>) -> Point {
+/// The point after a scan: pending transactions that ended (visible to the scan's snapshot:
+/// committed, and their partitions were hinted, or aborted) are dropped; transactions the scan
+/// passed while they were running (in `xip`, between the old point and the last entry read)
+/// are added.
+pub fn next_point(point: &Point, visible: &[bool], xip: &[i64], last: Option<Key>) -> Point {
     let mut pending: Vec<i64> =
-        point.pending.iter().enumerate().filter(|(i, _)| !visible[*i] && !aborted[*i]).map(|(_, x)| *x).collect();
+        point.pending.iter().enumerate().filter(|(i, _)| !visible[*i]).map(|(_, x)| *x).collect();
     let upto = match last {
         Some(k) => {
             pending.extend(xip.iter().copied().filter(|&x| x > point.upto.0 && x < k.0));
@@ -162,13 +173,13 @@ mod tests {
     fn the_point_keeps_running_transactions_it_passed() {
         let p = Point { upto: (10, 1), pending: vec![] };
         // Read up to (20,3); 12 and 15 were running, 25 is beyond what was read.
-        let n = next_point(&p, &[], &[], &[12, 15, 25], Some((20, 3)));
+        let n = next_point(&p, &[], &[12, 15, 25], Some((20, 3)));
         assert_eq!(n, Point { upto: (20, 3), pending: vec![12, 15] });
         // 12 committed (its partitions were hinted), 15 is still running, nothing new.
-        let n2 = next_point(&n, &[true, false], &[false, false], &[15], None);
+        let n2 = next_point(&n, &[true, false], &[15], None);
         assert_eq!(n2, Point { upto: (20, 3), pending: vec![15] });
-        // 15 aborted.
-        let n3 = next_point(&n2, &[false], &[true], &[], None);
+        // 15 ended.
+        let n3 = next_point(&n2, &[true], &[], None);
         assert!(n3.pending.is_empty());
     }
 }

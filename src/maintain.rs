@@ -122,9 +122,8 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
     };
     let committed: i64 = row.req(8);
     let visible = row.get::<Vec<bool>>(9).unwrap_or_default();
-    let aborted = row.get::<Vec<bool>>(10).unwrap_or_default();
-    let xip = row.get::<Vec<i64>>(11).unwrap_or_default();
-    let next = next_point(&point, &visible, &aborted, &xip, last);
+    let xip = row.get::<Vec<i64>>(10).unwrap_or_default();
+    let next = next_point(&point, &visible, &xip, last);
     if next == point && tail == 0 && committed == 0 {
         return;
     }
@@ -166,19 +165,19 @@ fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
     let cutoff_us = state::micros(cutoff);
     let mut filed = 0;
     for (partition, group) in pairs {
-        let Some((_, sub)) = pop::subscribe_existing_or_all(s, queue_id, &group) else {
+        let Some((sub, _)) = pop::subscription(s, queue_id, &group) else {
             continue;
         };
         let initial = pop::initial_cursor(s, &sub, partition);
-        let mut look = pop::look(s, partition, &group, &initial, MAX_WAIT_BATCH, 1);
+        let mut look = pop::look(s, partition, &group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
         if !look.stored {
-            state::create(s, partition, &group, queue_id, &initial);
+            state::create(s, partition, &group, queue_id, &initial, sub.new_point());
         }
         let Some(version) = state::lock(s, partition, &group) else {
             continue;
         };
         if look.row.version.as_deref() != Some(version.as_str()) {
-            look = pop::look(s, partition, &group, &initial, MAX_WAIT_BATCH, 1);
+            look = pop::look(s, partition, &group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
         }
         if look.row.lease_active(look.now) {
             continue;

@@ -27,18 +27,21 @@ const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", arg
 const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
 const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
-const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, TEXT] };
-const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, TEXT] };
+const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, INT8, INT8, INT8S] };
+const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, INT8, INT8, INT8S] };
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
-const LOOK: Query =
-    Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
+const LOOK: Query = Query {
+    file: SQL,
+    name: "look",
+    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT8, INT8S],
+};
 const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
 pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
 /// First key of the advisory locks on (partition, group) pairs ("QUEN", 1364542798). queen's
 /// other advisory locks use other first keys: 1364542799 the maintenance pass
 /// (maintain.sql), 1902474318 a queue's configuration (configure.sql).
-const LOCK_SPACE: i32 = 0x5155_454E;
+pub const LOCK_SPACE: i32 = 0x5155_454E;
 
 #[derive(Debug, Clone)]
 pub struct PopRequest {
@@ -144,6 +147,7 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
 }
 
 /// The state a group starts with on a partition it has no cursor row for, by its subscription.
+/// (Cursor rows created in this state record `sub.new_point()`.)
 pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
     match sub.mode.as_str() {
         "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
@@ -158,11 +162,16 @@ pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Curso
     }
 }
 
-/// For acks: the queue's options and the group's subscription (mode 'all' if it has none
-/// yet: an ack without a lease subscribes its group, as a pop would). None when the queue does
-/// not exist.
-pub fn subscribe_existing_or_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(QueueOptions, Subscription)> {
-    subscribe(s, queue_id, group, "all", None).map(|(sub, opts)| (opts, sub))
+/// The group's subscription and the queue's options, if it has one.
+pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
+    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
+    SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
+}
+
+/// For an ack without a lease that applies: the group's subscription, mode 'all' if it has
+/// none yet (it subscribes its group, as a pop would). None when the queue does not exist.
+pub fn subscribe_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
+    subscribe(s, queue_id, group, "all", None)
 }
 
 /// The group's subscription (created now if it has none) and the queue's options; None when
@@ -176,14 +185,16 @@ fn subscribe(
 ) -> Option<(Subscription, QueueOptions)> {
     // The common case, a group already subscribed, is a plain read; creating the
     // subscription is a statement of its own.
-    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
-    let existing = SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row));
+    let existing = subscription(s, queue_id, group);
     if existing.is_some() {
         return existing;
     }
-    let args: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
-    let row = SUBSCRIBE.run(s, &args).next()?;
-    Some(read_subscription(&row))
+    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
+    let create: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
+    if SUBSCRIBE.run(s, &create).len() == 0 {
+        return None; // no such queue
+    }
+    SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
 }
 
 /// A row of `subscription_get` or `subscribe`.
@@ -193,8 +204,9 @@ fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) 
         from_ts: row.get::<TimestampWithTimeZone>(2),
         start_xmax: row.get::<i64>(3).unwrap_or(0),
         start_xip: row.get::<Vec<i64>>(4).unwrap_or_default(),
+        key: row.req::<String>(5),
     };
-    (sub, crate::configure::stored_options(row, 5).effective())
+    (sub, crate::configure::stored_options(row, 6).effective())
 }
 
 /// A message as read from a partition.
@@ -212,15 +224,19 @@ pub(crate) struct Msg {
 pub(crate) struct Look {
     pub(crate) row: CursorRow,
     pub(crate) stored: bool,
+    /// The stored row was derived from an older subscription point: `row` is brought up to
+    /// date and must be saved.
+    pub(crate) stale: bool,
+    /// The reading snapshot, as queen reads it (the caller's own transaction among the
+    /// running ones): its xmin, xmax and running transactions.
+    pub(crate) xmin: i64,
+    pub(crate) xmax: i64,
     pub(crate) xip: Vec<i64>,
     pub(crate) pending_visible: Vec<bool>,
-    pub(crate) pending_aborted: Vec<bool>,
     pub(crate) pending_left: Vec<bool>,
     pub(crate) newest_at: Option<Micros>,
     pub(crate) now: Micros,
     pub(crate) lease_expires_at: Micros,
-    /// The reading snapshot (`pg_snapshot` text).
-    pub(crate) snapshot: String,
     pub(crate) msgs: Vec<Msg>,
 }
 
@@ -287,26 +303,29 @@ impl Pop<'_> {
     /// Move the partition's hints to `at` (those `look`'s snapshot accounts for; see
     /// hints_set in pop.sql), or add one.
     fn hints_set(&self, s: &mut Spi, partition: Uuid, look: &Look, at: Micros) {
-        let args: [DatumWithOid; 5] = [
+        let args: [DatumWithOid; 7] = [
             self.queue_id.into(),
             partition.into(),
             self.group.as_str().into(),
             state::timestamp(at).into(),
-            look.snapshot.as_str().into(),
+            look.xmin.into(),
+            look.xmax.into(),
+            look.xip.clone().into(),
         ];
         HINTS_SET.run(s, &args);
     }
 
     /// The partition had no work as of `look`: delete the hints its snapshot accounts for.
     fn hints_delete(&self, s: &mut Spi, partition: Uuid, look: &Look) {
-        let args: [DatumWithOid; 3] = [partition.into(), self.group.as_str().into(), look.snapshot.as_str().into()];
+        let args: [DatumWithOid; 5] =
+            [partition.into(), self.group.as_str().into(), look.xmin.into(), look.xmax.into(), look.xip.clone().into()];
         HINTS_DELETE.run(s, &args);
     }
 
     /// Look at a partition (no lock). `initial` is the state the group starts with there if
     /// it has no cursor row yet.
     fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
-        look(s, partition, &self.group, initial, self.remaining() as i64, self.lease_seconds)
+        look(s, partition, &self.group, initial, self.sub.new_point(), self.remaining() as i64, self.lease_seconds)
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its
@@ -403,7 +422,8 @@ impl Pop<'_> {
             state::save(s, partition, &self.group, &row, also);
             look = self.look_fresh(s, partition);
         }
-        changed |= look.row.cursor.resolve_pending(&look.pending_visible, &look.pending_aborted, &look.pending_left);
+        changed |= look.stale;
+        changed |= look.row.cursor.resolve_pending(&look.pending_visible, &look.pending_left);
         let (n, later) = self.deliverable(&look);
         if n == 0 {
             if changed {
@@ -431,7 +451,7 @@ impl Pop<'_> {
         if !TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1) {
             return None;
         }
-        if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor) {
+        if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor, self.sub.new_point()) {
             Some(Claimed::Created)
         } else {
             // Created and committed by someone else since we looked.
@@ -522,17 +542,20 @@ impl Pop<'_> {
 }
 
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
-/// and up to `limit` next messages, with what the reading snapshot says.
+/// and up to `limit` next messages, with what the reading snapshot says. `sub` is the point
+/// of the group's 'new' subscription, which a row derived from an older point is brought up
+/// to (`Look::stale`).
 pub(crate) fn look(
     s: &mut Spi,
     partition: Uuid,
     group: &str,
     initial: &Cursor,
+    sub: Option<(i64, &[i64])>,
     limit: i64,
     lease_seconds: i32,
 ) -> Look {
     let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 8] = [
+    let args: [DatumWithOid; 10] = [
         partition.into(),
         group.into(),
         initial.done.0.into(),
@@ -541,20 +564,23 @@ pub(crate) fn look(
         ps.into(),
         limit.into(),
         (lease_seconds as f64).into(),
+        sub.map(|p| p.0).into(),
+        sub.map(|p| p.1.to_vec()).into(),
     ];
     let mut rows = LOOK.run(s, &args);
     let r = rows.next().expect("queen: look returns its meta row");
     let mut look = Look {
         row: state::parse(&r, 9),
-        stored: r.req::<bool>(25),
-        xip: r.get::<Vec<i64>>(26).unwrap_or_default(),
-        pending_visible: r.get::<Vec<bool>>(27).unwrap_or_default(),
-        pending_aborted: r.get::<Vec<bool>>(28).unwrap_or_default(),
-        pending_left: r.get::<Vec<bool>>(29).unwrap_or_default(),
-        newest_at: r.get::<TimestampWithTimeZone>(30).map(state::micros),
-        now: state::micros(r.req(31)),
-        lease_expires_at: state::micros(r.req(32)),
-        snapshot: r.req(33),
+        stored: r.req::<bool>(27),
+        stale: r.req::<bool>(28),
+        xip: r.get::<Vec<i64>>(29).unwrap_or_default(),
+        pending_visible: r.get::<Vec<bool>>(30).unwrap_or_default(),
+        pending_left: r.get::<Vec<bool>>(31).unwrap_or_default(),
+        newest_at: r.get::<TimestampWithTimeZone>(32).map(state::micros),
+        now: state::micros(r.req(33)),
+        lease_expires_at: state::micros(r.req(34)),
+        xmin: r.req(35),
+        xmax: r.req(36),
         msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
     };
     for r in rows {
@@ -572,7 +598,7 @@ pub(crate) fn look(
 }
 
 /// The advisory-lock key of a (partition, group) pair.
-fn pair_lock_key(partition: Uuid, group: &str) -> i32 {
+pub fn pair_lock_key(partition: Uuid, group: &str) -> i32 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     partition.as_bytes().hash(&mut h);

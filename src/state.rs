@@ -10,13 +10,14 @@ use pgrx::Uuid;
 pub const SQL: &str = include_str!("../sql/queries/pop.sql");
 
 const CURSOR_CREATE: Query =
-    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
+    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S, INT8, INT8S] };
 const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT] };
 const CURSOR_UPDATE: Query = Query {
     file: SQL,
     name: "cursor_update",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
+        INT8, INT8S,
     ],
 };
 const CURSOR_SAVE: Query = Query {
@@ -24,9 +25,16 @@ const CURSOR_SAVE: Query = Query {
     name: "cursor_save",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        UUID, TSTZ, BOOL, UUID,
+        INT8, INT8S, UUID, TSTZ, BOOL, UUID,
     ],
 };
+
+const NOW: Query = Query { file: SQL, name: "now", args: &[] };
+
+/// The clock (`clock_timestamp()`), for rules that read no row to get it with.
+pub fn now(s: &mut Spi) -> Micros {
+    micros(NOW.run(s, &[]).first().req(1))
+}
 
 /// Microseconds since the Postgres epoch: timestamps compared and added in Rust.
 pub type Micros = i64;
@@ -46,6 +54,8 @@ pub struct CursorRow {
     pub retry_at: Option<Micros>,
     pub lease_id: Option<Uuid>,
     pub lease_expires_at: Option<Micros>,
+    /// The point of the 'new' subscription the row was derived from (`sub_xmax`, `sub_xip`).
+    pub sub_point: Option<(i64, Vec<i64>)>,
     /// The row version (xmin), to tell whether it changed between two reads; None when the
     /// row does not exist (yet).
     pub version: Option<String>,
@@ -70,7 +80,7 @@ fn keys(t: Vec<i64>, s: Vec<i64>) -> Vec<Key> {
 }
 
 /// Parse the cursor columns of a row, in `queen.cursors` order from `done_txid` to
-/// `lease_xip`, then the row version, starting at column `at`.
+/// `sub_xip`, then the row version, starting at column `at`.
 pub fn parse(row: &Row<'_>, at: usize) -> CursorRow {
     let c = |i: usize| at + i - 1;
     let i8 = |i: usize| row.get::<i64>(c(i));
@@ -93,15 +103,33 @@ pub fn parse(row: &Row<'_>, at: usize) -> CursorRow {
         retry_at: ts(10),
         lease_id,
         lease_expires_at: ts(12),
-        version: row.get::<String>(c(16)),
+        sub_point: i8(16).map(|x| (x, arr(17))),
+        version: row.get::<String>(c(18)),
     }
 }
 
-/// Create the row of (partition, group) in state `c`; false when it exists already.
-pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
+/// Create the row of (partition, group) in state `c`, derived from the 'new' subscription
+/// point `sub` if any; false when it exists already. The caller holds the pair's advisory lock.
+pub fn create(
+    s: &mut Spi,
+    partition: Uuid,
+    group: &str,
+    queue_id: Uuid,
+    c: &Cursor,
+    sub: Option<(i64, &[i64])>,
+) -> bool {
     let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 7] =
-        [partition.into(), group.into(), queue_id.into(), c.done.0.into(), c.done.1.into(), pt.into(), ps.into()];
+    let args: [DatumWithOid; 9] = [
+        partition.into(),
+        group.into(),
+        queue_id.into(),
+        c.done.0.into(),
+        c.done.1.into(),
+        pt.into(),
+        ps.into(),
+        sub.map(|p| p.0).into(),
+        sub.map(|p| p.1.to_vec()).into(),
+    ];
     CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
@@ -136,7 +164,7 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
     };
     let lease_id = c.lease.as_ref().and(row.lease_id);
     let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
-    let args: [DatumWithOid; 21] = [
+    let args: [DatumWithOid; 23] = [
         partition.into(),
         group.into(),
         c.done.0.into(),
@@ -154,13 +182,15 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
         lt.into(),
         ls.into(),
         lx.into(),
+        row.sub_point.as_ref().map(|p| p.0).into(),
+        row.sub_point.as_ref().map(|p| p.1.clone()).into(),
         also.queue_id.into(),
         also.hint_at.map(timestamp).into(),
         (also.create_lease && lease_id.is_some()).into(),
         also.release_lease.into(),
     ];
     if also.hint_at.is_none() && !also.create_lease && also.release_lease.is_none() {
-        CURSOR_UPDATE.run(s, &args[..17]);
+        CURSOR_UPDATE.run(s, &args[..19]);
     } else {
         CURSOR_SAVE.run(s, &args);
     }

@@ -27,35 +27,51 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
  WHERE m.message_id = ANY ($1::uuid[]);
 
 -- name: ack_message_lock
--- The message $1 and its partition's cursor row for group $2, locked for this transaction,
--- with the clock and the queue's stored options (queen_configure's column order); no row when
--- either does not exist. An ack waits for a transaction that holds the row (the pop that
--- leased it, still open): the ack must apply to what that transaction commits.
+-- The message $1 and its partition's cursor row, locked for this transaction, of the group of
+-- lease $3 if that lease has a row, else of group $2 (NULL: queue mode), with the clock, the
+-- queue's stored options (queen_configure's column order) and the lease's row; no row when the
+-- message or the cursor row does not exist, or $2 is given and is not the lease's group (the
+-- ack is refused: nothing is locked for it). An ack waits for a transaction that holds the
+-- row (the pop that leased it, still open): the ack must apply to what that transaction
+-- commits.
+WITH l AS MATERIALIZED (
+    SELECT consumer_group, expires_at, released_at IS NOT NULL AS released FROM queen.leases WHERE lease_id = $3
+)
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text, clock_timestamp(),
+       c.lease_txid, c.lease_seq, c.lease_xip, c.sub_xmax, c.sub_xip, c.xmin::text, clock_timestamp(),
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
-       o.max_wait_time_seconds
+       o.max_wait_time_seconds,
+       l.consumer_group, l.expires_at, l.released
   FROM queen.messages m
-  JOIN queen.cursors c ON c.partition_id = m.partition_id AND c.consumer_group = $2
+  LEFT JOIN l ON true
+  JOIN queen.cursors c ON c.partition_id = m.partition_id
+                      AND c.consumer_group = COALESCE(l.consumer_group, $2, '__QUEUE_MODE__')
   LEFT JOIN LATERAL (
         SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
- WHERE m.message_id = $1
+ WHERE m.message_id = $1 AND ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
    FOR UPDATE OF c;
 
--- name: lease_expiry
--- When a lease ends, if it still has a row (a released lease has none).
-SELECT expires_at FROM queen.leases WHERE lease_id = $1;
+-- name: ack_leases
+-- The rows of the leases an ack batch names ($1): group, expiry, whether released.
+SELECT lease_id, consumer_group, expires_at, released_at IS NOT NULL FROM queen.leases WHERE lease_id = ANY ($1);
+
+-- name: lock_pair
+-- The advisory lock of a (partition, group) pair (pop.rs LOCK_SPACE), waited for: an ack that
+-- creates a cursor row holds it, so that a pop never waits on the uncommitted insert (pops
+-- take it with a try-lock and move on).
+SELECT pg_advisory_xact_lock($1, $2);
 
 -- name: renew
 -- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the
 -- new expiry, or no row when the lease is no longer active. Hints rows another transaction
 -- holds are skipped (the next pop that looks moves them).
 WITH l AS MATERIALIZED (
-    SELECT * FROM queen.leases WHERE lease_id = $1 AND expires_at > clock_timestamp() FOR UPDATE
+    SELECT * FROM queen.leases WHERE lease_id = $1 AND expires_at > clock_timestamp() AND released_at IS NULL
+       FOR UPDATE
 ), secs AS MATERIALIZED (
     SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = l.queue_id
                           ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1), 300) AS s
@@ -79,34 +95,48 @@ SELECT e FROM new;
 -- name: seek
 -- Move group $2's cursor in every partition of queue $1 to just before the first message
 -- created at or after $3 (NULL: after the last stored message), keeping as pending the
--- transactions running now below that point; release the group's leases on the queue; make
--- the position the group's subscription (for partitions created later); restart its
--- discovery there, and hint every partition. Returns the number of partitions set.
-WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
-xip AS MATERIALIZED (SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS xs FROM snap),
+-- transactions running now below that point (the caller's own among them, whose messages do
+-- not count as stored: SPEC §3.1); release the group's leases on the queue; make the position
+-- the group's subscription (for partitions created later); restart its discovery there, and
+-- hint every partition. Returns the number of partitions set.
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmax(z.s)::text::bigint AS xmax,
+           ARRAY(SELECT x FROM (SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x
+                                UNION SELECT z.own WHERE z.own IS NOT NULL) AS u(x) ORDER BY x) AS xip,
+           z.own
+      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
 pos AS MATERIALIZED (
     SELECT p.partition_id, COALESCE(f.txid, l.txid, 0) AS txid, COALESCE(f.seq, l.seq, 0) AS seq
-      FROM parts p
+      FROM parts p CROSS JOIN snap
       LEFT JOIN LATERAL (
             SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m
              WHERE m.partition_id = p.partition_id AND $3::timestamptz IS NOT NULL AND m.created_at >= $3
+               AND m.txid IS DISTINCT FROM snap.own
              ORDER BY m.txid, m.seq LIMIT 1) f ON true
       LEFT JOIN LATERAL (
             SELECT m.txid, m.seq FROM queen.messages m
-             WHERE m.partition_id = p.partition_id
+             WHERE m.partition_id = p.partition_id AND m.txid IS DISTINCT FROM snap.own
              ORDER BY m.txid DESC, m.seq DESC LIMIT 1) l ON true
 ),
+-- The point of the 'new' subscription a seek to the end makes, as effective_subscriptions
+-- reads it (the running transactions below its xmax), which the cursors record.
+point AS MATERIALIZED (
+    SELECT CASE WHEN $3::timestamptz IS NULL THEN snap.xmax END AS xmax,
+           CASE WHEN $3::timestamptz IS NULL THEN ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < snap.xmax) END AS xip
+      FROM snap
+),
 leases AS (
-    DELETE FROM queen.leases WHERE queue_id = $1 AND consumer_group = $2
+    UPDATE queen.leases SET partition_ids = '{}', released_at = clock_timestamp()
+     WHERE queue_id = $1 AND consumer_group = $2 AND released_at IS NULL
 ),
 subs AS (
     DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2
 ),
 sub AS (
     INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip)
-    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3,
-           pg_snapshot_xmax(s)::text::bigint, (SELECT xs FROM xip)
+    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3, snap.xmax, snap.xip
       FROM snap
 ),
 disc AS (
@@ -117,16 +147,19 @@ hints AS (
     SELECT $1, $2, partition_id, clock_timestamp() FROM pos
 ),
 set AS (
-    INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid, pending_seq)
-    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)])
-      FROM pos CROSS JOIN LATERAL (
-            SELECT ARRAY(SELECT x FROM unnest((SELECT xs FROM xip)) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
+    INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq,
+                                    pending_txid, pending_seq, sub_xmax, sub_xip)
+    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)]),
+           point.xmax, point.xip
+      FROM pos CROSS JOIN point CROSS JOIN snap CROSS JOIN LATERAL (
+            SELECT ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,
            pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
            ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,
            retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_txid = NULL,
-           lease_seq = NULL, lease_xip = NULL, updated_at = clock_timestamp()
+           lease_seq = NULL, lease_xip = NULL, sub_xmax = EXCLUDED.sub_xmax,
+           sub_xip = EXCLUDED.sub_xip, updated_at = clock_timestamp()
     RETURNING 1
 )
 SELECT count(*) FROM set;

@@ -16,21 +16,28 @@ SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_s
 -- The queue's count point (or the start), how many messages came after it (at most $2, read
 -- in log order through the queue-log index: the next pass counts on from the last), the last of them,
 -- how many messages pending transactions that committed since added, and what the snapshot
--- says of those transactions. $1 queue id.
-WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+-- (as discovery_scan in pop.sql reads it) says of those transactions. $1 queue id.
+WITH snap AS MATERIALIZED (
+    SELECT least(pg_snapshot_xmin(z.s)::text::bigint, z.own) AS xmin,
+           pg_snapshot_xmax(z.s)::text::bigint AS xmax,
+           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
+           z.own
+      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+),
 cur AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid, counted FROM queen.queue_counts WHERE queue_id = $1
     UNION ALL
     SELECT 0, 0, '{}'::bigint[], 0 WHERE NOT EXISTS (SELECT 1 FROM queen.queue_counts WHERE queue_id = $1)
 ),
 tail AS MATERIALIZED (
-    SELECT m.txid, m.seq FROM cur CROSS JOIN LATERAL (
+    SELECT m.txid, m.seq FROM cur, snap CROSS JOIN LATERAL (
         SELECT txid, seq FROM queen.messages WHERE queue_id = $1 AND (txid, seq) > (cur.upto_txid, cur.upto_seq)
+           AND txid IS DISTINCT FROM snap.own
          ORDER BY txid, seq LIMIT $2) m
 ),
 pend AS MATERIALIZED (
-    SELECT p.x, p.ord, pg_visible_in_snapshot(p.x::text::xid8, snap.s) AS vis,
-           COALESCE(pg_xact_status(p.x::text::xid8), 'aborted') = 'aborted' AS aborted
+    SELECT p.x, p.ord, (p.x < snap.xmin OR (p.x < snap.xmax AND p.x <> ALL (snap.xip))) AS vis
       FROM cur CROSS JOIN LATERAL unnest(cur.pending_txid) WITH ORDINALITY AS p(x, ord), snap
 )
 SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
@@ -40,8 +47,7 @@ SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
        (SELECT count(*) FROM queen.messages m
          WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))),
        ARRAY(SELECT vis FROM pend ORDER BY ord),
-       ARRAY(SELECT aborted FROM pend ORDER BY ord),
-       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap.s) AS x)
+       snap.xip
   FROM cur, snap;
 
 -- name: count_save

@@ -122,3 +122,17 @@ pub fn prepare_query(c: &mut Client, file: &str, name: &str, types: &[&str]) {
     c.batch_execute(&format!("PREPARE {name} ({}) AS {}", types.join(", "), query_section(file, name)))
         .unwrap_or_else(|e| panic!("preparing {file}.sql {name}: {e}"));
 }
+
+/// The snapshot of a new statement, as queen's queries read one (the caller's own transaction
+/// among the running ones): "xmin, xmax, '{xip}'", the arguments of hints_set and hints_delete.
+pub fn look_snapshot(c: &mut Client) -> String {
+    c.query_one(
+        "SELECT format('%s, %s, %L', least(pg_snapshot_xmin(s)::text::bigint, own), pg_snapshot_xmax(s)::text::bigint,
+                       ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x)
+                         || ARRAY(SELECT own WHERE own IS NOT NULL))
+           FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) z",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}

@@ -1,7 +1,9 @@
 //! queen_push and queen_pop over real, separate connections: the delivery guarantees of
 //! SPEC §6.1–§6.4 and the behaviour of SPEC §3.1–§3.2.
 
-use queen_integration_tests::{connect, drain, open_tx, payloads, pop_auto, prepare_query, sqlstate, TestDb};
+use queen_integration_tests::{
+    connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, sqlstate, TestDb,
+};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
@@ -679,7 +681,7 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     push(&mut c, "q", "y", json!("y2"));
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 1), vec![json!("y1")]);
     // The snapshot of a pop's look at x, taken before M commits.
-    let look: String = c.query_one("SELECT pg_current_snapshot()::text", &[]).unwrap().get(0);
+    let look = look_snapshot(&mut c);
     push(&mut c, "q", "x", json!("M"));
     // This pop's discovery reads M in the log and hints x; it delivers from y, the older hint.
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 1), vec![json!("y2")]);
@@ -691,13 +693,13 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     };
     assert_eq!(hints(&mut c), 1, "discovery hinted x");
     // The earlier pop's pass: x looked empty to it.
-    prepare_query(&mut c, "pop", "hints_delete", &["uuid", "text", "text"]);
-    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', '{look}')")).unwrap();
+    prepare_query(&mut c, "pop", "hints_delete", &["uuid", "text", "bigint", "bigint", "bigint[]"]);
+    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', {look})")).unwrap();
     assert_eq!(hints(&mut c), 1, "the hint for M survives a look that could not see M");
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("M")]);
     // A look that saw x empty after M was delivered clears the hints.
-    let look: String = c.query_one("SELECT pg_current_snapshot()::text", &[]).unwrap().get(0);
-    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', '{look}')")).unwrap();
+    let look = look_snapshot(&mut c);
+    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', {look})")).unwrap();
     assert_eq!(hints(&mut c), 0);
 }
 
@@ -713,7 +715,7 @@ fn moving_hints_keeps_those_a_look_could_not_account_for() {
     let row = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g')", &[]).unwrap();
     let (m, lease): (uuid::Uuid, uuid::Uuid) = (row.get(0), row.get(1));
     // The snapshot of another pop's look at x, which sees the lease active.
-    let look: String = c.query_one("SELECT pg_current_snapshot()::text", &[]).unwrap().get(0);
+    let look = look_snapshot(&mut c);
     let ok: bool =
         c.query_one("SELECT success FROM queen_ack($1, $2, 'completed', NULL, 'g')", &[&m, &lease]).unwrap().get(0);
     assert!(ok, "the lease is released and x is due now");
@@ -722,8 +724,8 @@ fn moving_hints_keeps_those_a_look_could_not_account_for() {
         let r = c.query_one("SELECT queue_id, partition_id FROM queen.partitions WHERE name = 'x'", &[]).unwrap();
         (r.get(0), r.get(1))
     };
-    prepare_query(&mut c, "pop", "hints_set", &["uuid", "uuid", "text", "timestamptz", "text"]);
-    c.batch_execute(&format!("EXECUTE hints_set ('{queue}', '{x}', 'g', now() + interval '300 seconds', '{look}')"))
+    prepare_query(&mut c, "pop", "hints_set", &["uuid", "uuid", "text", "timestamptz", "bigint", "bigint", "bigint[]"]);
+    c.batch_execute(&format!("EXECUTE hints_set ('{queue}', '{x}', 'g', now() + interval '300 seconds', {look})"))
         .unwrap();
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(2)], "x's next message is due now");
 }

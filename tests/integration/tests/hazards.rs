@@ -1,0 +1,226 @@
+//! The interleavings a review found losing, stranding or corrupting state (issue 8), each
+//! replayed step by step over real connections. Every test here failed before its fix.
+
+use postgres::Client;
+use queen_integration_tests::{drain, open_tx, pop_auto, TestDb};
+use serde_json::{json, Value};
+
+fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
+    c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap();
+}
+
+fn lag(c: &mut Client, queue: &str, group: Option<&str>) -> i64 {
+    c.query_one(
+        "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
+          WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2",
+        &[&queue, &group],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Item 1: a worker takes its xid, pops a message that a younger transaction committed, and
+/// pushes its follow-up in the same transaction. The follow-up (same partition, and another
+/// partition) must be delivered once the worker commits: its own xid is "still running" to
+/// its own pop, so the cursor and the discovery point keep it pending.
+#[test]
+fn pop_then_push_in_one_transaction_loses_nothing() {
+    let db = TestDb::new("pop_then_push");
+    let mut setup = db.connect();
+    assert!(pop_auto(&mut setup, "q", Some("g"), 10).is_empty(), "g subscribes");
+    let mut a = open_tx(&db);
+    a.batch_execute("SELECT pg_current_xact_id()").unwrap();
+    let mut b = db.connect();
+    push(&mut b, "q", "P", json!("B"));
+    assert_eq!(pop_auto(&mut a, "q", Some("g"), 10), vec![json!("B")]);
+    push(&mut a, "q", "P", json!("A-follow-up"));
+    push(&mut a, "q", "P2", json!("A-elsewhere"));
+    a.batch_execute("COMMIT").unwrap();
+    let mut got = drain(&mut setup, "q", Some("g"));
+    got.sort_by_key(|v| v.to_string());
+    assert_eq!(got, vec![json!("A-elsewhere"), json!("A-follow-up")]);
+    assert_eq!(lag(&mut setup, "q", Some("g")), 0);
+}
+
+/// Item 2: a transaction that pushes and then pops never receives its own uncommitted message,
+/// and an older open transaction's message is not passed over.
+#[test]
+fn push_then_pop_in_one_transaction_neither_sees_its_own_nor_loses_an_older_one() {
+    let db = TestDb::new("push_then_pop");
+    let mut setup = db.connect();
+    assert!(pop_auto(&mut setup, "q", Some("g"), 10).is_empty(), "g subscribes");
+    let mut t1 = open_tx(&db);
+    push(&mut t1, "q", "P", json!("T1"));
+    let mut t2 = open_tx(&db);
+    push(&mut t2, "q", "P", json!("T2"));
+    assert!(pop_auto(&mut t2, "q", Some("g"), 10).is_empty(), "a pop never returns its own uncommitted push");
+    t2.batch_execute("COMMIT").unwrap();
+    t1.batch_execute("COMMIT").unwrap();
+    let mut got = drain(&mut setup, "q", Some("g"));
+    got.sort_by_key(|v| v.to_string());
+    assert_eq!(got, vec![json!("T1"), json!("T2")]);
+    assert_eq!(lag(&mut setup, "q", Some("g")), 0);
+}
+
+/// The same with queue mode and a partition pop: a pop in the pushing transaction returns
+/// nothing, and after commit both messages come in order.
+#[test]
+fn a_partition_pop_never_returns_its_own_push() {
+    let db = TestDb::new("own_partition_pop");
+    let mut setup = db.connect();
+    push(&mut setup, "q", "P", json!(0));
+    let mut t = open_tx(&db);
+    push(&mut t, "q", "P", json!(1));
+    let got: Vec<Value> = t
+        .query("SELECT payload FROM queen_pop('q', partition => 'P', batch => 10, auto_ack => true)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(got, vec![json!(0)], "the committed message only");
+    t.batch_execute("COMMIT").unwrap();
+    assert_eq!(drain(&mut setup, "q", None), vec![json!(1)]);
+}
+
+/// Item 3: two first pops of a 'new' group at once. A subscribes first and commits last; C's
+/// message, committed between the two subscriptions, is new for A: the earliest point counts,
+/// and it is delivered (group_lag and delivery agree).
+#[test]
+fn concurrent_first_pops_of_a_new_group_strand_nothing() {
+    let db = TestDb::new("two_first_pops");
+    let mut setup = db.connect();
+    push(&mut setup, "q", "P1", json!("old")); // the queue exists; this one is not new
+    let mut a = open_tx(&db);
+    let first: Vec<Value> = a
+        .query("SELECT payload FROM queen_pop('q', 'g', subscription_mode => 'new', auto_ack => true)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(first.is_empty());
+    let mut c = db.connect();
+    push(&mut c, "q", "P2", json!("C"));
+    let mut b = db.connect();
+    let second =
+        b.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new', auto_ack => true)", &[]).unwrap();
+    assert!(second.is_empty(), "C committed before B's subscription: not new for B");
+    a.batch_execute("COMMIT").unwrap();
+    assert_eq!(lag(&mut setup, "q", Some("g")), 1, "A's point is the earliest: C is pending");
+    let got: Vec<Value> = (0..3)
+        .flat_map(|_| {
+            setup
+                .query("SELECT payload FROM queen_pop('q', 'g', batch => 10, auto_ack => true)", &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, Value>(0))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(got, vec![json!("C")]);
+    assert_eq!(lag(&mut setup, "q", Some("g")), 0);
+}
+
+/// Item 3, the variant: a transaction running at a 'new' group's subscription is new, all of
+/// it, whatever it pushes after the subscription and to which partition — both when it is the
+/// newest transaction (its xid is the snapshot's xmax) and when a later one has committed (its
+/// xid is in the snapshot's running list).
+#[test]
+fn a_transaction_running_at_subscription_is_new_in_every_partition() {
+    for later_commit in [false, true] {
+        let db = TestDb::new("running_at_subscription");
+        let mut setup = db.connect();
+        push(&mut setup, "q", "seed", json!("old"));
+        let mut t0 = open_tx(&db);
+        push(&mut t0, "q", "P0", json!("T0-a"));
+        if later_commit {
+            push(&mut setup, "q", "seed", json!("old too"));
+        }
+        assert!(setup
+            .query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new', auto_ack => true)", &[])
+            .unwrap()
+            .is_empty());
+        push(&mut t0, "q", "C0", json!("T0-b"));
+        push(&mut t0, "q", "P2", json!("T0-c"));
+        t0.batch_execute("COMMIT").unwrap();
+        assert_eq!(lag(&mut setup, "q", Some("g")), 3, "later commit: {later_commit}");
+        let mut got = drain(&mut setup, "q", Some("g"));
+        got.sort_by_key(|v| v.to_string());
+        assert_eq!(got, vec![json!("T0-a"), json!("T0-b"), json!("T0-c")], "later commit: {later_commit}");
+        assert_eq!(lag(&mut setup, "q", Some("g")), 0);
+    }
+}
+
+/// Rows of queen's state tables that a refused call must not add to.
+fn state_rows(c: &mut Client) -> Vec<i64> {
+    ["subscriptions", "cursors", "ready", "leases", "discovery", "dead_letters"]
+        .iter()
+        .map(|t| c.query_one(&format!("SELECT count(*) FROM queen.{t}"), &[]).unwrap().get(0))
+        .collect()
+}
+
+fn ack(c: &mut Client, m: uuid::Uuid, lease: Option<uuid::Uuid>, group: Option<&str>) -> (bool, Option<String>) {
+    let r = c
+        .query_one("SELECT success, error FROM queen_ack($1, $2, consumer_group => $3)", &[&m, &lease, &group])
+        .unwrap();
+    (r.get(0), r.get(1))
+}
+
+/// Item 4 and SPEC §3.3: an ack with a lease takes its group from the lease, so leaving out
+/// `consumer_group` acks for the lease's group; naming another group is refused, and a refused
+/// ack writes nothing: no subscription, cursor, hint or lease row (SPEC §10).
+#[test]
+fn an_ack_takes_its_group_from_the_lease_and_a_refused_one_leaves_no_trace() {
+    let db = TestDb::new("ack_lease_group");
+    let mut c = db.connect();
+    push(&mut c, "q", "P", json!(1));
+    push(&mut c, "q", "P", json!(2));
+    let rows = c.query("SELECT message_id, lease_id FROM queen_pop('q', 'billing', batch => 2)", &[]).unwrap();
+    let (m1, lease): (uuid::Uuid, uuid::Uuid) = (rows[0].get(0), rows[0].get(1));
+    let m2: uuid::Uuid = rows[1].get(0);
+
+    let before = state_rows(&mut c);
+    assert_eq!(ack(&mut c, m1, Some(lease), Some("shipping")), (false, Some("lease not held".into())));
+    assert_eq!(ack(&mut c, m1, Some(uuid::Uuid::from_u128(0x5eed)), None), (false, Some("lease not held".into())));
+    assert_eq!(
+        ack(&mut c, m1, Some(uuid::Uuid::from_u128(0x5eed)), Some("never")),
+        (false, Some("lease not held".into()))
+    );
+    let batch: Value = json!([
+        {"messageId": m1.to_string(), "leaseId": lease.to_string(), "consumerGroup": "shipping"},
+        {"messageId": m2.to_string(), "leaseId": uuid::Uuid::from_u128(0x5eed).to_string()}
+    ]);
+    let refused: Vec<Option<String>> =
+        c.query("SELECT error FROM queen_ack($1) ORDER BY idx", &[&batch]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(refused, vec![Some("lease not held".into()), Some("lease not held".into())]);
+    assert_eq!(state_rows(&mut c), before, "refused acks wrote nothing");
+    let groups: i64 =
+        c.query_one("SELECT consumer_groups FROM queen.queue_stats WHERE queue = 'q'", &[]).unwrap().get(0);
+    assert_eq!(groups, 1, "no phantom group");
+
+    // Without consumer_group: the lease's group.
+    assert_eq!(ack(&mut c, m1, Some(lease), None), (true, None));
+    assert_eq!(ack(&mut c, m2, Some(lease), Some("billing")), (true, None));
+    assert_eq!(lag(&mut c, "q", Some("billing")), 0);
+    // A late ack on the released lease: 'already acknowledged' for the lease's group.
+    assert_eq!(ack(&mut c, m1, Some(lease), None), (false, Some("already acknowledged".into())));
+}
+
+/// A refused ack without a lease writes nothing either: a 'new' group that never popped the
+/// partition has the message behind its start ('already acknowledged'), and gets no cursor.
+#[test]
+fn a_refused_ack_without_a_lease_creates_no_cursor() {
+    let db = TestDb::new("ack_no_trace");
+    let mut c = db.connect();
+    push(&mut c, "q", "P", json!(1));
+    let m: uuid::Uuid = c.query_one("SELECT message_id FROM queen.messages", &[]).unwrap().get(0);
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
+    let before = state_rows(&mut c);
+    assert_eq!(ack(&mut c, m, None, Some("g")), (false, Some("already acknowledged".into())));
+    assert_eq!(state_rows(&mut c), before);
+    // One that applies creates what it needs: queue mode's subscription and cursor.
+    assert_eq!(ack(&mut c, m, None, None), (true, None));
+    let qm: i64 =
+        c.query_one("SELECT count(*) FROM queen.cursors WHERE consumer_group = '__QUEUE_MODE__'", &[]).unwrap().get(0);
+    assert_eq!(qm, 1);
+    assert!(pop_auto(&mut c, "q", None, 10).is_empty(), "queue mode finished it");
+}
