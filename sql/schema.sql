@@ -248,7 +248,7 @@ CREATE TABLE queen.retired_partitions (
 );
 
 -- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
--- The functions return the same columns as RETURNS TABLE.
+-- The functions return them (src/api/rows.rs).
 CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,
                                   partition text, partition_id uuid, status text);
 CREATE TYPE queen.message AS (message_id uuid, transaction_id text, queue text, partition text,

@@ -185,11 +185,29 @@ const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUI
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS] };
 const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[INT4, INT4] };
+/// The fields of an ack batch's elements that queen reads.
+const ACK_KEYS: &[&str] = &[
+    "messageId",
+    "message_id",
+    "partitionId",
+    "partition_id",
+    "transactionId",
+    "transaction_id",
+    "leaseId",
+    "lease_id",
+    "consumerGroup",
+    "consumer_group",
+    "_status",
+    "status",
+    "_error",
+    "error",
+];
+
 /// The entries of a batch ack given as jsonb: the fields queen reads are taken out of the
-/// binary jsonb (`Jsonb::ack_fields`), so a popped row's payload is never turned into text,
-/// then checked by `parse_acks` like any JSON.
+/// binary jsonb (`Jsonb::elements`), so a popped row's payload is never turned into text,
+/// then checked by `parse_elements`.
 pub fn parse_acks_jsonb(acks: crate::jsonb::Jsonb) -> QueenResult<Vec<AckEntry>> {
-    let elements = acks.ack_fields().map_err(|kind| {
+    let elements = acks.elements(ACK_KEYS).map_err(|kind| {
         QueenError::invalid("argument \"acks\"", format!("must be a JSON array of objects, got a JSON {kind}"))
     })?;
     parse_elements(&elements)

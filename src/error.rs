@@ -69,6 +69,18 @@ impl fmt::Display for QueenError {
     }
 }
 
+/// Called from `_PG_init`: errors reach users without a Rust backtrace (SPEC §11). pgrx's
+/// panic hook captures one into every error's DETAIL when the server's environment has
+/// RUST_BACKTRACE set (a developer's shell often does); RUST_LIB_BACKTRACE=0 turns capturing
+/// off for this process, unless it is set already (to debug queen, start the server with
+/// RUST_LIB_BACKTRACE=1).
+pub fn init() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // Before any thread of ours exists: _PG_init runs in the backend's only thread.
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+}
+
 /// Values quoted in messages are cut so that a hostile megabyte-long argument does not become
 /// a megabyte-long log line.
 pub fn shorten(value: &str) -> String {

@@ -17,41 +17,6 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy)]
 pub struct Jsonb(pub pg_sys::Datum);
 
-impl Jsonb {
-    /// Parse into a `serde_json::Value` (for inputs queen must read, such as batch items).
-    pub fn to_value(self) -> Value {
-        let text = unsafe {
-            let detoasted = pg_sys::pg_detoast_datum_packed(self.0.cast_mut_ptr());
-            let cstr =
-                pgrx::fcinfo::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(pg_sys::Datum::from(detoasted))])
-                    .expect("queen: jsonb_out returns text");
-            let s =
-                std::ffi::CStr::from_ptr(cstr.cast_mut_ptr::<std::os::raw::c_char>()).to_string_lossy().into_owned();
-            pg_sys::pfree(cstr.cast_mut_ptr());
-            s
-        };
-        serde_json::from_str(&text).expect("queen: jsonb text is JSON")
-    }
-}
-
-/// The keys of an ack batch's elements that queen reads.
-const ACK_KEYS: &[&str] = &[
-    "messageId",
-    "message_id",
-    "partitionId",
-    "partition_id",
-    "transactionId",
-    "transaction_id",
-    "leaseId",
-    "lease_id",
-    "consumerGroup",
-    "consumer_group",
-    "_status",
-    "status",
-    "_error",
-    "error",
-];
-
 /// An element of a JSON array that queen reads field by field: an object (holding only the
 /// fields read), or the JSON type of an element that is not one.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,13 +40,15 @@ impl Element {
 }
 
 impl Jsonb {
-    /// An ack batch read from the binary jsonb with Postgres' own lookups, keeping only the
-    /// keys queen reads: a popped row's payload is never turned into text or parsed. Err is the
-    /// JSON type of an argument that is not an array.
-    pub fn ack_fields(self) -> Result<Vec<Element>, &'static str> {
+    /// The elements of a JSON array read from the binary jsonb with Postgres' own lookups,
+    /// each object holding only the fields named in `keys`: the fields queen reads of a batch
+    /// (a push's items, an ack batch), so that payloads are never turned into text or parsed,
+    /// and any valid jsonb is accepted as it is (SPEC §10: nesting beyond serde_json's
+    /// recursion limit, numbers beyond f64). Err is the JSON type of an argument that is not an
+    /// array.
+    pub fn elements(self, keys: &[&str]) -> Result<Vec<Element>, &'static str> {
         unsafe {
-            let j = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::Jsonb;
-            let root = &mut (*j).root as *mut pg_sys::JsonbContainer;
+            let root = self.root();
             let header = (*root).header;
             if header & pg_sys::JB_FARRAY == 0 || header & pg_sys::JB_FSCALAR != 0 {
                 return Err(if header & pg_sys::JB_FOBJECT != 0 { "object" } else { "scalar" });
@@ -93,7 +60,7 @@ impl Jsonb {
                 out.push(match object_of(v) {
                     Some(obj) => {
                         let mut m = serde_json::Map::new();
-                        for key in ACK_KEYS {
+                        for key in keys {
                             let mut res = std::mem::zeroed::<pg_sys::JsonbValue>();
                             let found = pg_sys::getKeyJsonValueFromContainer(
                                 obj,
@@ -111,6 +78,50 @@ impl Jsonb {
                 });
             }
             Ok(out)
+        }
+    }
+
+    /// The value one level deep: a scalar as it is; an object or array with its scalar members,
+    /// and nested containers as empty ones (queen reads no deeper: `queen_configure`'s options).
+    pub fn shallow(self) -> Value {
+        unsafe {
+            let root = self.root();
+            let mut it = pg_sys::JsonbIteratorInit(root);
+            let mut v = std::mem::zeroed::<pg_sys::JsonbValue>();
+            let (mut obj, mut arr, mut key) = (serde_json::Map::new(), Vec::new(), String::new());
+            let mut is_object = false;
+            loop {
+                match pg_sys::JsonbIteratorNext(&mut it, &mut v, true) {
+                    pg_sys::JsonbIteratorToken::WJB_DONE => break,
+                    pg_sys::JsonbIteratorToken::WJB_BEGIN_OBJECT => is_object = true,
+                    pg_sys::JsonbIteratorToken::WJB_KEY => {
+                        key = match scalar(&v) {
+                            Value::String(k) => k,
+                            other => other.to_string(),
+                        }
+                    }
+                    pg_sys::JsonbIteratorToken::WJB_VALUE => {
+                        obj.insert(std::mem::take(&mut key), scalar(&v));
+                    }
+                    pg_sys::JsonbIteratorToken::WJB_ELEM => arr.push(scalar(&v)),
+                    _ => {}
+                }
+            }
+            if is_object {
+                Value::Object(obj)
+            } else if (*root).header & pg_sys::JB_FSCALAR != 0 {
+                arr.pop().unwrap_or(Value::Null)
+            } else {
+                Value::Array(arr)
+            }
+        }
+    }
+
+    /// The root container, detoasted.
+    unsafe fn root(self) -> *mut pg_sys::JsonbContainer {
+        unsafe {
+            let j = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::Jsonb;
+            &mut (*j).root as *mut pg_sys::JsonbContainer
         }
     }
 }
@@ -143,7 +154,8 @@ fn kind_of(v: &pg_sys::JsonbValue) -> &'static str {
 }
 
 /// A scalar jsonb value as JSON (objects and arrays as empty ones: queen reads no nested
-/// value, only names its type in an error).
+/// value, only names its type in an error). Numbers keep their text (serde_json's
+/// arbitrary_precision), so one beyond f64 is still a number.
 unsafe fn scalar(v: &pg_sys::JsonbValue) -> Value {
     unsafe {
         match v.type_ {
@@ -160,7 +172,7 @@ unsafe fn scalar(v: &pg_sys::JsonbValue) -> Value {
                 )
                 .map(|c| c.to_string_lossy().into_owned())
                 .unwrap_or_default();
-                serde_json::from_str(&text).unwrap_or(Value::String(text))
+                serde_json::from_str(&text).unwrap_or(Value::Null)
             }
             _ if kind_of(v) == "object" => Value::Object(serde_json::Map::new()),
             _ => Value::Array(Vec::new()),

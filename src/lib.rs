@@ -29,6 +29,7 @@ mod worker;
 /// pops and the maintenance workers.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    error::init();
     gucs::init();
     wait::init_backend();
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {

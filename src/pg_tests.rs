@@ -93,7 +93,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn ack_fields_are_read_from_binary_jsonb() {
+    fn batch_fields_are_read_from_binary_jsonb() {
         Spi::connect(|c| {
             let t = c
                 .select(
@@ -104,7 +104,8 @@ mod tests {
                 )
                 .unwrap();
             let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
-            let elements = j.ack_fields().unwrap();
+            let keys = ["message_id", "consumerGroup", "_status", "error", "leaseId", "absent"];
+            let elements = j.elements(&keys).unwrap();
             assert_eq!(
                 elements,
                 vec![
@@ -120,7 +121,16 @@ mod tests {
             );
             let t = c.select("SELECT '{\"a\": 1}'::jsonb", None, &[]).unwrap();
             let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
-            assert_eq!(j.ack_fields(), Err("object"));
+            assert_eq!(j.elements(&keys), Err("object"));
+            let t = c
+                .select(r#"SELECT '{"a": 1e400, "b": {"c": [1]}, "d": "x", "e": [2, {}]}'::jsonb"#, None, &[])
+                .unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            let v = j.shallow();
+            assert_eq!(v["a"].to_string().len(), 401, "a number beyond f64 stays a number: {}", v["a"]);
+            assert_eq!((v["b"].clone(), v["d"].clone(), v["e"].clone()), (json!({}), json!("x"), json!([])));
+            let t = c.select("SELECT '5'::jsonb", None, &[]).unwrap();
+            assert_eq!(t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap().shallow(), json!(5));
         })
     }
 }

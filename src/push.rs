@@ -6,7 +6,7 @@
 //! a partition is (txid, seq): the pushing transaction's id and this backend's counter.
 
 use crate::error::{shorten, QueenError, QueenResult};
-use crate::jsonb::Jsonb;
+use crate::jsonb::{Element, Jsonb};
 use crate::names::{self, to_pg, DEFAULT_PARTITION};
 use crate::spi::types::{INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
@@ -70,22 +70,29 @@ pub fn check_transaction_id(what: &str, id: &str) -> QueenResult<()> {
     Ok(())
 }
 
-/// The items of the batch form: a JSON array of objects in Queen's wire shape
-/// `{"queue", "partition"?, "payload"?, "transactionId"?, "traceId"?}`.
-pub fn parse_items(items: &Value) -> QueenResult<Vec<PushItem>> {
-    let arr = items.as_array().ok_or_else(|| {
-        QueenError::invalid(
-            "argument \"items\"",
-            format!("must be a JSON array of objects, got {}", shorten(&items.to_string())),
-        )
-    })?;
-    arr.iter().enumerate().map(|(i, item)| parse_item(i, item)).collect()
+/// The fields of a push item that queen reads (the payload goes from the argument to the
+/// table as is: insert_messages).
+pub const ITEM_KEYS: &[&str] = &["queue", "partition", "transactionId", "traceId"];
+
+/// The items of the batch form, a JSON array of objects in Queen's wire shape
+/// `{"queue", "partition"?, "payload"?, "transactionId"?, "traceId"?}`, as
+/// `Jsonb::elements(ITEM_KEYS)` read them.
+pub fn parse_items(elements: &[Element]) -> QueenResult<Vec<PushItem>> {
+    elements.iter().enumerate().map(|(i, item)| parse_item(i, item)).collect()
 }
 
-fn parse_item(i: usize, item: &Value) -> QueenResult<PushItem> {
-    let obj = item.as_object().ok_or_else(|| {
-        QueenError::invalid(format!("items[{i}]"), format!("must be an object, got {}", shorten(&item.to_string())))
-    })?;
+/// The error for an items argument that is not an array.
+pub fn not_an_array(kind: &str) -> QueenError {
+    QueenError::invalid("argument \"items\"", format!("must be a JSON array of objects, got a JSON {kind}"))
+}
+
+fn parse_item(i: usize, item: &Element) -> QueenResult<PushItem> {
+    let obj = match item {
+        Element::Object(obj) => obj,
+        Element::Other(kind) => {
+            return Err(QueenError::invalid(format!("items[{i}]"), format!("must be an object, got a JSON {kind}")))
+        }
+    };
     let string = |key: &str| -> QueenResult<Option<&str>> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -118,8 +125,6 @@ fn parse_item(i: usize, item: &Value) -> QueenResult<PushItem> {
             kind: "uuid",
         })?),
     };
-    // The payload ("payload", missing = JSON null) is not read here: it goes from the items
-    // argument to the table as is (insert_messages).
     Ok(PushItem { queue, partition, transaction_id, trace_id })
 }
 
@@ -375,9 +380,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The items of a JSON value as `Jsonb::elements` reads them from a jsonb argument.
+    fn parse(v: &Value) -> QueenResult<Vec<PushItem>> {
+        let arr = v.as_array().ok_or_else(|| not_an_array("object"))?;
+        let elements: Vec<Element> = arr
+            .iter()
+            .map(|e| match e {
+                Value::Object(o) => Element::Object(
+                    o.iter()
+                        .filter(|(k, _)| ITEM_KEYS.contains(&k.as_str()))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+                other => Element::of(other),
+            })
+            .collect();
+        parse_items(&elements)
+    }
+
     #[test]
     fn items_take_queens_wire_shape() {
-        let items = parse_items(&json!([
+        let items = parse(&json!([
             {"queue": "q", "payload": {"a": 1}},
             {"queue": "q", "partition": "p", "payload": null, "transactionId": "t1",
              "traceId": "0190a5b4-0000-7000-8000-000000000000"},
@@ -392,13 +415,13 @@ mod tests {
     }
 
     fn err(v: Value) -> QueenError {
-        parse_items(&v).unwrap_err()
+        parse(&v).unwrap_err()
     }
 
     #[test]
     fn bad_items_are_refused_with_their_place() {
         assert!(err(json!({"queue": "q"})).to_string().contains("argument \"items\": must be a JSON array"));
-        assert!(err(json!([1])).to_string().contains("items[0]: must be an object"));
+        assert!(err(json!([1])).to_string().contains("items[0]: must be an object, got a JSON number"));
         assert!(err(json!([{"queue": "q"}, {}])).to_string().contains("items[1].queue: is missing"));
         assert!(err(json!([{"queue": ""}])).to_string().contains("items[0].queue: must not be empty"));
         assert!(err(json!([{"queue": 5}])).to_string().contains("items[0].queue: must be a string"));
@@ -416,6 +439,6 @@ mod tests {
 
     #[test]
     fn an_empty_batch_is_fine() {
-        assert!(parse_items(&json!([])).unwrap().is_empty());
+        assert!(parse(&json!([])).unwrap().is_empty());
     }
 }

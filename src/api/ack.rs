@@ -1,4 +1,5 @@
 use crate::ack::{self, AckEntry, AckResult, AckStatus};
+use crate::api::rows::AckRow;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
@@ -6,28 +7,20 @@ use crate::names::from_pg;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-fn rows(
-    results: Vec<AckResult>,
-) -> TableIterator<
-    'static,
-    (
-        name!(idx, i32),
-        name!(message_id, Option<Uuid>),
-        name!(success, bool),
-        name!(error, Option<String>),
-        name!(lease_released, bool),
-        name!(dead_lettered, bool),
-    ),
-> {
-    TableIterator::new(
-        results.into_iter().map(|r| (r.idx, r.message_id, r.success, r.error, r.lease_released, r.dead_lettered)),
-    )
+fn row(r: AckResult) -> AckRow {
+    AckRow {
+        idx: r.idx,
+        message_id: r.message_id,
+        success: r.success,
+        error: r.error,
+        lease_released: r.lease_released,
+        dead_lettered: r.dead_lettered,
+    }
 }
 
 /// `queen_ack(message_id, lease_id, status, error, consumer_group)`: SPEC §3.3, one message.
 /// A refused ack is a row with `success = false` and the reason, not an error.
-// The result columns are spelled out in each signature: pgrx generates the SQL `RETURNS TABLE`
-// from the signature itself and cannot see through a type alias.
+/// `RETURNS queen.ack_result`.
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
 fn queen_ack_one(
     message_id: Option<Uuid>,
@@ -35,17 +28,7 @@ fn queen_ack_one(
     status: default!(Option<&str>, "'completed'"),
     error: default!(Option<&str>, "NULL"),
     consumer_group: default!(Option<&str>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(idx, i32),
-        name!(message_id, Option<Uuid>),
-        name!(success, bool),
-        name!(error, Option<String>),
-        name!(lease_released, bool),
-        name!(dead_lettered, bool),
-    ),
-> {
+) -> AckRow {
     const F: &str = "queen_ack";
     let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
     let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
@@ -62,26 +45,15 @@ fn queen_ack_one(
         status,
         error: error.map(str::to_string),
     };
-    rows(ack::ack(&[entry]))
+    row(ack::ack(&[entry]).pop().expect("queen: one result per entry"))
 }
 
-/// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order.
+/// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order;
+/// `RETURNS SETOF queen.ack_result`.
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
-fn queen_ack_batch(
-    acks: Option<Jsonb>,
-) -> TableIterator<
-    'static,
-    (
-        name!(idx, i32),
-        name!(message_id, Option<Uuid>),
-        name!(success, bool),
-        name!(error, Option<String>),
-        name!(lease_released, bool),
-        name!(dead_lettered, bool),
-    ),
-> {
+fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     const F: &str = "queen_ack";
     let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
     let entries = ack::parse_acks_jsonb(acks).or_report(F);
-    rows(ack::ack(&entries))
+    SetOfIterator::new(ack::ack(&entries).into_iter().map(row))
 }

@@ -1,4 +1,5 @@
 use crate::error::OrReport;
+use crate::jsonb::Jsonb;
 use crate::names;
 use pgrx::prelude::*;
 use pgrx::JsonB;
@@ -6,10 +7,11 @@ use pgrx::JsonB;
 /// `queen_configure(queue, options)`: SPEC §3.4. Creates the queue if needed, changes only the
 /// options named, and returns every option's effective value.
 #[pg_extern(volatile, parallel_unsafe)]
-fn queen_configure(queue: Option<&str>, options: default!(Option<JsonB>, "'{}'")) -> JsonB {
+fn queen_configure(queue: Option<&str>, options: default!(Option<Jsonb>, "'{}'")) -> JsonB {
     const F: &str = "queen_configure";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
-    // A NULL options object means "change nothing" (SPEC §4).
-    let patch = options.map_or_else(|| serde_json::json!({}), |j| j.0);
+    // A NULL options object means "change nothing" (SPEC §4). Options are read one level deep
+    // from the binary jsonb: any valid jsonb argument is read, however deep or large.
+    let patch = options.map_or_else(|| serde_json::json!({}), Jsonb::shallow);
     JsonB(crate::configure::configure(queue, &patch).or_report(F))
 }

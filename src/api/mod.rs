@@ -7,4 +7,5 @@ mod configure;
 mod maintain;
 mod pop;
 mod push;
+mod rows;
 mod wait;

@@ -1,12 +1,12 @@
+use crate::api::rows::MessageRow;
 use crate::error::OrReport;
-use crate::jsonb::Jsonb;
 use crate::names;
 use crate::pop::{self, PopRequest};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
-use pgrx::Uuid;
 
-/// `queen_pop(...)`: SPEC §3.2. Claims partitions for the group and returns their next messages.
+/// `queen_pop(...)`: SPEC §3.2. Claims partitions for the group and returns their next messages;
+/// `RETURNS SETOF queen.message`.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn queen_pop(
@@ -20,23 +20,7 @@ fn queen_pop(
     auto_ack: default!(Option<bool>, "false"),
     subscription_mode: default!(Option<&str>, "NULL"),
     subscription_from: default!(Option<TimestampWithTimeZone>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(message_id, Uuid),
-        name!(transaction_id, String),
-        name!(queue, String),
-        name!(partition, String),
-        name!(partition_id, Uuid),
-        name!(payload, Jsonb),
-        name!(trace_id, Option<Uuid>),
-        name!(created_at, TimestampWithTimeZone),
-        name!(consumer_group, Option<String>),
-        name!(lease_id, Option<Uuid>),
-        name!(lease_expires_at, Option<TimestampWithTimeZone>),
-        name!(attempt, i32),
-    ),
-> {
+) -> SetOfIterator<'static, MessageRow> {
     const F: &str = "queen_pop";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     if let Some(g) = consumer_group {
@@ -60,20 +44,18 @@ fn queen_pop(
         from: subscription_from,
     };
     let rows = pop::pop(&req).or_report(F);
-    TableIterator::new(rows.into_iter().map(|m| {
-        (
-            m.message_id,
-            m.transaction_id,
-            m.queue,
-            m.partition,
-            m.partition_id,
-            m.payload,
-            m.trace_id,
-            m.created_at,
-            m.consumer_group,
-            m.lease_id,
-            m.lease_expires_at,
-            m.attempt,
-        )
+    SetOfIterator::new(rows.into_iter().map(|m| MessageRow {
+        message_id: m.message_id,
+        transaction_id: m.transaction_id,
+        queue: m.queue,
+        partition: m.partition,
+        partition_id: m.partition_id,
+        payload: m.payload,
+        trace_id: m.trace_id,
+        created_at: m.created_at,
+        consumer_group: m.consumer_group,
+        lease_id: m.lease_id,
+        lease_expires_at: m.lease_expires_at,
+        attempt: m.attempt,
     }))
 }

@@ -1,3 +1,4 @@
+use crate::api::rows::PushRow;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
@@ -5,28 +6,20 @@ use crate::push::{self, Payloads, PushItem, PushResult};
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-type Rows = TableIterator<
-    'static,
-    (
-        name!(idx, i32),
-        name!(message_id, Uuid),
-        name!(transaction_id, String),
-        name!(queue, String),
-        name!(partition, String),
-        name!(partition_id, Uuid),
-        name!(status, String),
-    ),
->;
-
-fn rows(results: Vec<PushResult>) -> Rows {
-    TableIterator::new(results.into_iter().map(|r| {
-        (r.idx, r.message_id, r.transaction_id, r.queue, r.partition, r.partition_id, r.status.as_str().to_string())
-    }))
+fn row(r: PushResult) -> PushRow {
+    PushRow {
+        idx: r.idx,
+        message_id: r.message_id,
+        transaction_id: r.transaction_id,
+        queue: r.queue,
+        partition: r.partition,
+        partition_id: r.partition_id,
+        status: r.status.as_str(),
+    }
 }
 
-/// `queen_push(queue, payload, partition, transaction_id, trace_id)`: SPEC §3.1, one message.
-// The result columns are spelled out in each signature: pgrx generates the SQL `RETURNS TABLE`
-// from the signature itself and cannot see through a type alias.
+/// `queen_push(queue, payload, partition, transaction_id, trace_id)`: SPEC §3.1, one message;
+/// `RETURNS queen.push_result`.
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
 fn queen_push_one(
     queue: Option<&str>,
@@ -34,18 +27,7 @@ fn queen_push_one(
     partition: default!(Option<&str>, "'Default'"),
     transaction_id: default!(Option<&str>, "NULL"),
     trace_id: default!(Option<Uuid>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(idx, i32),
-        name!(message_id, Uuid),
-        name!(transaction_id, String),
-        name!(queue, String),
-        name!(partition, String),
-        name!(partition_id, Uuid),
-        name!(status, String),
-    ),
-> {
+) -> PushRow {
     const F: &str = "queen_push";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     // JSON null is a payload; SQL NULL is not.
@@ -60,27 +42,18 @@ fn queen_push_one(
         transaction_id: transaction_id.map(str::to_string),
         trace_id: trace_id.map(names::from_pg),
     };
-    rows(push::push(vec![item], Payloads::One(payload)).or_report(F))
+    let mut results = push::push(vec![item], Payloads::One(payload)).or_report(F);
+    row(results.pop().expect("queen: one result per item"))
 }
 
-/// `queen_push(items)`: SPEC §3.1, a batch in Queen's wire shape; one result per item, in order.
+/// `queen_push(items)`: SPEC §3.1, a batch in Queen's wire shape; one result per item, in
+/// order; `RETURNS SETOF queen.push_result`. The items are read from the binary jsonb (the
+/// payloads go to the table as they are), so any valid jsonb payload is accepted (SPEC §10).
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
-fn queen_push_batch(
-    items: Option<Jsonb>,
-) -> TableIterator<
-    'static,
-    (
-        name!(idx, i32),
-        name!(message_id, Uuid),
-        name!(transaction_id, String),
-        name!(queue, String),
-        name!(partition, String),
-        name!(partition_id, Uuid),
-        name!(status, String),
-    ),
-> {
+fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
     const F: &str = "queen_push";
     let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
-    let parsed = push::parse_items(&items.to_value()).or_report(F);
-    rows(push::push(parsed, Payloads::Items(items)).or_report(F))
+    let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
+    let parsed = push::parse_items(&elements).or_report(F);
+    SetOfIterator::new(push::push(parsed, Payloads::Items(items)).or_report(F).into_iter().map(row))
 }

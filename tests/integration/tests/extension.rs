@@ -127,3 +127,79 @@ fn configure_is_transactional() {
     assert_eq!(sqlstate(&err), "22023");
     assert!(err.as_db_error().unwrap().message().contains("\"nope\""), "{err}");
 }
+
+/// SPEC §3: the result types as the SPEC writes them, read from pg_proc (scalar forms return
+/// one composite row, batch forms and pop a set of it).
+#[test]
+fn functions_return_the_spec_result_types() {
+    let db = TestDb::new("result_types");
+    let mut c = db.connect();
+    let rows = c
+        .query(
+            "SELECT p.proname::text, pg_get_function_identity_arguments(p.oid), p.proretset, p.prorettype::regtype::text
+               FROM pg_proc p WHERE p.proname IN ('queen_push', 'queen_pop', 'queen_ack') ORDER BY 1, 2",
+            &[],
+        )
+        .unwrap();
+    let got: Vec<(String, bool, String)> = rows
+        .iter()
+        .map(|r| (format!("{}({})", r.get::<_, String>(0), r.get::<_, String>(1)), r.get(2), r.get(3)))
+        .collect();
+    let want = [
+        ("queen_ack(acks jsonb)", true, "queen.ack_result"),
+        (
+            "queen_ack(message_id uuid, lease_id uuid, status text, error text, consumer_group text)",
+            false,
+            "queen.ack_result",
+        ),
+        ("queen_pop", true, "queen.message"),
+        ("queen_push(items jsonb)", true, "queen.push_result"),
+        (
+            "queen_push(queue text, payload jsonb, partition text, transaction_id text, trace_id uuid)",
+            false,
+            "queen.push_result",
+        ),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for ((sig, set, ty), (wsig, wset, wty)) in got.iter().zip(want) {
+        assert!(sig.starts_with(wsig), "{sig} vs {wsig}");
+        assert_eq!((*set, ty.as_str()), (wset, wty), "{sig}");
+    }
+    // Columns by name, as to_jsonb(row) and SELECT * give them.
+    let r = c.query_one("SELECT to_jsonb(queen_push('q', '{\"a\": 1}'))", &[]).unwrap();
+    let v: Value = r.get(0);
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 7, "{v}");
+    assert_eq!(v["status"], json!("queued"));
+    let m = c.query_one("SELECT m.payload, m.attempt FROM queen_pop('q', 'g') m", &[]).unwrap();
+    assert_eq!((m.get::<_, Value>(0), m.get::<_, i32>(1)), (json!({"a": 1}), 1));
+    let a =
+        c.query_one("SELECT (queen_ack(m.message_id, m.lease_id)).success FROM queen_pop('q', 'h') m", &[]).unwrap();
+    assert!(a.get::<_, bool>(0));
+}
+
+/// SPEC §11: errors reach users with a clear message and SQLSTATE, never a Rust backtrace
+/// (the test cluster runs with RUST_BACKTRACE=1, as a developer's shell often has it).
+#[test]
+fn errors_carry_no_backtrace() {
+    let db = TestDb::new("no_backtrace");
+    let mut c = db.connect();
+    c.batch_execute("DO $$ BEGIN CREATE ROLE queen_nobody; EXCEPTION WHEN duplicate_object THEN NULL; END $$").unwrap();
+    let cases = [
+        ("SELECT queen_push('q', NULL)", "22004"),
+        ("SELECT * FROM queen_push('[{\"queue\": 5}]')", "22023"),
+        ("SELECT queen_configure('q', '{\"leaseTime\": 1e400}')", "22023"),
+        ("SET ROLE queen_nobody; SELECT * FROM queen_push('q', '1')", "42501"),
+    ];
+    for (sql, state) in cases {
+        let err = c.batch_execute(sql).unwrap_err();
+        let db_err = err.as_db_error().unwrap_or_else(|| panic!("{sql}: {err}"));
+        assert_eq!(db_err.code().code(), state, "{sql}: {}", db_err.message());
+        let detail = db_err.detail().unwrap_or("");
+        assert!(
+            !detail.contains("pgrx") && !detail.contains("backtrace") && !detail.contains(".rs:"),
+            "{sql}: {detail}"
+        );
+        c.batch_execute("RESET ROLE").unwrap();
+    }
+}

@@ -1,0 +1,76 @@
+//! SPEC §10: valid input is accepted whatever its shape. Any valid jsonb payload — nested
+//! deeper than serde_json's recursion limit, numbers beyond f64, long strings, unicode
+//! escapes — is pushed by the batch form as by the scalar form, and comes back unchanged.
+
+use queen_integration_tests::TestDb;
+use serde_json::Value;
+
+/// Payloads as SQL jsonb literals.
+fn payloads() -> Vec<String> {
+    let deep = format!("{}1{}", "[".repeat(140), "]".repeat(140));
+    let deep_obj = format!("{}1{}", "{\"a\": ".repeat(200), "}".repeat(200));
+    vec![
+        deep,
+        deep_obj,
+        r#"{"x": 1e400}"#.into(),
+        r#"{"x": -1.0000000000000000000000000000000001}"#.into(),
+        r#"{"s": "\u00e9\ud83d\ude00\u0000x"}"#.replace("\\u0000", "\\u0001"),
+        format!("{{\"long\": \"{}\"}}", "y".repeat(1 << 20)),
+        "null".into(),
+        "\"just a string\"".into(),
+    ]
+}
+
+#[test]
+fn the_batch_form_takes_any_valid_jsonb_and_payloads_come_back_unchanged() {
+    let db = TestDb::new("valid_input");
+    let mut c = db.connect();
+    for (i, p) in payloads().iter().enumerate() {
+        // The scalar form and the batch form, one after the other, into partition i.
+        c.execute("SELECT queen_push('q', $1::text::jsonb, $2)", &[p, &i.to_string()]).unwrap();
+        c.execute(
+            "SELECT * FROM queen_push(jsonb_build_array(jsonb_build_object('queue', 'q', 'partition', $2::text, 'payload', $1::text::jsonb)))",
+            &[p, &i.to_string()],
+        )
+        .unwrap_or_else(|e| panic!("payload {i}: {e}"));
+        let rows = c
+            .query(
+                "SELECT m.payload::text = $1::text::jsonb::text, m.message_id, m.lease_id
+                   FROM queen_pop('q', 'g', batch => 2, partition => $2) m",
+                &[p, &i.to_string()],
+            )
+            .unwrap();
+        assert_eq!(rows.len(), 2, "payload {i}");
+        for r in &rows {
+            assert!(r.get::<_, bool>(0), "payload {i} came back changed");
+        }
+        // The popped rows, payload included, acked back in one batch.
+        let acked: i64 = c
+            .query_one(
+                "SELECT count(*) FILTER (WHERE success) FROM queen_ack((
+                    SELECT jsonb_agg(jsonb_build_object('messageId', x.message_id, 'leaseId', $1::uuid,
+                                                        'consumerGroup', 'g', 'payload', x.payload))
+                      FROM queen.messages x WHERE x.partition = $2))",
+                &[&rows[0].get::<_, uuid::Uuid>(2), &i.to_string()],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(acked, 2, "payload {i}");
+    }
+    let n: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(n, 2 * payloads().len() as i64);
+    // Options read from any valid jsonb too: a value beyond f64 is refused by name.
+    let err = c.query_one("SELECT queen_configure('q', '{\"leaseTime\": 1e400}')", &[]).unwrap_err();
+    assert!(err.as_db_error().unwrap().message().contains("option \"leaseTime\""), "{err}");
+    let v: Value = c
+        .query_one(
+            &format!(
+                "SELECT queen_configure('q', '{{\"leaseTime\": 5, \"x_nested\": {}}}'::jsonb - 'x_nested')",
+                payloads()[0]
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v["options"]["leaseTime"], 5);
+}
