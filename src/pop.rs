@@ -36,6 +36,7 @@ const LOOK: Query = Query {
     args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT8, INT8S],
 };
 const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
+const NEXT_DUE: Query = Query { file: SQL, name: "next_due", args: &[UUID, TEXT, UUID] };
 pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
 /// First key of the advisory locks on (partition, group) pairs ("QUEN", 1364542798). queen's
@@ -118,8 +119,18 @@ pub fn check(
     Ok(mode.to_string())
 }
 
+/// What one attempt at popping found.
+pub struct Outcome {
+    pub rows: Vec<Popped>,
+    /// When the group's next hint comes due (a lease's end, a retry delay's, a delayed
+    /// message's): a waiting pop sleeps no longer (asked for only when waiting).
+    pub next_due: Option<Micros>,
+    /// A partition with work was held by another transaction: it may be free any moment.
+    pub contended: bool,
+}
+
 /// One attempt at popping: what is deliverable now, in the caller's transaction.
-pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
+pub fn pop_once(req: &PopRequest) -> Outcome {
     let queue_id = crate::names::to_pg(names::queue_id(&req.queue));
     let group = names::group_key(req.group.as_deref()).to_string();
     spi::connect(|s| {
@@ -127,7 +138,8 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
         let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
         let from = if req.group.is_none() { None } else { req.from };
         let Some((sub, opts)) = subscribe(s, queue_id, &group, mode, from) else {
-            return Vec::new(); // no such queue
+            // No such queue (yet): a push that creates it wakes a waiting pop.
+            return Outcome { rows: Vec::new(), next_due: None, contended: false };
         };
         let mut pop = Pop {
             req,
@@ -140,9 +152,11 @@ pub fn pop_once(req: &PopRequest) -> Vec<Popped> {
             lease_expires_at: None,
             out: Vec::new(),
             claimed: Vec::new(),
+            contended: false,
         };
         pop.run(s);
-        pop.out
+        let next_due = (pop.out.is_empty() && req.wait_ms > 0).then(|| pop.next_due(s)).flatten();
+        Outcome { rows: pop.out, next_due, contended: pop.contended }
     })
 }
 
@@ -260,9 +274,23 @@ struct Pop<'a> {
     lease_expires_at: Option<Micros>,
     out: Vec<Popped>,
     claimed: Vec<Uuid>,
+    /// A claim failed: another transaction holds the partition's row.
+    contended: bool,
 }
 
 impl Pop<'_> {
+    /// When the group's earliest hint that is not due yet comes due (of the one partition
+    /// asked for, if any).
+    fn next_due(&self, s: &mut Spi) -> Option<Micros> {
+        let partition = self
+            .req
+            .partition
+            .as_ref()
+            .map(|name| crate::names::to_pg(names::partition_id(&crate::names::from_pg(self.queue_id), name)));
+        let args: [DatumWithOid; 3] = [self.queue_id.into(), self.group.as_str().into(), partition.into()];
+        NEXT_DUE.run(s, &args).first().get::<TimestampWithTimeZone>(1).map(state::micros)
+    }
+
     fn remaining(&self) -> i32 {
         self.req.batch - self.out.len() as i32
     }
@@ -395,6 +423,7 @@ impl Pop<'_> {
         }
         // Worth claiming: lock the row (or create it), never waiting.
         let Some(claimed) = self.claim(s, partition, &look) else {
+            self.contended = true;
             return;
         };
         let still_valid = match &claimed {
@@ -516,6 +545,8 @@ impl Pop<'_> {
             }
         };
         state::save(s, partition, &self.group, &row, also);
+        // Should this transaction roll back, the messages are deliverable again.
+        crate::wait::taken(crate::wait::queue_key(&crate::names::from_pg(self.queue_id)));
         if !self.req.auto_ack && !first_claim {
             let args: [DatumWithOid; 2] = [self.lease_id.into(), partition.into()];
             LEASE_ADD_PARTITION.run(s, &args);
@@ -606,9 +637,14 @@ pub fn pair_lock_key(partition: Uuid, group: &str) -> i32 {
     h.finish() as i32
 }
 
+/// How long a waiting pop sleeps at most when a partition with work was held by another
+/// transaction (which may commit a lease, or release the row, any moment).
+const CONTENDED_SLEEP_MS: u64 = 50;
+
 /// Pop with `wait_ms`: try, and while nothing is deliverable and time remains, sleep on the
-/// backend's latch and try again. (Each try is a new statement with a new snapshot, so in
-/// READ COMMITTED it sees what committed meanwhile.)
+/// backend's latch — until woken (wait.rs), the group's next hint comes due, or the deadline —
+/// and try again. (Each try is a new statement with a new snapshot, so in READ COMMITTED it
+/// sees what committed meanwhile.)
 pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
     if req.wait_ms > 0 {
         let iso = unsafe { pgrx::pg_sys::XactIsoLevel };
@@ -625,11 +661,22 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
             // Before looking: a commit between the look and the sleep then wakes the sleep.
             crate::wait::reset_latch();
         }
-        let rows = pop_once(req);
+        let found = pop_once(req);
         let now = std::time::Instant::now();
         match &waiting {
-            Some(reg) if rows.is_empty() && now < deadline => crate::wait::sleep(reg, deadline - now),
-            _ => return Ok(rows),
+            Some(reg) if found.rows.is_empty() && now < deadline => {
+                let mut sleep = deadline - now;
+                if let Some(due) = found.next_due {
+                    // The clock the hints use (microseconds), and a millisecond past it.
+                    let until = due - unsafe { pgrx::pg_sys::GetCurrentTimestamp() } + 1000;
+                    sleep = sleep.min(std::time::Duration::from_micros(until.max(0) as u64));
+                }
+                if found.contended {
+                    sleep = sleep.min(std::time::Duration::from_millis(CONTENDED_SLEEP_MS));
+                }
+                crate::wait::sleep(reg, sleep)
+            }
+            _ => return Ok(found.rows),
         }
     }
 }

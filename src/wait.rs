@@ -1,12 +1,17 @@
-//! Waiting pops (SPEC §3.2 `wait_ms`) and the commits that wake them.
+//! Waiting pops (SPEC §3.2 `wait_ms`) and the events that wake them.
 //!
 //! With the library in `shared_preload_libraries`, a table of waiting backends lives in shared
-//! memory: a waiting pop registers its backend and its queue, then sleeps on its own latch
-//! (no lock held, no polling). A transaction that pushed to a queue (or released a lease with
-//! `failed`/`retry`) remembers the queue, and at commit — after the commit is visible to
-//! others, never at insert — sets the latch of every backend waiting on that queue. A rolled
-//! back transaction wakes nobody. A woken pop looks again with a new snapshot; if another got
-//! the message first, it sleeps again until its deadline.
+//! memory: a waiting pop registers its backend, its database and its queue, then sleeps on its
+//! own latch (no lock held, no polling). What makes a message deliverable wakes the waiters of
+//! its queue in its database, after it is visible to them, never before:
+//! - a transaction that pushed, or released a lease (an ack), at its commit;
+//! - a transaction (or subtransaction) that leased messages, when it rolls back;
+//! - `COMMIT PREPARED`, after it committed (every waiter of the database: which queues the
+//!   prepared transaction touched died with its backend).
+//! A woken pop looks again with a new snapshot; if another got the message first, it sleeps
+//! again. Messages that become deliverable by time (a retry delay, delayedProcessing,
+//! windowBuffer, a lease expiring) have a hint due then: a waiting pop sleeps no later than
+//! the earliest of its group's hints (pop.rs).
 //!
 //! Without preloading there is no shared memory: a waiting pop looks again every `POLL_MS`
 //! (SPEC §10: a committed message is returned within 100 ms).
@@ -36,6 +41,9 @@ struct Slot {
     /// The waiting backend's PGPROC number + 1 and pid (0: free).
     procno: i32,
     pid: i32,
+    /// Its database and queue: a queue's id is derived from its name alone, so the same name
+    /// in two databases is two queues.
+    db: u32,
     queue: u64,
     /// The queue's id, for the `queen.waiting_pops` view.
     queue_id: [u8; 16],
@@ -61,17 +69,63 @@ static READY: AtomicBool = AtomicBool::new(false);
 thread_local! {
     /// Queues this transaction made work in, to wake at commit.
     static TOUCHED: RefCell<HashSet<u64>> = RefCell::new(HashSet::new());
+    /// Queues this transaction took work from (leased), to wake if it rolls back.
+    static TAKEN: RefCell<HashSet<u64>> = RefCell::new(HashSet::new());
 }
 
-/// Called from `_PG_init` when preloading: ask for the shared memory and watch commits.
+/// Called from `_PG_init` when preloading: ask for the shared memory, and watch
+/// `COMMIT PREPARED`.
 pub fn init_shared() {
     pgrx::pg_shmem_init!(WAITERS);
     READY.store(true, Ordering::Relaxed);
+    #[cfg(not(feature = "pg13"))]
+    unsafe {
+        PREV_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(on_utility);
+    }
 }
 
 /// Called from `_PG_init` in every backend that loads the library.
 pub fn init_backend() {
-    unsafe { pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut()) };
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
+    }
+}
+
+#[cfg(not(feature = "pg13"))]
+static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+
+/// After `COMMIT PREPARED`: wake every waiter of this database (the prepared transaction may
+/// have pushed to any queue). (PostgreSQL 13's hook has another signature: there, waiters of a
+/// prepared push wake at their deadline.)
+#[cfg(not(feature = "pg13"))]
+#[pg_guard]
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn on_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query: *const std::os::raw::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    unsafe {
+        let node = (*pstmt).utilityStmt;
+        let commit_prepared = !node.is_null()
+            && (*node).type_ == pg_sys::NodeTag::T_TransactionStmt
+            && (*(node as *mut pg_sys::TransactionStmt)).kind
+                == pg_sys::TransactionStmtKind::TRANS_STMT_COMMIT_PREPARED;
+        match PREV_UTILITY {
+            Some(prev) => prev(pstmt, query, read_only_tree, context, params, env, dest, qc),
+            None => pg_sys::standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc),
+        }
+        if commit_prepared {
+            wake_database();
+        }
+    }
 }
 
 /// The key of a queue in the table.
@@ -81,35 +135,83 @@ pub fn queue_key(queue_id: &uuid::Uuid) -> u64 {
         ^ u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
 }
 
-/// Remember that this transaction gave waiters of `queue` something to pop.
+/// Remember that this transaction gave waiters of `queue` something to pop (at its commit).
 pub fn touched(queue: u64) {
     if READY.load(Ordering::Relaxed) {
         TOUCHED.with(|t| t.borrow_mut().insert(queue));
     }
 }
 
+/// Remember that this transaction leased messages of `queue`: if it rolls back, they are
+/// deliverable again.
+pub fn taken(queue: u64) {
+    if READY.load(Ordering::Relaxed) {
+        TAKEN.with(|t| t.borrow_mut().insert(queue));
+    }
+}
+
+fn drain(set: &'static std::thread::LocalKey<RefCell<HashSet<u64>>>) -> Vec<u64> {
+    set.with(|t| t.borrow_mut().drain().collect())
+}
+
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::os::raw::c_void) {
     match event {
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
-            let queues: Vec<u64> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
-            if !queues.is_empty() {
-                wake(&queues);
-            }
+            drain(&TAKEN);
+            wake(&drain(&TOUCHED));
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
-            TOUCHED.with(|t| t.borrow_mut().clear());
+            drain(&TOUCHED);
+            wake(&drain(&TAKEN));
+        }
+        pg_sys::XactEvent::XACT_EVENT_PREPARE => {
+            // Whoever runs COMMIT PREPARED wakes the database's waiters (on_utility).
+            drain(&TOUCHED);
+            drain(&TAKEN);
         }
         _ => {}
     }
 }
 
+/// A subtransaction that leased messages rolled back: they are deliverable again.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    _sub: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::os::raw::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        let queues: Vec<u64> = TAKEN.with(|t| t.borrow().iter().copied().collect());
+        wake(&queues);
+    }
+}
+
+fn my_database() -> u32 {
+    unsafe { pg_sys::MyDatabaseId.to_u32() }
+}
+
 fn wake(queues: &[u64]) {
+    if !queues.is_empty() {
+        wake_where(|s| queues.contains(&s.queue));
+    }
+}
+
+/// Wake every waiter of this database.
+#[cfg(not(feature = "pg13"))]
+fn wake_database() {
+    wake_where(|_| true);
+}
+
+/// Set the latch of this database's waiters that `which` picks.
+fn wake_where(which: impl Fn(&Slot) -> bool) {
     if !READY.load(Ordering::Relaxed) {
         return;
     }
+    let db = my_database();
     let mut w = WAITERS.exclusive();
-    for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && queues.contains(&s.queue)) {
+    for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && s.db == db && which(s)) {
         slot.wakeups += 1;
         unsafe {
             let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
@@ -149,22 +251,24 @@ pub fn register(queue_id: &uuid::Uuid) -> Registration {
     match free {
         Some(i) => {
             let since = unsafe { pg_sys::GetCurrentTimestamp() };
-            w.slots[i] = Slot { procno, pid: me, queue, queue_id: *queue_id.as_bytes(), since, wakeups: 0 };
+            let db = my_database();
+            w.slots[i] = Slot { procno, pid: me, db, queue, queue_id: *queue_id.as_bytes(), since, wakeups: 0 };
             Registration { slot: Some(i) }
         }
         None => Registration { slot: None },
     }
 }
 
-/// The waiting pops: pid, queue id, since when, how often woken.
+/// The waiting pops of this database: pid, queue id, since when, how often woken.
 pub fn waiting() -> Vec<(i32, uuid::Uuid, i64, i64)> {
     if !READY.load(Ordering::Relaxed) {
         return Vec::new();
     }
+    let db = my_database();
     let w = WAITERS.share();
     w.slots
         .iter()
-        .filter(|s| s.procno > 0)
+        .filter(|s| s.procno > 0 && s.db == db)
         .map(|s| (s.pid, uuid::Uuid::from_bytes(s.queue_id), s.since, s.wakeups))
         .collect()
 }

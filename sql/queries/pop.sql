@@ -276,6 +276,13 @@ UPDATE queen.cursors
        lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp()
  WHERE partition_id = $1 AND consumer_group = $2;
 
+-- name: next_due
+-- When the group's earliest hint that is not due yet comes due ($3: of that partition only):
+-- a lease's end, a retry delay's, a delayed message's. A waiting pop sleeps no longer.
+SELECT min(ready_at) FROM queen.ready
+ WHERE queue_id = $1 AND consumer_group = $2 AND ready_at > clock_timestamp()
+   AND ($3::uuid IS NULL OR partition_id = $3);
+
 -- name: lease_add_partition
 UPDATE queen.leases SET partition_ids = partition_ids || $2 WHERE lease_id = $1;
 

@@ -3,7 +3,10 @@
 //! parallel without seeing each other's queues.
 
 use postgres::{Client, NoTls};
+use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
 
 /// Where the cluster listens: QUEEN_TEST_HOST (a socket directory or address) and
 /// QUEEN_TEST_PORT, set by scripts/integration-tests.
@@ -135,4 +138,32 @@ pub fn look_snapshot(c: &mut Client) -> String {
     )
     .unwrap()
     .get(0)
+}
+
+/// Wait until `pid` is a waiting pop (it shows in queen.waiting_pops), or panic.
+pub fn await_waiting(c: &mut Client, pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&pid]).unwrap().get(0);
+        if n > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "backend {pid} never started waiting");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A pop waiting in another session: (its pid, the handle giving its rows and how long it took).
+pub fn waiter(
+    db: &str,
+    sql: &'static str,
+) -> (i32, thread::JoinHandle<(Result<Vec<Value>, postgres::Error>, Duration)>) {
+    let mut c = connect(db);
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let h = thread::spawn(move || {
+        let t0 = Instant::now();
+        let r = c.query(sql, &[]).map(|rows| rows.iter().map(|r| r.get::<_, Value>(0)).collect());
+        (r, t0.elapsed())
+    });
+    (pid, h)
 }

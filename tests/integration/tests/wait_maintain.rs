@@ -2,38 +2,13 @@
 //! queen_maintain() and through the background worker), over real connections.
 
 use postgres::{Client, NoTls};
-use queen_integration_tests::{connect, sqlstate, TestDb};
+use queen_integration_tests::{await_waiting, connect, sqlstate, waiter, TestDb};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
 
 fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
     c.execute("SELECT queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap();
-}
-
-/// Wait until `pid` is a waiting pop (it shows in queen.waiting_pops), or panic.
-fn await_waiting(c: &mut Client, pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: i64 = c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&pid]).unwrap().get(0);
-        if n > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "backend {pid} never started waiting");
-        thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// A pop waiting in another session: (its pid, the handle giving its rows and how long it took).
-fn waiter(db: &str, sql: &'static str) -> (i32, thread::JoinHandle<(Result<Vec<Value>, postgres::Error>, Duration)>) {
-    let mut c = connect(db);
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    let h = thread::spawn(move || {
-        let t0 = Instant::now();
-        let r = c.query(sql, &[]).map(|rows| rows.iter().map(|r| r.get::<_, Value>(0)).collect());
-        (r, t0.elapsed())
-    });
-    (pid, h)
 }
 
 #[test]

@@ -1,0 +1,146 @@
+//! SPEC §3.2: what ends a wait. A waiting pop never sleeps out its `wait_ms` while a message is
+//! deliverable: what another session causes ends the wait at once, what comes due by time
+//! ends it within 100 ms of its due time. (Preloaded cluster; limits below are generous for a
+//! loaded CI machine, and far below the 8 s the waits ask for.)
+
+use postgres::Client;
+use queen_integration_tests::{await_waiting, connect, waiter, TestDb};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn configure(c: &mut Client, queue: &str, options: Value) {
+    c.execute("SELECT queen_configure($1, $2)", &[&queue, &options]).unwrap();
+}
+
+fn push(c: &mut Client, queue: &str, payload: Value) {
+    c.execute("SELECT queen_push($1, $2)", &[&queue, &payload]).unwrap();
+}
+
+/// Start a waiting pop of group g on queue q and wait until it waits.
+fn wait_on(db: &TestDb, c: &mut Client, sql: &'static str) -> std::thread::JoinHandle<(Vec<Value>, Duration)> {
+    let (pid, h) = waiter(&db.name, sql);
+    await_waiting(c, pid);
+    std::thread::spawn(move || {
+        let (rows, took) = h.join().unwrap();
+        (rows.unwrap(), took)
+    })
+}
+
+fn attempts(rows: &[Value]) -> Vec<i64> {
+    rows.iter().map(|r| r["attempt"].as_i64().unwrap()).collect()
+}
+
+#[test]
+fn a_retry_delay_ending_ends_the_wait() {
+    let db = TestDb::new("wake_retry");
+    let mut c = db.connect();
+    configure(&mut c, "q", json!({"retryDelay": 1000}));
+    push(&mut c, "q", json!(1));
+    let m = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g')", &[]).unwrap();
+    let failed_at = Instant::now();
+    c.execute("SELECT queen_ack($1, $2, 'failed')", &[&m.get::<_, uuid::Uuid>(0), &m.get::<_, uuid::Uuid>(1)]).unwrap();
+    let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('q', 'g', wait_ms => 8000) m");
+    let (rows, _) = h.join().unwrap();
+    let after = failed_at.elapsed();
+    assert_eq!(attempts(&rows), vec![2]);
+    assert!(
+        after >= Duration::from_millis(990) && after < Duration::from_millis(2500),
+        "returned {after:?} after the failure"
+    );
+}
+
+#[test]
+fn a_lease_expiring_ends_the_wait() {
+    let db = TestDb::new("wake_lease");
+    let mut c = db.connect();
+    configure(&mut c, "q", json!({"leaseTime": 1}));
+    push(&mut c, "q", json!(1));
+    c.execute("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap();
+    let leased_at = Instant::now();
+    let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('q', 'g', wait_ms => 8000) m");
+    let (rows, _) = h.join().unwrap();
+    let after = leased_at.elapsed();
+    assert_eq!(attempts(&rows), vec![2], "the expired lease counts as a failure");
+    assert!(
+        after >= Duration::from_millis(990) && after < Duration::from_millis(2500),
+        "returned {after:?} after the pop"
+    );
+}
+
+#[test]
+fn delayed_processing_and_window_buffer_ending_end_the_wait() {
+    for option in ["delayedProcessing", "windowBuffer"] {
+        let db = TestDb::new("wake_delay");
+        let mut c = db.connect();
+        configure(&mut c, "q", json!({option: 1}));
+        let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('q', 'g', wait_ms => 8000) m");
+        let pushed_at = Instant::now();
+        push(&mut c, "q", json!(1));
+        let (rows, _) = h.join().unwrap();
+        let after = pushed_at.elapsed();
+        assert_eq!(rows.len(), 1, "{option}");
+        assert!(after >= Duration::from_millis(990) && after < Duration::from_millis(2500), "{option}: {after:?}");
+    }
+}
+
+/// What another session does ends the wait at once: an ack that gives the message back, a
+/// popping transaction that rolls back, a prepared push committed.
+#[test]
+fn another_sessions_release_rollback_or_commit_prepared_ends_the_wait() {
+    let db = TestDb::new("wake_session");
+    let mut c = db.connect();
+    configure(&mut c, "q", json!({"retryDelay": 0}));
+    push(&mut c, "q", json!(1));
+
+    // An ack releasing the lease ('retry').
+    let m = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g')", &[]).unwrap();
+    let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('q', 'g', wait_ms => 8000) m");
+    let t0 = Instant::now();
+    c.execute("SELECT queen_ack($1, $2, 'retry')", &[&m.get::<_, uuid::Uuid>(0), &m.get::<_, uuid::Uuid>(1)]).unwrap();
+    let (rows, _) = h.join().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(t0.elapsed() < Duration::from_millis(1000), "ack: {:?}", t0.elapsed());
+
+    // A popping transaction rolling back (the waiter's group 'h' finds the partition held).
+    let mut popper = connect(&db.name);
+    popper.batch_execute("BEGIN").unwrap();
+    assert_eq!(popper.query("SELECT * FROM queen_pop('q', 'h')", &[]).unwrap().len(), 1);
+    let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('q', 'h', wait_ms => 8000) m");
+    let t0 = Instant::now();
+    popper.batch_execute("ROLLBACK").unwrap();
+    let (rows, _) = h.join().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(t0.elapsed() < Duration::from_millis(1000), "rollback: {:?}", t0.elapsed());
+
+    // COMMIT PREPARED of a push, from a session other than the one that prepared it.
+    let mut producer = connect(&db.name);
+    producer.batch_execute("BEGIN").unwrap();
+    producer.execute("SELECT queen_push('p', '\"prepared\"')", &[]).unwrap();
+    producer.batch_execute(&format!("PREPARE TRANSACTION '{}_tx'", db.name)).unwrap();
+    let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('p', 'g', wait_ms => 8000) m");
+    let t0 = Instant::now();
+    c.batch_execute(&format!("COMMIT PREPARED '{}_tx'", db.name)).unwrap();
+    let (rows, _) = h.join().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(t0.elapsed() < Duration::from_millis(1000), "commit prepared: {:?}", t0.elapsed());
+}
+
+/// Queues of the same name in two databases are two queues: a push in one wakes nobody in the
+/// other, and queen.waiting_pops lists the waits of its own database.
+#[test]
+fn wakeups_and_waiting_pops_are_per_database() {
+    let a = TestDb::new("wake_db_a");
+    let b = TestDb::new("wake_db_b");
+    let mut ca = a.connect();
+    let mut cb = b.connect();
+    let (pid, h) = waiter(&b.name, "SELECT to_jsonb(m) FROM queen_pop('q', 'g', wait_ms => 1500) m");
+    await_waiting(&mut cb, pid);
+    let seen_in_a: i64 = ca.query_one("SELECT count(*) FROM queen.waiting_pops", &[]).unwrap().get(0);
+    assert_eq!(seen_in_a, 0, "database a lists b's waiter");
+    push(&mut ca, "q", json!(1));
+    std::thread::sleep(Duration::from_millis(300));
+    let wakeups: i64 = cb.query_one("SELECT wakeups FROM queen.waiting_pops WHERE pid = $1", &[&pid]).unwrap().get(0);
+    assert_eq!(wakeups, 0, "a push in database a woke a waiter in database b");
+    let (rows, _) = h.join().unwrap();
+    assert!(rows.unwrap().is_empty());
+}
