@@ -21,6 +21,18 @@ CREATE SCHEMA queen;
 
 COMMENT ON SCHEMA queen IS 'queen broker state; read it through the views, change it through the queen_* functions';
 
+-- The cluster whose transaction ids the stored ones are (src/cluster.rs): its system
+-- identifier, and the offset from its xid8 values to stored ones (0 unless the database was
+-- restored from another cluster). A restore adds the dumped row next to the one CREATE
+-- EXTENSION inserted; the first queen call then sees a row of another cluster, and rebases.
+CREATE TABLE queen.cluster (
+    system_identifier bigint      NOT NULL,
+    xid_offset        bigint      NOT NULL,
+    rebased_at        timestamptz
+);
+INSERT INTO queen.cluster (system_identifier, xid_offset)
+SELECT system_identifier, 0 FROM pg_catalog.pg_control_system();
+
 -- One row per queue (duplicates possible, see rule 1). Option columns are NULL until
 -- queen_configure sets them; NULL means the default of SPEC §4. The effective row is the one
 -- configured last (options_updated_at DESC NULLS LAST), then the oldest.
@@ -191,7 +203,7 @@ CREATE TABLE queen.ready (
     consumer_group text        NOT NULL,
     partition_id   uuid        NOT NULL,
     ready_at       timestamptz NOT NULL,
-    txid           bigint      NOT NULL DEFAULT pg_current_xact_id()::text::bigint
+    txid           bigint      NOT NULL  -- queen.txid() of the transaction that last wrote it
 );
 CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at);
 CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);
@@ -338,3 +350,19 @@ SELECT q.name AS queue,
   LEFT JOIN queen.messages m ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq
   LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = d.queue_id ORDER BY created_at LIMIT 1) q ON true
   LEFT JOIN LATERAL (SELECT name FROM queen.partitions WHERE partition_id = d.partition_id ORDER BY created_at LIMIT 1) p ON true;
+
+-- Every table's rows are data (SPEC §12): pg_dump dumps them, pg_restore restores them. The
+-- one row CREATE EXTENSION inserts (queen.cluster) is dumped too: restored next to the new
+-- one, it tells the first call that the ids came from another cluster.
+SELECT pg_catalog.pg_extension_config_dump('queen.cluster', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.queues', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.messages', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.subscriptions', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.cursors', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.leases', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.ready', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.discovery', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.dead_letters', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.queue_counts', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.retired_partitions', '');

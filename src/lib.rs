@@ -8,6 +8,7 @@
 mod ack;
 mod admin;
 mod api;
+mod cluster;
 mod configure;
 mod cursor;
 mod discovery;

@@ -59,9 +59,15 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
     file[start..end].trim()
 }
 
-/// Run `f` connected to SPI; the connection ends when `f` returns (or raises).
+/// Run `f` connected to SPI; the connection ends when `f` returns (or raises). Before the
+/// first query of a backend, the database's stored transaction ids are checked to belong to
+/// this cluster (cluster.rs: a restore from another one is rebased first).
 pub fn connect<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
-    pgrx::spi::Spi::connect_mut(|_| f(&mut Spi { _private: () }))
+    pgrx::spi::Spi::connect_mut(|_| {
+        let mut s = Spi { _private: () };
+        crate::cluster::ensure(&mut s);
+        f(&mut s)
+    })
 }
 
 /// Proof of an SPI connection, handed to `connect`'s closure.

@@ -85,7 +85,7 @@ WITH l AS MATERIALIZED (
      WHERE c.partition_id = ANY (l.partition_ids) AND c.consumer_group = l.consumer_group
        AND c.lease_id = $1
 ), hints AS (
-    UPDATE queen.ready r SET ready_at = new.e, txid = pg_current_xact_id()::text::bigint FROM new WHERE r.ctid IN (
+    UPDATE queen.ready r SET ready_at = new.e, txid = queen.txid() FROM new WHERE r.ctid IN (
         SELECT r2.ctid FROM queen.ready r2, l
          WHERE r2.partition_id = ANY (l.partition_ids) AND r2.consumer_group = l.consumer_group
            FOR UPDATE OF r2 SKIP LOCKED)
@@ -100,11 +100,11 @@ SELECT e FROM new;
 -- the group's subscription (for partitions created later); restart its discovery there, and
 -- hint every partition. Returns the number of partitions set.
 WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmax(z.s)::text::bigint AS xmax,
-           ARRAY(SELECT x FROM (SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x
+    SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x FROM (SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x
                                 UNION SELECT z.own WHERE z.own IS NOT NULL) AS u(x) ORDER BY x) AS xip,
            z.own
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
 pos AS MATERIALIZED (
@@ -143,8 +143,8 @@ disc AS (
     DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2
 ),
 hints AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
-    SELECT $1, $2, partition_id, clock_timestamp() FROM pos
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
+    SELECT $1, $2, partition_id, clock_timestamp(), queen.txid() FROM pos
 ),
 set AS (
     INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq,

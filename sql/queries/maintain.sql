@@ -18,12 +18,12 @@ SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_s
 -- how many messages pending transactions that committed since added, and what the snapshot
 -- (as discovery_scan in pop.sql reads it) says of those transactions. $1 queue id.
 WITH snap AS MATERIALIZED (
-    SELECT least(pg_snapshot_xmin(z.s)::text::bigint, z.own) AS xmin,
-           pg_snapshot_xmax(z.s)::text::bigint AS xmax,
-           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
+           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
              || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
            z.own
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 cur AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid, counted FROM queen.queue_counts WHERE queue_id = $1

@@ -26,11 +26,11 @@ SELECT sub.mode, sub.from_ts, sub.start_xmax, sub.start_xip, sub.sub_key,
 -- $1 queue id, $2 group, $3 mode, $4 from_ts
 INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip)
 SELECT $1, $2, $3, $4, snap.xmax, snap.xip
-  FROM (SELECT pg_snapshot_xmax(z.s)::text::bigint AS xmax,
-               ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+  FROM (SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+               ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
                  || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip
           FROM (SELECT pg_current_snapshot() AS s,
-                       pg_current_xact_id_if_assigned()::text::bigint AS own) AS z) AS snap
+                       queen.own_txid() AS own, queen.xid_offset() AS o) AS z) AS snap
  WHERE NOT EXISTS (SELECT 1 FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2)
    AND EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1);
 
@@ -44,12 +44,12 @@ SELECT $1, $2, $3, $4, snap.xmax, snap.xip
 -- pg_current_snapshot() leaves it out (SPEC §3.1); so its own messages are neither read nor
 -- passed, and its xid becomes pending like any other running transaction's.
 WITH snap AS MATERIALIZED (
-    SELECT least(pg_snapshot_xmin(z.s)::text::bigint, z.own) AS xmin,
-           pg_snapshot_xmax(z.s)::text::bigint AS xmax,
-           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
+           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
              || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
            z.own
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 stored AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.discovery
@@ -96,8 +96,8 @@ SELECT snap.xip,
 -- subscription, are pruned, skipping rows others are pruning.
 -- $1 queue id, $2 group, $3 partitions, $5/$6/$7 the new point.
 WITH hinted AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
-    SELECT $1, $2, p, clock_timestamp() FROM unnest($3::uuid[]) AS p
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
+    SELECT $1, $2, p, clock_timestamp(), queen.txid() FROM unnest($3::uuid[]) AS p
 ), pruned AS (
     DELETE FROM queen.discovery WHERE $4 AND ctid IN (
         SELECT ctid FROM queen.discovery
@@ -122,12 +122,12 @@ SELECT $1, $2, $5, $6, $7, $8 WHERE $4;
 -- become pending, and the row takes the new point.
 -- $1 partition, $2 group, $7 limit, $8 lease seconds.
 WITH snap AS MATERIALIZED (
-    SELECT least(pg_snapshot_xmin(z.s)::text::bigint, z.own) AS xmin,
-           pg_snapshot_xmax(z.s)::text::bigint AS xmax,
-           ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
+           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
              || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
            z.own, clock_timestamp() AS now
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 stored AS MATERIALIZED (
     SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
@@ -255,8 +255,8 @@ WITH saved AS (
         SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
            FOR UPDATE SKIP LOCKED)
 ), hinted AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
-    SELECT $20, $2, $1, $21 WHERE $21 IS NOT NULL
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
+    SELECT $20, $2, $1, $21, queen.txid() WHERE $21 IS NOT NULL
 ), released AS (
     UPDATE queen.leases SET partition_ids = '{}', released_at = clock_timestamp()
      WHERE lease_id = $23 AND partition_ids <@ ARRAY[$1]::uuid[]
@@ -292,10 +292,10 @@ UPDATE queen.leases SET partition_ids = partition_ids || $2 WHERE lease_id = $1;
 -- The caller's own messages are not stored yet as far as positions go (SPEC §3.1), and its
 -- transaction is among the running ones kept below the position.
 WITH snap AS MATERIALIZED (
-    SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+    SELECT ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
              || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
            z.own
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 f AS (SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m, snap
        WHERE m.queue_id = $1 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
@@ -314,10 +314,10 @@ SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < po
 -- The caller's own messages are not stored yet as far as positions go (SPEC §3.1), and its
 -- transaction is among the running ones kept below the position.
 WITH snap AS MATERIALIZED (
-    SELECT ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(z.s) AS x)
+    SELECT ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
              || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
            z.own
-      FROM (SELECT pg_current_snapshot() AS s, pg_current_xact_id_if_assigned()::text::bigint AS own) AS z
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 f AS (SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m, snap
        WHERE m.partition_id = $1 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
@@ -348,15 +348,15 @@ SELECT partition_id FROM queen.ready
 -- left a hint due now, which must not be pushed to the expiry of the lease the look saw. Rows
 -- another transaction holds are skipped, never waited for.
 WITH moved AS (
-    UPDATE queen.ready SET ready_at = $4, txid = pg_current_xact_id()::text::bigint WHERE ctid IN (
+    UPDATE queen.ready SET ready_at = $4, txid = queen.txid() WHERE ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $2 AND consumer_group = $3
            AND (txid < $5 OR (txid < $6 AND txid <> ALL ($7))
-                OR txid = pg_current_xact_id_if_assigned()::text::bigint)
+                OR txid = queen.own_txid())
            FOR UPDATE SKIP LOCKED)
     RETURNING 1
 )
-INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at)
-SELECT $1, $3, $2, $4 WHERE NOT EXISTS (SELECT 1 FROM moved);
+INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
+SELECT $1, $3, $2, $4, queen.txid() WHERE NOT EXISTS (SELECT 1 FROM moved);
 
 -- name: hints_delete
 -- The partition had no work for the group as of the look's snapshot ($3 xmin, $4 xmax, $5
@@ -368,7 +368,7 @@ SELECT $1, $3, $2, $4 WHERE NOT EXISTS (SELECT 1 FROM moved);
 DELETE FROM queen.ready WHERE ctid IN (
     SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
        AND (txid < $3 OR (txid < $4 AND txid <> ALL ($5))
-            OR txid = pg_current_xact_id_if_assigned()::text::bigint)
+            OR txid = queen.own_txid())
        FOR UPDATE SKIP LOCKED);
 
 -- name: cursor_create

@@ -41,7 +41,7 @@ SELECT count(*) FROM (SELECT 1 FROM queen.messages WHERE queue_id = $1 ORDER BY 
 -- $5 transaction id (NULL = none given), $6 partition name, $7 payload, $8 trace id.
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
-VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
     ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
 RETURNING message_id,
           EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
@@ -54,7 +54,7 @@ RETURNING message_id,
 -- speculative insertion ON CONFLICT costs on every row (a lock-table entry and a WAL record).
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
-VALUES ($1, pg_current_xact_id()::text::bigint, $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
 RETURNING message_id,
           EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
           (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
@@ -68,7 +68,7 @@ RETURNING message_id,
 -- $6 partition names, $8 item indexes, $9 trace ids.
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
-SELECT u.partition_id, pg_current_xact_id()::text::bigint, u.seq, u.queue_id, u.message_id,
+SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
        u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
        u.trace_id, clock_timestamp()
   FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
@@ -81,7 +81,7 @@ RETURNING message_id;
 -- insert_messages for a batch without transaction ids: a plain INSERT (see push_one_keyless).
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
-SELECT u.partition_id, pg_current_xact_id()::text::bigint, u.seq, u.queue_id, u.message_id,
+SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
        u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
        u.trace_id, clock_timestamp()
   FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],

@@ -3,6 +3,7 @@
 
 mod ack;
 mod admin;
+mod cluster;
 mod configure;
 mod maintain;
 mod pop;
