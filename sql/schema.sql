@@ -303,8 +303,8 @@ CREATE VIEW queen.group_lag AS
 SELECT q.name AS queue,
        NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
        p.name AS partition,
-       greatest(after.n + behind.n + by_time.n - pos.ahead, 0) AS pending,
-       least(after.oldest, behind.oldest, by_time.oldest) AS oldest_pending,
+       greatest(after.n + behind.n + by_time.n + taken_up.n - pos.ahead, 0) AS pending,
+       least(after.oldest, behind.oldest, by_time.oldest, taken_up.oldest) AS oldest_pending,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
   FROM queen.effective_subscriptions s
@@ -332,7 +332,19 @@ SELECT q.name AS queue,
          WHERE NOT pos.from_time) behind
   CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
-         WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time;
+         WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time
+  -- A cursor row derived from a later 'new' point than the group's (pop.sql look: a first pop
+  -- that subscribed earlier committed later): what the earlier point adds, which the next pop
+  -- there takes up.
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+         WHERE s.mode = 'new' AND c.sub_xmax IS NOT NULL
+           AND (c.sub_xmax, c.sub_xip) IS DISTINCT FROM (s.start_xmax, s.start_xip)
+           AND m.partition_id = p.partition_id
+           AND m.txid >= least(s.start_xmax, (SELECT min(x) FROM unnest(s.start_xip) AS x))
+           AND m.txid < least(c.done_txid, c.sub_xmax)
+           AND m.txid <> ALL (c.sub_xip) AND m.txid <> ALL (c.pending_txid)
+           AND (m.txid >= s.start_xmax OR m.txid = ANY (s.start_xip))) taken_up;
 
 -- Dead letters with their messages (a message retention removed shows NULL payload).
 CREATE VIEW queen.dead_letters_view AS

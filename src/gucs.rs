@@ -12,6 +12,26 @@ pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 /// Seconds a partition must be empty and idle before maintenance removes it.
 pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
+/// Milliseconds a pop sleeps between looking at a partition and claiming it: for tests that
+/// replay what happens when another transaction commits in between (superusers only).
+pub static DEBUG_CLAIM_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// Sleep `queen.debug_claim_delay_ms`, if set (as pg_sleep does: pg_stat_activity shows the
+/// wait event PgSleep, which a test can wait for).
+pub fn debug_claim_delay() {
+    let ms = DEBUG_CLAIM_DELAY_MS.get();
+    if ms > 0 {
+        unsafe {
+            pgrx::pg_sys::WaitLatch(
+                pgrx::pg_sys::MyLatch,
+                (pgrx::pg_sys::WL_TIMEOUT | pgrx::pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                ms as std::os::raw::c_long,
+                pgrx::pg_sys::WaitEventTimeout::WAIT_EVENT_PG_SLEEP,
+            );
+        }
+    }
+}
+
 pub fn init() {
     GucRegistry::define_int_guc(
         c"queen.maintenance_interval",
@@ -35,6 +55,16 @@ pub fn init() {
         GucFlags::default(),
         );
     }
+    GucRegistry::define_int_guc(
+        c"queen.debug_claim_delay_ms",
+        c"For tests: milliseconds a pop sleeps between looking at a partition and claiming it.",
+        c"Lets a test commit another transaction in between. Never set it in production.",
+        &DEBUG_CLAIM_DELAY_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
     GucRegistry::define_int_guc(
         c"queen.partition_idle_seconds",
         c"Seconds a partition must be empty and idle before maintenance removes it.",

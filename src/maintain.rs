@@ -54,38 +54,49 @@ struct Report {
     partitions_restored: i64,
 }
 
-/// One maintenance pass. Returns what it did, or `{"skipped": ...}` when another pass holds
-/// the database's maintenance lock.
+/// How a pass runs its units of work: `queen_maintain()` runs them all in the caller's
+/// transaction; the background worker runs each in a transaction of its own (worker.rs), so
+/// that what a unit locks — cursor rows max-wait files dead letters on, a retention chunk's
+/// rows — is held for milliseconds, not for the whole pass.
+pub trait Units {
+    fn run(&mut self, unit: &mut dyn FnMut(&mut Spi));
+}
+
+/// Every unit in the caller's transaction.
+pub struct InCallersTransaction;
+
+impl Units for InCallersTransaction {
+    fn run(&mut self, unit: &mut dyn FnMut(&mut Spi)) {
+        spi::connect(|s| unit(s))
+    }
+}
+
+/// Another pass holds the database's maintenance lock.
+struct Skipped;
+
+/// Run one unit: under the database's maintenance lock (one pass at a time; taken again by
+/// every unit, which in one transaction is a no-op), or not at all when another pass holds it.
+fn unit<R>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Result<R, Skipped> {
+    let mut f = Some(f);
+    let mut out = None;
+    units.run(&mut |s| {
+        if MAINTAIN_LOCK.run(s, &[]).first().req::<bool>(1) {
+            out = f.take().map(|f| f(s));
+        }
+    });
+    out.ok_or(Skipped)
+}
+
+/// One maintenance pass in the caller's transaction (`queen_maintain()`).
 pub fn maintain(partition_idle_seconds: i32) -> Value {
-    spi::connect(|s| {
-        if !MAINTAIN_LOCK.run(s, &[]).first().req::<bool>(1) {
-            return json!({"skipped": "another maintenance pass is running"});
-        }
-        let mut r = Report::default();
-        let queues: Vec<(Uuid, Option<i32>, Option<i32>, Option<i32>, bool)> = MAINTAIN_QUEUES
-            .run(s, &[])
-            .map(|q| (q.req(1), q.get(2), q.get(3), q.get(4), q.get::<bool>(5).unwrap_or(true)))
-            .collect();
-        for (queue_id, retention, completed, max_wait, dlq) in queues {
-            r.queues += 1;
-            refresh_count(s, queue_id);
-            if let Some(secs) = retention.filter(|s| *s > 0) {
-                r.retention_deleted += retain_in_chunks(s, queue_id, secs, RETENTION, usize::MAX);
-            }
-            if let Some(secs) = completed.filter(|s| *s > 0) {
-                r.completed_retention_deleted +=
-                    retain_in_chunks(s, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS);
-            }
-            if let Some(secs) = max_wait.filter(|s| *s > 0) {
-                r.max_wait_dead_lettered += max_wait_pass(s, queue_id, secs, dlq);
-            }
-        }
-        r.leases_pruned = PRUNE_LEASES.run(s, &[]).len() as i64;
-        r.registry_rows_folded = FOLD_REGISTRY.run(s, &[]).first().req::<i64>(1);
-        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
-        r.partitions_removed = idle.req::<i64>(1);
-        r.partitions_restored = idle.req::<i64>(2);
-        json!({
+    pass(&mut InCallersTransaction, partition_idle_seconds)
+}
+
+/// One maintenance pass, unit by unit. Returns what it did, or `{"skipped": ...}` when another
+/// pass holds the database's maintenance lock (a pass that meets one midway stops there).
+pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
+    match pass_units(units, partition_idle_seconds) {
+        Ok(r) => json!({
             "queues": r.queues,
             "retention_deleted": r.retention_deleted,
             "completed_retention_deleted": r.completed_retention_deleted,
@@ -94,8 +105,40 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
             "registry_rows_folded": r.registry_rows_folded,
             "partitions_removed": r.partitions_removed,
             "partitions_restored": r.partitions_restored,
-        })
-    })
+        }),
+        Err(Skipped) => json!({"skipped": "another maintenance pass is running"}),
+    }
+}
+
+fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Report, Skipped> {
+    let mut r = Report::default();
+    let queues: Vec<(Uuid, Option<i32>, Option<i32>, Option<i32>, bool)> = unit(units, |s| {
+        MAINTAIN_QUEUES
+            .run(s, &[])
+            .map(|q| (q.req(1), q.get(2), q.get(3), q.get(4), q.get::<bool>(5).unwrap_or(true)))
+            .collect()
+    })?;
+    for (queue_id, retention, completed, max_wait, dlq) in queues {
+        r.queues += 1;
+        unit(units, |s| refresh_count(s, queue_id))?;
+        if let Some(secs) = retention.filter(|s| *s > 0) {
+            r.retention_deleted += retain_in_chunks(units, queue_id, secs, RETENTION, usize::MAX)?;
+        }
+        if let Some(secs) = completed.filter(|s| *s > 0) {
+            r.completed_retention_deleted +=
+                retain_in_chunks(units, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS)?;
+        }
+        if let Some(secs) = max_wait.filter(|s| *s > 0) {
+            r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq)?;
+        }
+    }
+    r.leases_pruned = unit(units, |s| PRUNE_LEASES.run(s, &[]).len() as i64)?;
+    r.registry_rows_folded = unit(units, |s| FOLD_REGISTRY.run(s, &[]).first().req::<i64>(1))?;
+    (r.partitions_removed, r.partitions_restored) = unit(units, |s| {
+        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
+        (idle.req::<i64>(1), idle.req::<i64>(2))
+    })?;
+    Ok(r)
 }
 
 /// The time `secs` seconds ago, by the server's clock.
@@ -138,84 +181,112 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
 }
 
 /// Run a retention query (`retention` or `completed_retention`: messages older than `secs`)
-/// chunk after chunk until a chunk deletes nothing, at most `chunks` times; how many it
-/// deleted in all.
-fn retain_in_chunks(s: &mut Spi, queue_id: Uuid, secs: i32, query: Query, chunks: usize) -> i64 {
-    let cutoff = cutoff(s, secs);
+/// chunk after chunk, each a unit, until a chunk deletes nothing, at most `chunks` times; how
+/// many it deleted in all.
+fn retain_in_chunks(
+    units: &mut dyn Units,
+    queue_id: Uuid,
+    secs: i32,
+    query: Query,
+    chunks: usize,
+) -> Result<i64, Skipped> {
+    let cutoff = unit(units, |s| cutoff(s, secs))?;
     let mut total = 0;
     for _ in 0..chunks {
-        let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
-        let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
-        subtract(s, queue_id, counted);
+        let deleted = unit(units, |s| {
+            let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
+            let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
+            subtract(s, queue_id, counted);
+            deleted
+        })?;
         total += deleted;
         if deleted == 0 {
             break;
         }
     }
-    total
+    Ok(total)
 }
 
 /// File the messages of queue `queue_id` unfinished after `secs` seconds as dead letters of
 /// each group (reason 'max wait time exceeded'), leaving partitions under an active lease to
-/// their holder. Returns how many were filed (or skipped, without a dead letter queue).
-fn max_wait_pass(s: &mut Spi, queue_id: Uuid, secs: i32, dlq: bool) -> i64 {
-    let cutoff = cutoff(s, secs);
-    let pairs: Vec<(Uuid, String)> =
-        MAX_WAIT_CANDIDATES.run(s, &[queue_id.into(), cutoff.into()]).map(|r| (r.req(1), r.req(2))).collect();
-    let cutoff_us = state::micros(cutoff);
+/// their holder; each (partition, group) is a unit. Returns how many were filed (or skipped,
+/// without a dead letter queue).
+fn max_wait_pass(units: &mut dyn Units, queue_id: Uuid, secs: i32, dlq: bool) -> Result<i64, Skipped> {
+    let (cutoff, pairs) = unit(units, |s| {
+        let cutoff = cutoff(s, secs);
+        let pairs: Vec<(Uuid, String)> =
+            MAX_WAIT_CANDIDATES.run(s, &[queue_id.into(), cutoff.into()]).map(|r| (r.req(1), r.req(2))).collect();
+        (cutoff, pairs)
+    })?;
     let mut filed = 0;
     for (partition, group) in pairs {
-        let Some((sub, _)) = pop::subscription(s, queue_id, &group) else {
-            continue;
-        };
-        let initial = pop::initial_cursor(s, &sub, partition);
-        let mut look = pop::look(s, partition, &group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
-        if !look.stored {
-            state::create(s, partition, &group, queue_id, &initial, sub.new_point());
-        }
-        let Some(version) = state::lock(s, partition, &group) else {
-            continue;
-        };
-        if look.row.version.as_deref() != Some(version.as_str()) {
-            look = pop::look(s, partition, &group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
-        }
-        if look.row.lease_active(look.now) {
-            continue;
-        }
-        let mut row = look.row;
-        let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();
-        let old: Vec<_> = look.msgs.iter().filter(|m| state::micros(m.created_at) < cutoff_us).map(|m| m.key).collect();
-        if old.is_empty() {
-            continue;
-        }
-        // The read messages as a batch, so the frontier moves over the filed prefix.
-        let last = keys.iter().copied().max();
-        let xip = match last {
-            Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
-            None => vec![],
-        };
-        row.cursor.lease = Some(Batch { keys, xip });
-        for k in old {
-            if dlq {
-                let attempts = row.cursor.attempt_of(k);
-                let args: [DatumWithOid; 6] = [
-                    partition.into(),
-                    group.as_str().into(),
-                    k.0.into(),
-                    k.1.into(),
-                    "max wait time exceeded".into(),
-                    attempts.into(),
-                ];
-                DEAD_LETTER.run(s, &args);
-            }
-            row.cursor.finish(k);
-            filed += 1;
-        }
-        row.cursor.release();
-        row.lease_id = None;
-        row.lease_expires_at = None;
-        let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false, release_lease: None };
-        state::save(s, partition, &group, &row, also);
+        filed += unit(units, |s| max_wait_file(s, queue_id, partition, &group, cutoff, dlq))?;
     }
+    Ok(filed)
+}
+
+/// The max-wait unit of one (partition, group).
+fn max_wait_file(
+    s: &mut Spi,
+    queue_id: Uuid,
+    partition: Uuid,
+    group: &str,
+    cutoff: TimestampWithTimeZone,
+    dlq: bool,
+) -> i64 {
+    let cutoff_us = state::micros(cutoff);
+    let Some((sub, _)) = pop::subscription(s, queue_id, group) else {
+        return 0;
+    };
+    let initial = pop::initial_cursor(s, &sub, partition);
+    let look = pop::look(s, partition, group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
+    // Take the row as looked at, never waiting (a pop or an ack holding it has the
+    // partition's next moves; the next pass comes back): lock it in that version, or create
+    // it under the pair's advisory lock, as pops do, so that no pop waits on the uncommitted
+    // insert.
+    let held = match look.row.version.as_deref().filter(|_| look.stored) {
+        Some(version) => state::lock(s, partition, group, version),
+        None => {
+            pop::try_lock_pair(s, partition, group)
+                && state::create(s, partition, group, queue_id, &initial, sub.new_point())
+        }
+    };
+    if !held || look.row.lease_active(look.now) {
+        return 0;
+    }
+    let mut row = look.row;
+    let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();
+    let old: Vec<_> = look.msgs.iter().filter(|m| state::micros(m.created_at) < cutoff_us).map(|m| m.key).collect();
+    if old.is_empty() {
+        return 0;
+    }
+    // The read messages as a batch, so the frontier moves over the filed prefix.
+    let last = keys.iter().copied().max();
+    let xip = match last {
+        Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
+        None => vec![],
+    };
+    row.cursor.lease = Some(Batch { keys, xip });
+    let filed = old.len() as i64;
+    for k in old {
+        if dlq {
+            let attempts = row.cursor.attempt_of(k);
+            let args: [DatumWithOid; 6] = [
+                partition.into(),
+                group.into(),
+                k.0.into(),
+                k.1.into(),
+                "max wait time exceeded".into(),
+                attempts.into(),
+            ];
+            DEAD_LETTER.run(s, &args);
+        }
+        row.cursor.finish(k);
+    }
+    row.cursor.release();
+    row.lease_id = None;
+    row.lease_expires_at = None;
+    let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false, release_lease: None };
+    state::save(s, partition, group, &row, also);
     filed
 }

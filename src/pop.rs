@@ -254,12 +254,14 @@ pub(crate) struct Look {
     pub(crate) msgs: Vec<Msg>,
 }
 
-/// How a pop came to hold a cursor row.
-enum Claimed {
-    /// It created the row, in the state it looked at: the look stays valid.
-    Created,
-    /// It locked an existing row, whose version this is.
-    Locked(String),
+/// What a claim of a cursor row came to.
+enum Claim {
+    /// The pop holds the row, as it looked at it (or created it so).
+    Held,
+    /// The row is not as the pop looked at it (or another transaction holds it).
+    Changed,
+    /// Another transaction is creating it.
+    Busy,
 }
 
 struct Pop<'a> {
@@ -408,36 +410,38 @@ impl Pop<'_> {
     /// Look at one partition and deliver from it if the group may.
     fn visit(&mut self, s: &mut Spi, partition: Uuid) {
         let mut look = self.look_fresh(s, partition);
-        if look.row.lease_active(look.now) {
-            return self.hints_set(s, partition, &look, look.row.lease_expires_at.unwrap());
-        }
-        if let Some(at) = look.row.retry_pending(look.now) {
-            return self.hints_set(s, partition, &look, at);
-        }
-        let expired = look.row.lease_expired(look.now);
-        if !expired {
-            let (n, later) = self.deliverable(&look);
-            if n == 0 {
-                return self.pass_by(s, partition, &look, later);
-            }
-        }
-        // Worth claiming: lock the row (or create it), never waiting.
-        let Some(claimed) = self.claim(s, partition, &look) else {
-            self.contended = true;
-            return;
-        };
-        let still_valid = match &claimed {
-            Claimed::Created => true,
-            Claimed::Locked(version) => look.stored && Some(version) == look.row.version.as_ref(),
-        };
-        if !still_valid {
-            // Changed since we looked: look again, now that it is ours.
-            look = self.look_fresh(s, partition);
+        // A claim takes the row only in the version looked at (a row changed since is looked
+        // at again, holding nothing), so the pop never holds a row it then delivers nothing
+        // from, which would block the holder's acks and other pops until its transaction ends.
+        for attempt in 0.. {
             if look.row.lease_active(look.now) {
                 return self.hints_set(s, partition, &look, look.row.lease_expires_at.unwrap());
             }
             if let Some(at) = look.row.retry_pending(look.now) {
                 return self.hints_set(s, partition, &look, at);
+            }
+            if !look.row.lease_expired(look.now) {
+                let (n, later) = self.deliverable(&look);
+                if n == 0 {
+                    return self.pass_by(s, partition, &look, later);
+                }
+            }
+            crate::gucs::debug_claim_delay();
+            match self.claim(s, partition, &look) {
+                Claim::Held => break,
+                Claim::Changed if attempt < 3 => {
+                    let version = look.row.version.clone();
+                    look = self.look_fresh(s, partition);
+                    if look.stored && look.row.version == version {
+                        // Not changed: held by another transaction.
+                        self.contended = true;
+                        return;
+                    }
+                }
+                Claim::Changed | Claim::Busy => {
+                    self.contended = true;
+                    return;
+                }
             }
         }
         let mut changed = false;
@@ -469,22 +473,22 @@ impl Pop<'_> {
         self.deliver(s, partition, look, n);
     }
 
-    /// Lock the cursor row of `partition` for this transaction, or create it. None when
-    /// another transaction holds it.
-    fn claim(&self, s: &mut Spi, partition: Uuid, look: &Look) -> Option<Claimed> {
-        if look.stored {
-            return state::lock(s, partition, &self.group).map(Claimed::Locked);
+    /// Take the cursor row of `partition` for this transaction as `look` saw it: lock it in
+    /// that version, or create it if the look found none. Never waits.
+    fn claim(&self, s: &mut Spi, partition: Uuid, look: &Look) -> Claim {
+        if let Some(version) = look.row.version.as_deref().filter(|_| look.stored) {
+            return match state::lock(s, partition, &self.group, version) {
+                true => Claim::Held,
+                false => Claim::Changed, // or held by another: the caller looks again to tell
+            };
         }
-        let key = pair_lock_key(partition, &self.group);
-        let args: [DatumWithOid; 2] = [LOCK_SPACE.into(), key.into()];
-        if !TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1) {
-            return None;
+        if !try_lock_pair(s, partition, &self.group) {
+            return Claim::Busy;
         }
         if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor, self.sub.new_point()) {
-            Some(Claimed::Created)
+            Claim::Held
         } else {
-            // Created and committed by someone else since we looked.
-            state::lock(s, partition, &self.group).map(Claimed::Locked)
+            Claim::Changed // created and committed by someone else since we looked
         }
     }
 
@@ -626,6 +630,13 @@ pub(crate) fn look(
         });
     }
     look
+}
+
+/// Take the (partition, group) pair's advisory lock for this transaction, never waiting: the
+/// right to create its cursor row. False when another transaction holds it.
+pub fn try_lock_pair(s: &mut Spi, partition: Uuid, group: &str) -> bool {
+    let args: [DatumWithOid; 2] = [LOCK_SPACE.into(), pair_lock_key(partition, group).into()];
+    TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1)
 }
 
 /// The advisory-lock key of a (partition, group) pair.

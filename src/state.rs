@@ -11,7 +11,7 @@ pub const SQL: &str = include_str!("../sql/queries/pop.sql");
 
 const CURSOR_CREATE: Query =
     Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S, INT8, INT8S] };
-const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT] };
+const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT, TEXT] };
 const CURSOR_UPDATE: Query = Query {
     file: SQL,
     name: "cursor_update",
@@ -133,11 +133,13 @@ pub fn create(
     CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
-/// Lock the row of (partition, group) for this transaction; returns its version, or None
-/// when it does not exist or another transaction holds it (never waits).
-pub fn lock(s: &mut Spi, partition: Uuid, group: &str) -> Option<String> {
-    let args: [DatumWithOid; 2] = [partition.into(), group.into()];
-    CURSOR_LOCK.run(s, &args).next().map(|r| r.req::<String>(1))
+/// Lock the row of (partition, group) for this transaction if it is still in `version` (its
+/// xmin as a look read it); false when it changed since, or another transaction holds it.
+/// Never waits, and never locks a version other than `version` (but for a row updated by a
+/// transaction that commits between this statement's snapshot and its lock: see cursor_lock).
+pub fn lock(s: &mut Spi, partition: Uuid, group: &str, version: &str) -> bool {
+    let args: [DatumWithOid; 3] = [partition.into(), group.into(), version.into()];
+    CURSOR_LOCK.run(s, &args).next().is_some()
 }
 
 /// What else to do when a row is saved.

@@ -47,38 +47,52 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
     log!("queen: maintenance worker for database \"{db}\" stopped");
 }
 
-/// One pass in its own transaction; an error is logged and the transaction rolled back.
-fn pass(db: &str) {
+/// Each unit of a pass in a transaction of its own: locks last milliseconds, and what a
+/// unit did is committed before the next begins.
+struct OwnTransactions;
+
+impl crate::maintain::Units for OwnTransactions {
+    fn run(&mut self, unit: &mut dyn FnMut(&mut crate::spi::Spi)) {
+        in_transaction(|| crate::spi::connect(|s| unit(s)));
+    }
+}
+
+/// Run `f` in a transaction of its own, committed when it returns.
+fn in_transaction<R>(f: impl FnOnce() -> R) -> R {
     unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
-    let done = PgTryBuilder::new(|| {
-        let installed =
+    let out = f();
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        pg_sys::CommitTransactionCommand();
+    }
+    out
+}
+
+/// One pass, unit by unit; an error is logged, its transaction rolled back, and the next
+/// interval tries again.
+fn pass(db: &str) {
+    PgTryBuilder::new(|| {
+        let installed = in_transaction(|| {
             Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')")
                 .ok()
                 .flatten()
-                .unwrap_or(false);
+                .unwrap_or(false)
+        });
         if installed {
-            let report = crate::maintain::maintain(gucs::PARTITION_IDLE_SECONDS.get());
+            let report = crate::maintain::pass(&mut OwnTransactions, gucs::PARTITION_IDLE_SECONDS.get());
             if report.get("skipped").is_none() {
                 debug1!("queen: maintenance of \"{db}\": {report}");
             }
         }
-        true
     })
     .catch_others(|e| {
         warning!("queen: maintenance of database \"{db}\" failed, will retry: {e:?}");
-        false
+        // Whatever unit failed, its transaction is rolled back (a no-op between units).
+        unsafe { pg_sys::AbortCurrentTransaction() };
     })
     .execute();
-    unsafe {
-        if done {
-            pg_sys::PopActiveSnapshot();
-            pg_sys::CommitTransactionCommand();
-        } else {
-            pg_sys::AbortCurrentTransaction();
-        }
-    }
 }

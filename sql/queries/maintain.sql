@@ -82,7 +82,8 @@ SELECT count(*),
 -- name: completed_retention
 -- Delete the queue's messages created before $2 that every group subscribed to the queue has
 -- finished (at or before its frontier and not of one of its pending transactions; a group that
--- never popped a partition counts from where its subscription starts), at most $3 of them.
+-- never popped a partition counts from where its subscription starts, running transactions
+-- included), at most $3 of them.
 -- Partitions of a queue no group is subscribed to keep their messages. Returns deleted and
 -- counted-deleted.
 -- Each partition is read through its primary key, from its oldest message up to the first
@@ -91,14 +92,22 @@ SELECT count(*),
 -- is deleted plus a probe per partition, never the table (a join here is planned as a
 -- sequential scan of all messages).
 WITH subs AS MATERIALIZED (
-    SELECT DISTINCT ON (consumer_group) consumer_group, mode, start_xmax FROM queen.subscriptions
-     WHERE queue_id = $1 ORDER BY consumer_group, created_at
+    SELECT consumer_group, mode, start_xmax, start_xip FROM queen.effective_subscriptions WHERE queue_id = $1
 ), parts AS MATERIALIZED (
     SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1
 ), bound AS MATERIALIZED (
+    -- Per partition: the lowest frontier among the groups, and every transaction some group
+    -- has yet to finish below it: its cursor's pending ones, or, for a 'new' group that never
+    -- popped the partition, the ones its subscription saw running.
     SELECT p.partition_id, f.t, f.s,
            ARRAY(SELECT unnest(c.pending_txid) FROM queen.cursors c JOIN subs USING (consumer_group)
-                  WHERE c.partition_id = p.partition_id) AS pend
+                  WHERE c.partition_id = p.partition_id
+                 UNION ALL
+                 SELECT unnest(subs.start_xip) FROM subs
+                  WHERE subs.mode = 'new'
+                    AND NOT EXISTS (SELECT 1 FROM queen.cursors c
+                                     WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group)
+           ) AS pend
       FROM parts p
       CROSS JOIN LATERAL (
             SELECT t, s FROM (

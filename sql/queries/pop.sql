@@ -232,8 +232,12 @@ SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, crea
   FROM msgs;
 
 -- name: cursor_lock
--- Lock the row for this transaction, never waiting: no row when another transaction holds it.
-SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
+-- Lock the row for this transaction if it is still in version $3 (the xmin a look read),
+-- never waiting: no row when it changed or another transaction holds it. The version is
+-- checked on the row this statement's snapshot sees, before locking, so a changed row is not
+-- locked. (One window remains: a change committed between this statement's snapshot and its
+-- lock is locked, then re-checked and skipped; that is microseconds wide.)
+SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND xmin::text = $3
    FOR UPDATE SKIP LOCKED;
 
 -- name: cursor_save

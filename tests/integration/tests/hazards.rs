@@ -224,3 +224,127 @@ fn a_refused_ack_without_a_lease_creates_no_cursor() {
     assert_eq!(qm, 1);
     assert!(pop_auto(&mut c, "q", None, 10).is_empty(), "queue mode finished it");
 }
+
+/// Wait until backend `pid` sleeps in queen.debug_claim_delay_ms (between a look and a claim).
+fn await_claim_delay(c: &mut Client, pid: i32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while c
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", &[&pid])
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "backend {pid} never reached its claim");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Item 8: a pop looks at a partition, another pop leases it and commits, then the first
+/// claims. It must hold nothing it does not deliver from: inside a business transaction, a row
+/// lock kept there would block the lease holder's ack (and every other pop of the partition)
+/// until that transaction ends.
+#[test]
+fn a_pop_that_finds_a_partition_taken_meanwhile_holds_nothing() {
+    let db = TestDb::new("claim_changed");
+    let mut c = db.connect();
+    push(&mut c, "q", "P", json!(1));
+    assert!(pop_auto(&mut c, "q", Some("g"), 1).len() == 1, "the cursor row exists");
+    push(&mut c, "q", "P", json!(2));
+    let mut b = open_tx(&db);
+    let b_pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    b.batch_execute("SET LOCAL queen.debug_claim_delay_ms = 1000").unwrap();
+    let h = std::thread::spawn(move || {
+        let n = b.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().len();
+        (b, n)
+    });
+    await_claim_delay(&mut c, b_pid);
+    let m = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g')", &[]).unwrap();
+    let (mut b, n) = h.join().unwrap();
+    assert_eq!(n, 0, "the partition was leased meanwhile");
+    // B is still open. The holder's ack goes through at once.
+    c.batch_execute("SET lock_timeout = '1s'").unwrap();
+    let ok: bool = c
+        .query_one("SELECT success FROM queen_ack($1, $2)", &[&m.get::<_, uuid::Uuid>(0), &m.get::<_, uuid::Uuid>(1)])
+        .unwrap()
+        .get(0);
+    assert!(ok);
+    b.batch_execute("COMMIT").unwrap();
+}
+
+/// Item 10: an ack (without a lease) or maintenance that creates a group's cursor row on a
+/// partition takes the pair's advisory lock, as pops do: a concurrent pop of that group never
+/// waits on the uncommitted insert, it passes the partition by.
+#[test]
+fn creating_a_cursor_row_never_makes_a_pop_wait() {
+    let db = TestDb::new("create_no_wait");
+    let mut c = db.connect();
+    c.batch_execute("SET lock_timeout = '1s'").unwrap();
+    push(&mut c, "q", "P", json!(1));
+    push(&mut c, "q", "P", json!(2));
+    let m1: uuid::Uuid =
+        c.query_one("SELECT message_id FROM queen.messages ORDER BY txid LIMIT 1", &[]).unwrap().get(0);
+    let mut t = open_tx(&db);
+    assert_eq!(ack(&mut t, m1, None, Some("g")), (true, None), "g's first act on P: an ack without a lease");
+    let got = c.query("SELECT * FROM queen_pop('q', 'g')", &[]).map(|r| r.len());
+    assert_eq!(got.map_err(|e| e.to_string()), Ok(0), "the pop passed P by without waiting");
+    t.batch_execute("COMMIT").unwrap();
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(2)]);
+
+    // Maintenance filing a max-wait dead letter for a group that never popped the partition.
+    c.execute("SELECT queen_configure('mw', '{\"maxWaitTimeSeconds\": 1}')", &[]).unwrap();
+    push(&mut c, "mw", "other", json!(0));
+    assert_eq!(pop_auto(&mut c, "mw", Some("g"), 1), vec![json!(0)], "g subscribes");
+    push(&mut c, "mw", "P", json!("stale"));
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // the message ages past max wait
+    push(&mut c, "mw", "P", json!("fresh"));
+    let mut t = open_tx(&db);
+    let report: Value = t.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["max_wait_dead_lettered"], json!(1), "{report}");
+    let got = c.query("SELECT * FROM queen_pop('mw', 'g')", &[]).map(|r| r.len());
+    assert_eq!(got.map_err(|e| e.to_string()), Ok(0), "the pop passed P by without waiting");
+    t.batch_execute("COMMIT").unwrap();
+    assert_eq!(pop_auto(&mut c, "mw", Some("g"), 10), vec![json!("fresh")]);
+}
+
+/// Item 11: completed retention counts a 'new' group that never popped a partition from where
+/// its subscription starts there, transactions it saw running included: their messages are
+/// the group's to see, however old they are.
+#[test]
+fn completed_retention_keeps_what_a_new_group_has_yet_to_see() {
+    let db = TestDb::new("retention_new_group");
+    let mut c = db.connect();
+    push(&mut c, "q", "seed", json!("old"));
+    let mut t0 = open_tx(&db);
+    push(&mut t0, "q", "P", json!("T0"));
+    push(&mut c, "q", "seed", json!("later")); // T0 is among the running at g's subscription
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
+    t0.batch_execute("COMMIT").unwrap();
+    // Another group finishes everything, so only g holds T0's message back.
+    assert_eq!(drain(&mut c, "q", Some("a")).len(), 3);
+    c.execute("SELECT queen_configure('q', '{\"completedRetentionSeconds\": 1}')", &[]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // the messages age past retention
+    let report: Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["completed_retention_deleted"], json!(2), "old and later go: {report}");
+    assert_eq!(lag(&mut c, "q", Some("g")), 1);
+    assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("T0")]);
+}
+
+/// Item 3, cursor rows: the first pop that subscribed later committed first, and a pop under
+/// its point created g's cursor on P. When the earlier first pop commits, the cursor takes up
+/// what the earlier point adds (C, committed between the two), so that C is delivered.
+#[test]
+fn a_cursor_made_under_a_later_first_pop_takes_up_what_the_earlier_one_adds() {
+    let db = TestDb::new("stale_cursor");
+    let mut c = db.connect();
+    push(&mut c, "q", "P", json!("old"));
+    let mut a = open_tx(&db);
+    assert!(a.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
+    push(&mut c, "q", "P", json!("C"));
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
+    push(&mut c, "q", "P", json!("D"));
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("D")], "under the later point");
+    a.batch_execute("COMMIT").unwrap();
+    assert_eq!(lag(&mut c, "q", Some("g")), 1, "the earlier point counts");
+    assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("C")]);
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}

@@ -335,6 +335,54 @@ fn the_background_worker_maintains_its_database() {
         assert!(Instant::now() < deadline, "the worker never applied max wait");
         thread::sleep(Duration::from_millis(100));
     }
+    // Each unit of a pass commits on its own (issue 8, item 9): max-wait's dead letters, and the
+    // cursor rows it locked, are committed before a later queue's retention is through. Both
+    // become due in the same pass (configured in one transaction, the messages old enough);
+    // one snapshot then sees the dead letter while the other queue still has messages, which
+    // a pass in one transaction never shows.
+    for q in ["w1", "w2"] {
+        push(&mut c, q, "p", json!(0));
+    }
+    let order: Vec<String> = c
+        .query(
+            "SELECT name FROM (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues) q
+              WHERE name IN ('w1', 'w2') ORDER BY queue_id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let (mw, big) = (order[0].as_str(), order[1].as_str());
+    c.query("SELECT * FROM queen_pop($1, 'slow', partition => 'none')", &[&mw]).unwrap();
+    for k in 0..50 {
+        let items: Vec<Value> = (0..1000).map(|i| json!({"queue": big, "payload": k * 1000 + i})).collect();
+        c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    }
+    thread::sleep(Duration::from_millis(1100)); // every message older than the 1 s below
+    let mut tx = c.transaction().unwrap();
+    tx.execute("SELECT queen_configure($1, '{\"maxWaitTimeSeconds\": 1}')", &[&mw]).unwrap();
+    tx.execute("SELECT queen_configure($1, '{\"retentionSeconds\": 1}')", &[&big]).unwrap();
+    tx.commit().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen_between = false;
+    loop {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM queen.dead_letters_view WHERE queue = $1),
+                        (SELECT count(*) FROM queen.messages m JOIN queen.queues q USING (queue_id) WHERE q.name = $2)",
+                &[&mw, &big],
+            )
+            .unwrap();
+        let (filed, left): (i64, i64) = (r.get(0), r.get(1));
+        seen_between |= filed > 0 && left > 0;
+        if filed > 0 && left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker never applied max wait and retention ({filed}, {left})");
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(seen_between, "max wait's dead letter was not committed before the later queue's retention");
     assert_eq!(count(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'"), 1);
     drop(c);
     admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
