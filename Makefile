@@ -32,12 +32,19 @@ run: install
 	@dir=$$(scripts/state-dir run-cluster); \
 	scripts/cluster start "$$dir" $(RUN_PORT) preload; \
 	psql="env PGOPTIONS=-cclient_min_messages=warning psql -X -q -v ON_ERROR_STOP=1 -h $$dir -p $(RUN_PORT) -U postgres"; \
+	if [ "$$($$psql -d postgres -Atc 'SHOW queen.databases')" != "$(RUN_DB)" ]; then \
+		echo "== the maintenance worker serves database $(RUN_DB) (queen.databases; restarting the server)"; \
+		$$psql -d postgres -c "ALTER SYSTEM SET queen.databases = '$(RUN_DB)'"; \
+		scripts/cluster restart "$$dir"; \
+	fi; \
+	echo "== database $(RUN_DB) is created afresh on every make run (the demo's data does not survive it)"; \
 	$$psql -d postgres -c "DROP DATABASE IF EXISTS $(RUN_DB) WITH (FORCE)" -c "CREATE DATABASE $(RUN_DB)"; \
 	$$psql -d $(RUN_DB) -c "CREATE EXTENSION queen"; \
 	echo "== examples/quickstart.sql"; \
 	$$psql -d $(RUN_DB) -e -P pager=off -f examples/quickstart.sql; \
 	echo; \
-	echo "queen is running (PostgreSQL 15, port $(RUN_PORT), database $(RUN_DB), queen preloaded)."; \
+	echo "queen is running (PostgreSQL 15, port $(RUN_PORT), database $(RUN_DB), queen preloaded,"; \
+	echo "its maintenance worker serving $(RUN_DB); the next make run starts $(RUN_DB) afresh)."; \
 	echo "  connect:  psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)"; \
 	echo "       or:  psql 'postgresql://postgres@127.0.0.1:$(RUN_PORT)/$(RUN_DB)'"; \
 	echo "  stop:     make stop"

@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS sent_emails (invoice int PRIMARY KEY, sent_at timesta
 BEGIN;
 INSERT INTO sent_emails (invoice)
 SELECT (payload ->> 'invoice')::int
-  FROM queen_pop('emails', consumer_group => 'mailer', batch => 10, partitions => 10, auto_ack => true);
+  FROM queen_pop('emails', consumer_group => 'mailer', batch => 10, partitions => 10, auto_ack => true)
+    ON CONFLICT (invoice) DO NOTHING;  -- pasted twice, the same invoices come again
 COMMIT;
 SELECT * FROM sent_emails ORDER BY invoice;
 

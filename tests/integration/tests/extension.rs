@@ -203,3 +203,44 @@ fn errors_carry_no_backtrace() {
         c.batch_execute("RESET ROLE").unwrap();
     }
 }
+
+/// The SQL of a Markdown file's ```sql blocks.
+fn sql_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = vec![];
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, l) if l.starts_with("```sql") => current = Some(String::new()),
+            (Some(_), l) if l.starts_with("```") => blocks.push(current.take().unwrap()),
+            (Some(b), _) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// The README's quickstart, the examples of docs/api.md and examples/quickstart.sql work as a
+/// new user pastes them — twice in a row, as a user trying them again would.
+#[test]
+fn the_documented_examples_run_as_pasted_twice() {
+    let db = TestDb::new("doc_examples");
+    let mut c = db.connect();
+    let docs = [
+        ("README.md", sql_blocks(include_str!("../../../README.md"))),
+        ("docs/api.md", sql_blocks(include_str!("../../../docs/api.md"))),
+        ("examples/quickstart.sql", vec![include_str!("../../../examples/quickstart.sql").to_string()]),
+    ];
+    assert!(docs.iter().all(|(_, blocks)| !blocks.is_empty()));
+    for round in 0..2 {
+        for (file, blocks) in &docs {
+            for block in blocks {
+                c.batch_execute(block).unwrap_or_else(|e| panic!("{file}, round {round}: {e}\n{block}"));
+            }
+        }
+    }
+    let sent: i64 = c.query_one("SELECT count(*) FROM sent_emails", &[]).unwrap().get(0);
+    assert!(sent > 0, "the quickstart's consumer wrote its invoices");
+}
