@@ -2,6 +2,8 @@
 //! scripts/integration-tests started, and a fresh database per test so that tests run in
 //! parallel without seeing each other's queues.
 
+pub mod explore;
+
 use postgres::{Client, NoTls};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};

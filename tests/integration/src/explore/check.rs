@@ -1,0 +1,233 @@
+//! The checker: what a finished run's history must satisfy, per consumer group (the delivery
+//! guarantees of the broker):
+//!
+//! - **no loss**: every committed push a group must see is finished for it (completed, or filed
+//!   as a dead letter) once the group is drained — `'all'`, `'from'` (from a time before every
+//!   push) and queue mode see everything; `'new'` sees every transaction that began after a
+//!   first pop of it committed, and none that committed before its first pop began (the ones
+//!   in between may go either way);
+//! - **exactly-once effect**: at most one committed completion (or dead letter) per message, and
+//!   at most one business write;
+//! - **order**: a message of a transaction that committed before another began is first
+//!   delivered before that one's, and a transaction's messages in push order (per partition);
+//! - **exclusive lease**: no pop gets a partition while another lease of its group is active
+//!   there (not released by a committed ack, not expired by the server's clock);
+//! - `group_lag` at 0 after the drain (the drain reports a strand), dead letters accounted for
+//!   (each belongs to a committed push and a checked group);
+//! - and the executor's own findings: a pop or keyless push that waited on a lock, an error no
+//!   call should raise.
+
+use super::{Event, Grp, Run, Status};
+use postgres::Client;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use uuid::Uuid;
+
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+struct Msg {
+    partition: u8,
+    begin: usize,
+    commit: usize,
+    order: u64,
+}
+
+pub(super) fn check(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut v = |kind: &'static str, detail: String| out.push(Violation { kind, detail });
+
+    // Committed pushes.
+    let mut msgs: HashMap<Uuid, Msg> = HashMap::new();
+    for t in &run.history {
+        for e in &t.events {
+            if let Event::Pushed { msg, partition, queued: true, order } = e {
+                msgs.insert(*msg, Msg { partition: *partition, begin: t.begin, commit: t.commit, order: *order });
+            }
+        }
+    }
+
+    // What each group got and finished, from committed transactions.
+    let mut first: HashMap<(Grp, Uuid), (usize, usize)> = HashMap::new();
+    let mut finished: HashMap<(Grp, Uuid), u32> = HashMap::new();
+    // For 'new': the earliest pop statement, and the earliest commit, of a transaction that popped it.
+    let (mut new_first_pop, mut new_first_commit) = (usize::MAX, usize::MAX);
+    for t in &run.history {
+        for e in &t.events {
+            match e {
+                Event::Popped { group: Grp::New, step } => {
+                    new_first_pop = new_first_pop.min(*step);
+                    new_first_commit = new_first_commit.min(t.commit);
+                }
+                Event::Delivered(d) => {
+                    let f = first.entry((d.group, d.msg)).or_insert((d.step, d.pos));
+                    *f = (*f).min((d.step, d.pos));
+                    if d.lease.is_none() {
+                        *finished.entry((d.group, d.msg)).or_default() += 1;
+                    }
+                }
+                Event::Acked { group, msg, status: Status::Completed, success: true, .. } => {
+                    *finished.entry((*group, *msg)).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    // Several first pops of 'new' at once: the earliest point wins, and may add messages after
+    // later ones of their partition (the one exception to order).
+    let several_new_subscriptions: bool =
+        k.query_one("SELECT count(*) > 1 FROM queen.subscriptions WHERE consumer_group = 'gn'", &[]).unwrap().get(0);
+
+    let dead: HashSet<(String, Uuid)> = k
+        .query("SELECT consumer_group, message_id FROM queen.dead_letters", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let key = |g: Grp| g.name().unwrap_or("__QUEUE_MODE__").to_string();
+    for (g, m) in &dead {
+        if !msgs.contains_key(m) {
+            v("dead letter unaccounted for", format!("group {g}: message {m} is no committed push"));
+        }
+    }
+
+    for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
+        for (id, m) in &msgs {
+            let done = finished.get(&(g, *id)).copied().unwrap_or(0) + dead.contains(&(key(g), *id)) as u32;
+            let must = match g {
+                Grp::New => m.begin > new_first_commit,
+                _ => true,
+            };
+            if must && done == 0 {
+                v(
+                    "lost",
+                    format!(
+                        "group {g:?}: message {id} (partition p{}, pushed by the transaction of steps {}..{}) was never finished",
+                        m.partition, m.begin, m.commit
+                    ),
+                );
+            }
+            if done > 1 {
+                v("applied twice", format!("group {g:?}: message {id} finished {done} times"));
+            }
+            if g == Grp::New && m.commit < new_first_pop && first.contains_key(&(g, *id)) {
+                v(
+                    "delivered before subscription",
+                    format!(
+                        "group New got message {id}, committed at step {} before its first pop (step {new_first_pop})",
+                        m.commit
+                    ),
+                );
+            }
+        }
+    }
+
+    // The business writes: one per (group, message).
+    // (The scratch group replays what it seeks back to.)
+    for r in k
+        .query("SELECT grp, msg, count(*) FROM applied WHERE grp <> 'gs' GROUP BY 1, 2 HAVING count(*) > 1", &[])
+        .unwrap()
+    {
+        v(
+            "applied twice",
+            format!(
+                "business write of {} for group {} done {} times",
+                r.get::<_, Uuid>(1),
+                r.get::<_, String>(0),
+                r.get::<_, i64>(2)
+            ),
+        );
+    }
+
+    // Order, per group and partition, on pairs whose real-time order the history proves.
+    for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
+        if g == Grp::New && several_new_subscriptions {
+            continue; // a later-committing earlier first pop may add messages after later ones
+        }
+        let mut by_part: BTreeMap<u8, Vec<(&Uuid, &Msg, (usize, usize))>> = BTreeMap::new();
+        for (id, m) in &msgs {
+            if let Some(f) = first.get(&(g, *id)) {
+                by_part.entry(m.partition).or_default().push((id, m, *f));
+            }
+        }
+        for list in by_part.values() {
+            for (ia, a, fa) in list {
+                for (ib, b, fb) in list {
+                    let a_before_b =
+                        a.commit < b.begin || (a.begin == b.begin && a.commit == b.commit && a.order < b.order);
+                    if a_before_b && fa > fb {
+                        v(
+                            "order",
+                            format!(
+                                "group {g:?}, partition p{}: {ia} (steps {}..{}) first delivered at step {} after {ib} (steps {}..{}) at step {}",
+                                a.partition, a.begin, a.commit, fa.0, b.begin, b.commit, fb.0
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    // Exclusive lease: a pop of (group, partition) while another lease of the group is active
+    // there. A lease ends with an ack that released it, a scratch reset, or expiry; an ack or
+    // reset counts once committed, or at once for the transaction that made it.
+    struct End {
+        tx: usize,
+        step: usize,
+        commit: usize,
+    }
+    let ended_before =
+        |ends: &[End], tx: usize, step: usize| ends.iter().any(|e| e.commit < step || (e.tx == tx && e.step < step));
+    let mut released: HashMap<Uuid, Vec<End>> = HashMap::new();
+    let mut expiry: HashMap<Uuid, f64> = HashMap::new();
+    let mut resets: Vec<End> = Vec::new();
+    let mut grants: Vec<(usize, &super::Delivered)> = Vec::new();
+    for (ti, t) in run.history.iter().enumerate() {
+        for e in &t.events {
+            match e {
+                Event::Acked { released: Some(l), success: true, step, .. } => {
+                    released.entry(*l).or_default().push(End { tx: ti, step: *step, commit: t.commit });
+                }
+                Event::Renewed { lease, expires } => {
+                    let x = expiry.entry(*lease).or_insert(*expires);
+                    *x = x.max(*expires);
+                }
+                Event::ScratchReset { step } => resets.push(End { tx: ti, step: *step, commit: t.commit }),
+                Event::Delivered(d) => grants.push((ti, d)),
+                _ => {}
+            }
+        }
+    }
+    for (_, d) in &grants {
+        if let (Some(l), Some(e)) = (d.lease, d.expires) {
+            let x = expiry.entry(l).or_insert(e);
+            *x = x.max(e);
+        }
+    }
+    let mut seen: HashSet<(Uuid, Uuid)> = HashSet::new();
+    for (tb, b) in &grants {
+        for (_, a) in &grants {
+            let Some(la) = a.lease else { continue };
+            if a.group != b.group || a.partition != b.partition || a.step >= b.step || b.lease == Some(la) {
+                continue;
+            }
+            let by_ack = released.get(&la).is_some_and(|ends| ended_before(ends, *tb, b.step));
+            let by_reset = a.group == Grp::Scratch
+                && resets.iter().any(|r| r.step > a.step && ended_before(std::slice::from_ref(r), *tb, b.step));
+            let expired = expiry.get(&la).is_some_and(|&e| e <= b.at);
+            if !by_ack && !by_reset && !expired && seen.insert((la, b.partition)) {
+                v(
+                    "exclusive lease",
+                    format!(
+                        "group {:?}: step {} got partition {} while lease {la} (step {}, until {:.3}) was active at {:.3}",
+                        b.group, b.step, b.partition, a.step, expiry[&la], b.at
+                    ),
+                );
+            }
+        }
+    }
+    out
+}

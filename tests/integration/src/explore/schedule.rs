@@ -1,0 +1,354 @@
+//! Steps of a schedule: what one connection does next, as the generator draws it and as a
+//! failure report prints it (one line per step, parsed back for a replay).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The consumer groups of an exploration. Each has a fixed subscription, as workers of one
+/// group configured alike have; `Scratch` is the group seek and delete_group play with (it is
+/// checked for exclusive leases and errors, not for loss, which seeking is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Grp {
+    All,
+    New,
+    From,
+    QueueMode,
+    Scratch,
+}
+
+impl Grp {
+    pub const ALL: [Grp; 5] = [Grp::All, Grp::New, Grp::From, Grp::QueueMode, Grp::Scratch];
+
+    /// The consumer_group argument.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Grp::All => Some("ga"),
+            Grp::New => Some("gn"),
+            Grp::From => Some("gf"),
+            Grp::QueueMode => None,
+            Grp::Scratch => Some("gs"),
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            Grp::All => "ga",
+            Grp::New => "gn",
+            Grp::From => "gf",
+            Grp::QueueMode => "qm",
+            Grp::Scratch => "gs",
+        }
+    }
+
+    /// Groups whose every committed message must be finished at the end.
+    pub fn checked(self) -> bool {
+        self != Grp::Scratch
+    }
+}
+
+impl FromStr for Grp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Grp, String> {
+        Grp::ALL.into_iter().find(|g| g.tag() == s).ok_or_else(|| format!("no group {s}"))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Completed,
+    Failed,
+    Retry,
+    Dlq,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Retry => "retry",
+            Status::Dlq => "dlq",
+        }
+    }
+}
+
+/// Which lease an ack presents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseKind {
+    /// The delivery's own.
+    Good,
+    /// Another delivery's of the same group (often an earlier, released one).
+    Stale,
+    /// Another group's.
+    Foreign,
+    /// None (not checked).
+    Missing,
+}
+
+/// One message of a push: its partition (0..PARTITIONS) and, if any, its transaction id
+/// (`k{n}`; a key drawn twice is a duplicate).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub partition: u8,
+    pub key: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Begin(usize),
+    Commit(usize),
+    Rollback(usize),
+    Savepoint(usize),
+    RollbackToSavepoint(usize),
+    /// `SELECT pg_current_xact_id()`: the transaction takes its xid early.
+    TakeXid(usize),
+    Push {
+        c: usize,
+        items: Vec<Item>,
+        batch: bool,
+    },
+    Pop {
+        c: usize,
+        group: Grp,
+        batch: i32,
+        partitions: i32,
+        partition: Option<u8>,
+        auto_ack: bool,
+        wait_ms: i32,
+    },
+    /// Ack deliveries this connection received (`pick`: positions counted back from its
+    /// latest delivery), each with its lease or another, with or without `consumer_group`;
+    /// `effect`: the business write of each completion, in the same transaction.
+    Ack {
+        c: usize,
+        pick: Vec<u32>,
+        status: Status,
+        lease: LeaseKind,
+        batch: bool,
+        group_arg: bool,
+        effect: bool,
+    },
+    Renew {
+        c: usize,
+        pick: u32,
+    },
+    Seek {
+        c: usize,
+        to_end: bool,
+    },
+    DeleteGroup(usize),
+    Maintain(usize),
+    /// Let time pass (past a 1 s lease, a retry delay).
+    Sleep(u32),
+    /// pg_terminate_backend of a connection, mid-transaction or not.
+    Terminate(usize),
+    /// kill -9 of the postmaster, restart (long mode only).
+    Crash,
+}
+
+impl Step {
+    /// The connection the step runs on, if one.
+    pub fn conn(&self) -> Option<usize> {
+        match self {
+            Step::Begin(c)
+            | Step::Commit(c)
+            | Step::Rollback(c)
+            | Step::Savepoint(c)
+            | Step::RollbackToSavepoint(c)
+            | Step::TakeXid(c)
+            | Step::DeleteGroup(c)
+            | Step::Maintain(c) => Some(*c),
+            Step::Push { c, .. }
+            | Step::Pop { c, .. }
+            | Step::Ack { c, .. }
+            | Step::Renew { c, .. }
+            | Step::Seek { c, .. } => Some(*c),
+            Step::Sleep(_) | Step::Terminate(_) | Step::Crash => None,
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Begin(c) => write!(f, "{c} begin"),
+            Step::Commit(c) => write!(f, "{c} commit"),
+            Step::Rollback(c) => write!(f, "{c} rollback"),
+            Step::Savepoint(c) => write!(f, "{c} savepoint"),
+            Step::RollbackToSavepoint(c) => write!(f, "{c} rollback_to_savepoint"),
+            Step::TakeXid(c) => write!(f, "{c} take_xid"),
+            Step::Push { c, items, batch } => {
+                let items: Vec<String> = items
+                    .iter()
+                    .map(|i| match i.key {
+                        Some(k) => format!("p{}+k{k}", i.partition),
+                        None => format!("p{}", i.partition),
+                    })
+                    .collect();
+                write!(f, "{c} push {} {}", if *batch { "batch" } else { "one" }, items.join(","))
+            }
+            Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms } => {
+                write!(f, "{c} pop {} b{batch} n{partitions} w{wait_ms}", group.tag())?;
+                if let Some(p) = partition {
+                    write!(f, " p{p}")?;
+                }
+                if *auto_ack {
+                    write!(f, " auto")?;
+                }
+                Ok(())
+            }
+            Step::Ack { c, pick, status, lease, batch, group_arg, effect } => {
+                let pick: Vec<String> = pick.iter().map(u32::to_string).collect();
+                write!(
+                    f,
+                    "{c} ack {} {} {:?} {}{}{}",
+                    pick.join(","),
+                    status.as_str(),
+                    lease,
+                    if *batch { "batch" } else { "one" },
+                    if *group_arg { " group" } else { "" },
+                    if *effect { " effect" } else { "" }
+                )
+            }
+            Step::Renew { c, pick } => write!(f, "{c} renew {pick}"),
+            Step::Seek { c, to_end } => write!(f, "{c} seek {}", if *to_end { "end" } else { "start" }),
+            Step::DeleteGroup(c) => write!(f, "{c} delete_group"),
+            Step::Maintain(c) => write!(f, "{c} maintain"),
+            Step::Sleep(ms) => write!(f, "sleep {ms}"),
+            Step::Terminate(c) => write!(f, "terminate {c}"),
+            Step::Crash => write!(f, "crash"),
+        }
+    }
+}
+
+fn num<T: FromStr>(s: &str) -> Result<T, String> {
+    s.parse().map_err(|_| format!("not a number: {s}"))
+}
+
+impl FromStr for Step {
+    type Err = String;
+    fn from_str(line: &str) -> Result<Step, String> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let at = |i: usize| w.get(i).copied().ok_or_else(|| format!("short step: {line}"));
+        match w.first().copied() {
+            Some("sleep") => return Ok(Step::Sleep(num(at(1)?)?)),
+            Some("terminate") => return Ok(Step::Terminate(num(at(1)?)?)),
+            Some("crash") => return Ok(Step::Crash),
+            _ => {}
+        }
+        let c: usize = num(at(0)?)?;
+        let has = |flag: &str| w.iter().skip(2).any(|x| *x == flag);
+        Ok(match at(1)? {
+            "begin" => Step::Begin(c),
+            "commit" => Step::Commit(c),
+            "rollback" => Step::Rollback(c),
+            "savepoint" => Step::Savepoint(c),
+            "rollback_to_savepoint" => Step::RollbackToSavepoint(c),
+            "take_xid" => Step::TakeXid(c),
+            "push" => {
+                let items = at(3)?
+                    .split(',')
+                    .map(|i| {
+                        let (p, k) = match i.split_once('+') {
+                            Some((p, k)) => (p, Some(num::<u32>(k.trim_start_matches('k'))?)),
+                            None => (i, None),
+                        };
+                        Ok(Item { partition: num(p.trim_start_matches('p'))?, key: k })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                Step::Push { c, items, batch: at(2)? == "batch" }
+            }
+            "pop" => {
+                let field = |prefix: char| w.iter().skip(3).find(|x| x.starts_with(prefix)).map(|x| &x[1..]);
+                Step::Pop {
+                    c,
+                    group: at(2)?.parse()?,
+                    batch: num(field('b').ok_or("no batch")?)?,
+                    partitions: num(field('n').ok_or("no partitions")?)?,
+                    wait_ms: num(field('w').ok_or("no wait")?)?,
+                    partition: field('p').map(num).transpose()?,
+                    auto_ack: has("auto"),
+                }
+            }
+            "ack" => Step::Ack {
+                c,
+                pick: at(2)?.split(',').map(num).collect::<Result<_, _>>()?,
+                status: match at(3)? {
+                    "completed" => Status::Completed,
+                    "failed" => Status::Failed,
+                    "retry" => Status::Retry,
+                    "dlq" => Status::Dlq,
+                    s => return Err(format!("no status {s}")),
+                },
+                lease: match at(4)? {
+                    "Good" => LeaseKind::Good,
+                    "Stale" => LeaseKind::Stale,
+                    "Foreign" => LeaseKind::Foreign,
+                    "Missing" => LeaseKind::Missing,
+                    s => return Err(format!("no lease kind {s}")),
+                },
+                batch: at(5)? == "batch",
+                group_arg: has("group"),
+                effect: has("effect"),
+            },
+            "renew" => Step::Renew { c, pick: num(at(2)?)? },
+            "seek" => Step::Seek { c, to_end: at(2)? == "end" },
+            "delete_group" => Step::DeleteGroup(c),
+            "maintain" => Step::Maintain(c),
+            other => return Err(format!("no step {other}")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_print_and_parse_back() {
+        let steps = [
+            Step::Begin(2),
+            Step::TakeXid(1),
+            Step::Push {
+                c: 0,
+                items: vec![Item { partition: 1, key: Some(7) }, Item { partition: 2, key: None }],
+                batch: true,
+            },
+            Step::Pop {
+                c: 1,
+                group: Grp::New,
+                batch: 3,
+                partitions: 2,
+                partition: Some(1),
+                auto_ack: true,
+                wait_ms: 50,
+            },
+            Step::Pop {
+                c: 1,
+                group: Grp::QueueMode,
+                batch: 1,
+                partitions: 1,
+                partition: None,
+                auto_ack: false,
+                wait_ms: 0,
+            },
+            Step::Ack {
+                c: 0,
+                pick: vec![0, 2],
+                status: Status::Retry,
+                lease: LeaseKind::Foreign,
+                batch: true,
+                group_arg: true,
+                effect: false,
+            },
+            Step::Renew { c: 3, pick: 1 },
+            Step::Seek { c: 0, to_end: false },
+            Step::Sleep(1100),
+            Step::Terminate(2),
+            Step::Crash,
+        ];
+        for s in steps {
+            assert_eq!(s.to_string().parse::<Step>().unwrap(), s, "{s}");
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The randomized interleaving explorer (src/explore): seeded schedules over several real
+//! connections, judged against the delivery guarantees.
+//!
+//! - In `make test`: a fixed set of seeds, on the preloaded cluster and on the one without
+//!   preloading (a minute or two).
+//! - `make explore`: fresh seeds for `QUEEN_EXPLORE_MINUTES` (default 10) on a cluster of its
+//!   own, with crash rounds (kill -9 of the postmaster mid-schedule).
+//!   `QUEEN_EXPLORE_SEED=n` replays one seed (`QUEEN_EXPLORE_STEPS`, `QUEEN_EXPLORE_CONNS` as
+//!   printed), `QUEEN_EXPLORE_SCHEDULE=file` replays a schedule a failure printed.
+//!
+//! A failure prints the seed, the violations, and the schedule shrunk to the steps that still
+//! show the violation (docs/development.md: reading and replaying a failure).
+
+use queen_integration_tests::explore::{self, Config, CrashCluster};
+use std::time::{Duration, Instant};
+
+fn server(host_var: &str, port_var: &str) -> String {
+    let host = std::env::var(host_var).expect("run through scripts/integration-tests");
+    let port = std::env::var(port_var).unwrap();
+    format!("host={host} port={port} user=postgres")
+}
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Run one seed; on a violation, shrink the schedule and panic with the report.
+fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize) {
+    let (outcome, schedule) = explore::explore_seed(cfg, seed);
+    if outcome.violations.is_empty() {
+        return (outcome.steps, outcome.crashes);
+    }
+    fail(cfg, Some(seed), schedule, outcome.violations, shrink_budget)
+}
+
+fn fail(
+    cfg: &Config,
+    seed: Option<u64>,
+    schedule: Vec<explore::Step>,
+    violations: Vec<explore::Violation>,
+    budget: Duration,
+) -> ! {
+    let kind = violations[0].kind;
+    let shrunk = explore::shrink(cfg, schedule.clone(), kind, budget);
+    let file = std::env::temp_dir().join(format!("queen-explore-{}.schedule", seed.unwrap_or(0)));
+    std::fs::write(&file, explore::print(&shrunk)).unwrap();
+    let found: Vec<String> = violations.iter().map(|v| format!("  {}: {}", v.kind, v.detail)).collect();
+    panic!(
+        "explorer: {} violation(s){}:\n{}\n\nschedule shrunk from {} to {} steps ({}):\n{}\n\nreplay: QUEEN_EXPLORE_SCHEDULE={} make explore{}",
+        violations.len(),
+        seed.map(|s| format!(" with seed {s}")).unwrap_or_default(),
+        found.join("\n"),
+        schedule.len(),
+        shrunk.len(),
+        file.display(),
+        explore::print(&shrunk),
+        file.display(),
+        seed.map(|s| format!("   (the whole run: QUEEN_EXPLORE_SEED={s} QUEEN_EXPLORE_STEPS={} QUEEN_EXPLORE_CONNS={} make explore)", cfg.steps, cfg.conns))
+            .unwrap_or_default(),
+    )
+}
+
+/// The seeds `make test` runs, on each cluster.
+const SEEDS: [u64; 4] = [1, 2, 3, 4];
+
+#[test]
+fn fixed_seeds_with_preloading() {
+    let cfg = Config { server: server("QUEEN_TEST_HOST", "QUEEN_TEST_PORT"), conns: 4, steps: 180, crash: None };
+    for seed in SEEDS {
+        check_seed(&cfg, seed, Duration::from_secs(120));
+    }
+}
+
+#[test]
+fn fixed_seeds_without_preloading() {
+    let cfg = Config {
+        server: server("QUEEN_TEST_NOPRELOAD_HOST", "QUEEN_TEST_NOPRELOAD_PORT"),
+        conns: 3,
+        steps: 150,
+        crash: None,
+    };
+    for seed in [11, 12] {
+        check_seed(&cfg, seed, Duration::from_secs(120));
+    }
+}
+
+/// `make explore`: fresh seeds on a cluster of the explorer's own, with crash rounds.
+#[test]
+#[ignore]
+fn explore() {
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let scripts = repo.join("scripts");
+    let port: u16 = env("QUEEN_TEST_PORT", 28816u16) + 7;
+    let out = std::process::Command::new(scripts.join("state-dir")).arg("itest-explore-cluster").output().unwrap();
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &dir]).output();
+    let _ = std::fs::remove_dir_all(format!("{dir}/data"));
+    let started = std::process::Command::new(scripts.join("cluster"))
+        .args(["start", &dir, &port.to_string(), "preload"])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let cfg = Config {
+        server: format!("host={dir} port={port} user=postgres"),
+        conns: env("QUEEN_EXPLORE_CONNS", 5),
+        steps: env("QUEEN_EXPLORE_STEPS", 250),
+        crash: Some(CrashCluster { scripts: scripts.clone(), dir: dir.clone() }),
+    };
+    let shrink = Duration::from_secs(env("QUEEN_EXPLORE_SHRINK_SECONDS", 600));
+    if let Ok(file) = std::env::var("QUEEN_EXPLORE_SCHEDULE") {
+        let schedule = explore::parse(&std::fs::read_to_string(&file).unwrap());
+        let outcome = explore::replay(&cfg, &schedule, &format!("replay_{}", std::process::id()));
+        if !outcome.violations.is_empty() {
+            fail(&cfg, None, schedule, outcome.violations, shrink);
+        }
+        println!("explorer: the schedule of {file} ({} steps) passes", schedule.len());
+        return;
+    }
+    if let Ok(seed) = std::env::var("QUEEN_EXPLORE_SEED") {
+        let seed: u64 = seed.parse().unwrap();
+        let (steps, crashes) = check_seed(&cfg, seed, shrink);
+        println!("explorer: seed {seed} passes ({steps} steps, {crashes} crash rounds)");
+        return;
+    }
+    let minutes: f64 = env("QUEEN_EXPLORE_MINUTES", 10.0);
+    let deadline = Instant::now() + Duration::from_secs_f64(minutes * 60.0);
+    let first: u64 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() * 1000;
+    let (mut seeds, mut steps, mut crashes) = (0u64, 0usize, 0usize);
+    let t0 = Instant::now();
+    while Instant::now() < deadline {
+        let seed = first + seeds;
+        let (s, c) = check_seed(&cfg, seed, shrink);
+        seeds += 1;
+        steps += s;
+        crashes += c;
+        println!("explorer: seed {seed} passes ({s} steps, {c} crash rounds; {seeds} seeds, {steps} steps, {crashes} crash rounds in {:.0} s)", t0.elapsed().as_secs_f64());
+    }
+    println!(
+        "explorer: {seeds} seeds, {steps} steps, {crashes} crash rounds, 0 failures in {:.1} minutes",
+        t0.elapsed().as_secs_f64() / 60.0
+    );
+    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &dir]).output();
+}
