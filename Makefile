@@ -3,12 +3,13 @@
 #   make test   install what is missing, run every test
 #   make stop   stop the server `make run` started
 #   make bench  the benchmarks (bench/)
+#   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
 SHELL := /bin/bash
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench run stop test unit-test integration-test install install-debug bootstrap psql
+.PHONY: bench explore run stop test unit-test integration-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -65,6 +66,12 @@ unit-test: bootstrap
 # Real connections to a server of their own (scripts/integration-tests).
 integration-test: install-debug
 	scripts/integration-tests
+
+# The randomized interleaving explorer (tests/integration/src/explore): fresh seeds for
+# QUEEN_EXPLORE_MINUTES (default 10), with crash rounds, on a cluster of its own;
+# QUEEN_EXPLORE_SEED=n or QUEEN_EXPLORE_SCHEDULE=file replays a failure.
+explore: install-debug
+	scripts/integration-tests --test explore -- --ignored --nocapture
 
 # Benchmarks against raw SQL on the same server (release build).
 bench: install

@@ -22,7 +22,7 @@ use crate::names;
 use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
 use crate::pop::{self, DEAD_LETTER};
-use crate::spi::types::{INT4, TEXT, UUID, UUIDS};
+use crate::spi::types::{TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -184,7 +184,7 @@ const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUID
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS] };
-const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[INT4, INT4] };
+const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[UUID, TEXT] };
 /// The fields of an ack batch's elements that queen reads.
 const ACK_KEYS: &[&str] = &[
     "messageId",
@@ -449,7 +449,7 @@ impl<'a> Group<'a> {
         if sub.is_none() && pop::subscribe_all(self.s, self.queue_id, self.group).is_none() {
             return false;
         }
-        let args: [DatumWithOid; 2] = [pop::LOCK_SPACE.into(), pop::pair_lock_key(self.partition, self.group).into()];
+        let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         LOCK_PAIR.run(self.s, &args);
         let point = row.sub_point.as_ref().map(|(x, xip)| (*x, xip.as_slice()));
         state::create(self.s, self.partition, self.group, self.queue_id, &row.cursor, point)

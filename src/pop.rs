@@ -29,7 +29,7 @@ const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
 const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, INT8, INT8, INT8S] };
 const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, INT8, INT8, INT8S] };
-const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[INT4, INT4] };
+const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[UUID, TEXT] };
 const LOOK: Query = Query {
     file: SQL,
     name: "look",
@@ -38,11 +38,6 @@ const LOOK: Query = Query {
 const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
 const NEXT_DUE: Query = Query { file: SQL, name: "next_due", args: &[UUID, TEXT, UUID] };
 pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
-
-/// First key of the advisory locks on (partition, group) pairs ("QUEN", 1364542798). queen's
-/// other advisory locks use other first keys: 1364542799 the maintenance pass
-/// (maintain.sql), 1902474318 a queue's configuration (configure.sql).
-pub const LOCK_SPACE: i32 = 0x5155_454E;
 
 #[derive(Debug, Clone)]
 pub struct PopRequest {
@@ -635,17 +630,8 @@ pub(crate) fn look(
 /// Take the (partition, group) pair's advisory lock for this transaction, never waiting: the
 /// right to create its cursor row. False when another transaction holds it.
 pub fn try_lock_pair(s: &mut Spi, partition: Uuid, group: &str) -> bool {
-    let args: [DatumWithOid; 2] = [LOCK_SPACE.into(), pair_lock_key(partition, group).into()];
+    let args: [DatumWithOid; 2] = [partition.into(), group.into()];
     TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1)
-}
-
-/// The advisory-lock key of a (partition, group) pair.
-pub fn pair_lock_key(partition: Uuid, group: &str) -> i32 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    partition.as_bytes().hash(&mut h);
-    group.hash(&mut h);
-    h.finish() as i32
 }
 
 /// How long a waiting pop sleeps at most when a partition with work was held by another

@@ -60,10 +60,10 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 SELECT lease_id, consumer_group, expires_at, released_at IS NOT NULL FROM queen.leases WHERE lease_id = ANY ($1);
 
 -- name: lock_pair
--- The advisory lock of a (partition, group) pair (pop.rs LOCK_SPACE), waited for: an ack that
--- creates a cursor row holds it, so that a pop never waits on the uncommitted insert (pops
--- take it with a try-lock and move on).
-SELECT pg_advisory_xact_lock($1, $2);
+-- The advisory lock of (partition $1, group $2) (pop.sql try_lock_pair), waited for: an ack
+-- that creates a cursor row holds it, so that a pop never waits on the uncommitted insert
+-- (pops take it with a try-lock and move on).
+SELECT pg_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
 
 -- name: renew
 -- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the
@@ -107,6 +107,12 @@ WITH snap AS MATERIALIZED (
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
+-- The cursor rows it creates are created under their pairs' advisory locks (pop.sql
+-- try_lock_pair), waited for, in partition order: a pop never waits on the uncommitted insert.
+pairs_locked AS MATERIALIZED (
+    SELECT count(pg_advisory_xact_lock(1364542798, hashtext(o.partition_id::text || '/' || $2))) AS n
+      FROM (SELECT partition_id FROM parts ORDER BY partition_id) AS o
+),
 pos AS MATERIALIZED (
     SELECT p.partition_id, COALESCE(f.txid, l.txid, 0) AS txid, COALESCE(f.seq, l.seq, 0) AS seq
       FROM parts p CROSS JOIN snap
@@ -151,7 +157,7 @@ set AS (
                                     pending_txid, pending_seq, sub_xmax, sub_xip)
     SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)]),
            point.xmax, point.xip
-      FROM pos CROSS JOIN point CROSS JOIN snap CROSS JOIN LATERAL (
+      FROM pos CROSS JOIN point CROSS JOIN snap CROSS JOIN pairs_locked CROSS JOIN LATERAL (
             SELECT ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,

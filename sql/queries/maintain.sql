@@ -2,7 +2,7 @@
 
 -- name: maintain_lock
 -- One maintenance pass at a time per database (the worker and queen_maintain() calls). Its
--- first key is its own (pop.rs LOCK_SPACE lists them): pair locks of pops hash to any second key.
+-- first key is its own (pop.sql try_lock_pair lists them): pair locks hash to any second key.
 SELECT pg_try_advisory_xact_lock(1364542799, 0);
 
 -- name: maintain_queues

@@ -388,7 +388,11 @@ ON CONFLICT (partition_id, consumer_group) DO NOTHING
 RETURNING xmin::text;
 
 -- name: try_lock_pair
-SELECT pg_try_advisory_xact_lock($1, $2);
+-- The advisory lock of (partition $1, group $2), never waited for: whoever creates a cursor row
+-- holds it (a pop, an ack, maintenance, a seek), so that a pop never waits on an uncommitted
+-- insert. Its first key is the pairs' own (1364542798, "QUEN"); queen's other advisory locks use
+-- 1364542799 (a maintenance pass, maintain.sql) and 1902474318 (a queue's configuration).
+SELECT pg_try_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
 
 -- name: dead_letter
 -- File a message as a dead letter of a group; the message itself stays.

@@ -84,6 +84,24 @@ fn fixed_seeds_without_preloading() {
     }
 }
 
+/// Every schedule the explorer found a violation with on main, shrunk and kept in
+/// tests/integration/schedules/, replays without one.
+#[test]
+fn schedules_that_found_bugs_pass() {
+    let cfg = Config { server: server("QUEEN_TEST_HOST", "QUEEN_TEST_PORT"), conns: 6, steps: 0, crash: None };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schedules");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let schedule = explore::parse(&std::fs::read_to_string(&file).unwrap());
+        let name =
+            format!("regress_{}_{}", std::process::id(), file.file_stem().unwrap().to_string_lossy().replace('-', "_"));
+        let outcome = explore::replay(&cfg, &schedule, &name);
+        assert!(outcome.violations.is_empty(), "{}: {:?}", file.display(), outcome.violations);
+    }
+}
+
 /// `make explore`: fresh seeds on a cluster of the explorer's own, with crash rounds.
 #[test]
 #[ignore]

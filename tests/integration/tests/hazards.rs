@@ -348,3 +348,24 @@ fn a_cursor_made_under_a_later_first_pop_takes_up_what_the_earlier_one_adds() {
     assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("C")]);
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
 }
+
+/// Found by the explorer: a seek creates the group's cursor rows on every partition; in an open
+/// transaction, without the pairs' advisory locks, a pop of that group waited on the
+/// uncommitted insert. The seek takes them (waiting, in partition order), and the pop passes
+/// those partitions by until the seek commits.
+#[test]
+fn a_seek_in_an_open_transaction_never_makes_a_pop_wait() {
+    let db = TestDb::new("seek_no_wait");
+    let mut c = db.connect();
+    c.batch_execute("SET lock_timeout = '1s'").unwrap();
+    push(&mut c, "q", "P1", json!(1));
+    push(&mut c, "q", "P2", json!(2));
+    let mut t = open_tx(&db);
+    t.execute("SELECT queen_seek('q', 'g', '2000-01-01')", &[]).unwrap();
+    let got = c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, partitions => 2, auto_ack => true)", &[]);
+    assert_eq!(got.map(|r| r.len()).map_err(|e| e.to_string()), Ok(0), "the pop passed the partitions by");
+    t.batch_execute("COMMIT").unwrap();
+    let mut got = drain(&mut c, "q", Some("g"));
+    got.sort_by_key(|v| v.to_string());
+    assert_eq!(got, vec![json!(1), json!(2)]);
+}

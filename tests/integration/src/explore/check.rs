@@ -14,6 +14,8 @@
 //!   there (not released by a committed ack, not expired by the server's clock);
 //! - `group_lag` at 0 after the drain (the drain reports a strand), dead letters accounted for
 //!   (each belongs to a committed push and a checked group);
+//! - **no trace of refused calls**: a subscription or cursor row exists only for a group (and
+//!   partition) a committed pop, successful ack or seek acted on;
 //! - and the executor's own findings: a pop or keyless push that waited on a lock, an error no
 //!   call should raise.
 
@@ -35,7 +37,30 @@ struct Msg {
     order: u64,
 }
 
-pub(super) fn check(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
+/// The subscriptions and cursor rows a run left (read before the drain).
+pub(super) struct Traces {
+    groups: HashSet<String>,
+    cursors: HashSet<(Uuid, String)>,
+}
+
+pub(super) fn traces(k: &mut Client) -> Traces {
+    Traces {
+        groups: k
+            .query("SELECT DISTINCT consumer_group FROM queen.subscriptions", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect(),
+        cursors: k
+            .query("SELECT partition_id, consumer_group FROM queen.cursors", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect(),
+    }
+}
+
+pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut v = |kind: &'static str, detail: String| out.push(Violation { kind, detail });
 
@@ -168,6 +193,40 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
                     }
                 }
             }
+        }
+    }
+
+    // No trace of refused calls: what acted on a group (and partition) in a committed
+    // transaction, and what the scratch group's seeks may have touched.
+    let key_of = |g: Grp| g.name().unwrap_or("__QUEUE_MODE__").to_string();
+    let mut acted: HashSet<String> = HashSet::from(["gs".to_string()]);
+    let mut touched: HashSet<(Uuid, String)> = HashSet::new();
+    for t in &run.history {
+        for e in &t.events {
+            match e {
+                Event::Popped { group, .. } => {
+                    acted.insert(key_of(*group));
+                }
+                Event::Delivered(d) => {
+                    touched.insert((d.partition, key_of(d.group)));
+                }
+                Event::Acked { group, success: true, partition, .. } => {
+                    acted.insert(key_of(*group));
+                    touched.insert((*partition, key_of(*group)));
+                }
+                _ => {}
+            }
+        }
+    }
+    for g in traces.groups.difference(&acted) {
+        v("trace of a refused call", format!("group {g} is subscribed, but no committed pop or ack acted for it"));
+    }
+    for (p, g) in &traces.cursors {
+        if g != "gs" && !touched.contains(&(*p, g.clone())) {
+            v(
+                "trace of a refused call",
+                format!("group {g} has a cursor row on partition {p} that no committed pop or ack made"),
+            );
         }
     }
 

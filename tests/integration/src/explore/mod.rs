@@ -83,6 +83,7 @@ pub enum Event {
         success: bool,
         released: Option<Uuid>,
         step: usize,
+        partition: Uuid,
     },
     Renewed {
         lease: Uuid,
@@ -603,6 +604,7 @@ impl<'a> Run<'a> {
                 success,
                 released: released_lease,
                 step: self.step,
+                partition: d.partition,
             });
             if success && status == Status::Completed && effect {
                 applied.push((g, d.msg));
@@ -676,10 +678,12 @@ impl<'a> Run<'a> {
             self.step += 1;
         }
         let mut drainer = connect_retrying(&conninfo(&self.cfg.server, &self.db));
+        // What the run left behind, before the drain adds its own.
+        let traces = check::traces(&mut drainer);
         for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
             self.drain(&mut drainer, g);
         }
-        let violations = check::check(&self, &mut drainer);
+        let violations = check::check(&self, &mut drainer, &traces);
         self.violations.extend(violations);
         let outcome =
             Outcome { violations: std::mem::take(&mut self.violations), steps: self.step, crashes: self.crashes };
@@ -894,11 +898,11 @@ pub fn print(schedule: &[Step]) -> String {
     schedule.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("\n")
 }
 
-/// A schedule printed by `print`.
+/// A schedule printed by `print` (lines starting with `#` are comments).
 pub fn parse(text: &str) -> Vec<Step> {
     text.lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| l.parse().unwrap_or_else(|e| panic!("schedule line {l:?}: {e}")))
         .collect()
 }
