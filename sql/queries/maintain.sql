@@ -170,12 +170,25 @@ DELETE FROM queen.leases WHERE expires_at < clock_timestamp() - interval '1 hour
 
 -- name: fold_registry
 -- Duplicate registry rows (two transactions created the same queue, partition or
--- subscription at once; schema.sql, rule 1): keep the oldest; for queues, the configured one.
+-- subscription at once; schema.sql, rule 1): keep the oldest; for queues, the configured one;
+-- for subscriptions, the oldest with what they all add up to.
 WITH p AS (
     DELETE FROM queen.partitions x WHERE EXISTS (
         SELECT 1 FROM queen.partitions o WHERE o.partition_id = x.partition_id
            AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
     RETURNING 1
+), merged AS (
+    -- A group's subscriptions (first pops at once) become one: the oldest row takes what they
+    -- add up to (effective_subscriptions), so folding changes no group's point.
+    UPDATE queen.subscriptions x
+       SET start_xmax = e.start_xmax, start_xip = e.start_xip, from_ts = e.from_ts
+      FROM queen.effective_subscriptions e
+     WHERE e.queue_id = x.queue_id AND e.consumer_group = x.consumer_group
+       AND NOT EXISTS (SELECT 1 FROM queen.subscriptions o
+                        WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group
+                          AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
+       AND EXISTS (SELECT 1 FROM queen.subscriptions o
+                    WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.ctid <> x.ctid)
 ), s AS (
     DELETE FROM queen.subscriptions x WHERE EXISTS (
         SELECT 1 FROM queen.subscriptions o WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group

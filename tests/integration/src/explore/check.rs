@@ -14,6 +14,7 @@
 //!   there (not released by a committed ack, not expired by the server's clock);
 //! - `group_lag` at 0 after the drain (the drain reports a strand), dead letters accounted for
 //!   (each belongs to a committed push and a checked group);
+//! - a pop never returns its own transaction's pushes;
 //! - **no trace of refused calls**: a subscription or cursor row exists only for a group (and
 //!   partition) a committed pop, successful ack or seek acted on;
 //! - and the executor's own findings: a pop or keyless push that waited on a lock, an error no
@@ -100,10 +101,17 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
             }
         }
     }
-    // Several first pops of 'new' at once: the earliest point wins, and may add messages after
-    // later ones of their partition (the one exception to order).
-    let several_new_subscriptions: bool =
-        k.query_one("SELECT count(*) > 1 FROM queen.subscriptions WHERE consumer_group = 'gn'", &[]).unwrap().get(0);
+    // Several first pops of 'new' at once (pops of it in two transactions before the first of
+    // them committed): the earliest point wins, and may add messages after later ones of their
+    // partition (the one exception to order).
+    let first_poppers = run
+        .history
+        .iter()
+        .filter(|t| {
+            t.events.iter().any(|e| matches!(e, Event::Popped { group: Grp::New, step } if *step < new_first_commit))
+        })
+        .count();
+    let several_new_subscriptions = first_poppers > 1;
 
     let dead: HashSet<(String, Uuid)> = k
         .query("SELECT consumer_group, message_id FROM queen.dead_letters", &[])
@@ -145,6 +153,29 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                         m.commit
                     ),
                 );
+            }
+        }
+    }
+
+    // A transaction never receives its own pushes (they are not committed when it pops).
+    for t in &run.history {
+        let own: HashSet<Uuid> = t
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                // (A duplicate reports the message that holds its key, someone else's.)
+                Event::Pushed { msg, queued: true, .. } => Some(*msg),
+                _ => None,
+            })
+            .collect();
+        for e in &t.events {
+            if let Event::Delivered(d) = e {
+                if own.contains(&d.msg) {
+                    v(
+                        "delivered its own push",
+                        format!("group {:?}: step {} got {} its own transaction pushed", d.group, d.step, d.msg),
+                    );
+                }
             }
         }
     }

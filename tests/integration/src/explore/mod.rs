@@ -335,12 +335,8 @@ impl<'a> Run<'a> {
                 }
             }
             Step::Push { c, items, batch } => self.push(step, *c, items, *batch),
-            Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms } => {
-                self.pop(step, *c, *group, *batch, *partitions, *partition, *auto_ack, *wait_ms)
-            }
-            Step::Ack { c, pick, status, lease, batch, group_arg, effect } => {
-                self.ack(step, *c, pick, *status, *lease, *batch, *group_arg, *effect)
-            }
+            Step::Pop { .. } => self.pop(step),
+            Step::Ack { .. } => self.ack(step),
             Step::Renew { c, pick } => self.renew(step, *c, *pick),
             Step::Seek { c, to_end } => {
                 let to_end = *to_end;
@@ -450,23 +446,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn pop(
-        &mut self,
-        step: &Step,
-        c: usize,
-        group: Grp,
-        batch: i32,
-        partitions: i32,
-        partition: Option<u8>,
-        auto_ack: bool,
-        wait_ms: i32,
-    ) {
-        let (mode, from): (Option<&str>, Option<&str>) = match group {
-            Grp::New => (Some("new"), None),
-            Grp::From => (None, Some("2000-01-01 00:00:00+00")),
-            _ => (None, None),
-        };
+    fn pop(&mut self, step: &Step) {
+        let &Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms } = step else { unreachable!() };
+        let (mode, from) = group.subscription();
         let pname = partition.map(|p| format!("p{p}"));
         let rows = self.exec(c, |k| {
             k.query(
@@ -515,18 +497,9 @@ impl<'a> Run<'a> {
         ds.len().checked_sub(1 + pick as usize).map(|i| ds[i].clone())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn ack(
-        &mut self,
-        step: &Step,
-        c: usize,
-        pick: &[u32],
-        status: Status,
-        kind: LeaseKind,
-        batch: bool,
-        group_arg: bool,
-        effect: bool,
-    ) {
+    fn ack(&mut self, step: &Step) {
+        let Step::Ack { c, pick, status, lease: kind, batch, group_arg, effect } = step else { unreachable!() };
+        let (c, status, kind, batch, group_arg, effect) = (*c, *status, *kind, *batch, *group_arg, *effect);
         let mut entries: Vec<(Delivery, Option<Uuid>, Option<&'static str>)> = Vec::new();
         for &p in pick {
             let Some(d) = self.picked(c, p) else { continue };
@@ -552,6 +525,13 @@ impl<'a> Run<'a> {
         if entries.is_empty() {
             return;
         }
+        // Subscriptions and cursor rows this transaction sees before the ack: a refused ack
+        // must leave them as they are (nothing else runs between the two counts).
+        const ROWS: &str = "SELECT (SELECT count(*) FROM queen.subscriptions) + (SELECT count(*) FROM queen.cursors)";
+        let before: i64 = match self.exec(c, |k| k.query_one(ROWS, &[]).map(|r| r.get(0))) {
+            Ok(n) => n,
+            Err(f) => return self.failed(step, f, true),
+        };
         let rows = if batch {
             let arr: Vec<Value> = entries
                 .iter()
@@ -579,6 +559,20 @@ impl<'a> Run<'a> {
             Ok(r) => r,
             Err(f) => return self.failed(step, f, true),
         };
+        if results.iter().all(|(success, _)| !success) {
+            match self.exec(c, |k| k.query_one(ROWS, &[]).map(|r| r.get::<_, i64>(0))) {
+                Ok(after) if after != before => self.violation(
+                    "trace of a refused call",
+                    format!(
+                        "step {}: {step}: refused, it left {} subscription or cursor rows",
+                        self.step,
+                        after - before
+                    ),
+                ),
+                Ok(_) => {}
+                Err(f) => return self.failed(step, f, true),
+            }
+        }
         let mut events = Vec::new();
         let mut applied = Vec::new();
         for ((d, lease, group), (success, released)) in entries.iter().zip(results) {
@@ -693,11 +687,7 @@ impl<'a> Run<'a> {
     /// Pop a group until nothing is left (group_lag at 0), past leases and retry delays.
     fn drain(&mut self, k: &mut Client, g: Grp) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let (mode, from): (Option<&str>, Option<&str>) = match g {
-            Grp::New => (Some("new"), None),
-            Grp::From => (None, Some("2000-01-01 00:00:00+00")),
-            _ => (None, None),
-        };
+        let (mode, from) = g.subscription();
         loop {
             let rows = k
                 .query(
@@ -834,6 +824,40 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
     }
 }
 
+/// First pops of one group on several connections at once, around commits: the opening of
+/// half the schedules (a group is subscribed once, at the start, so random steps rarely race
+/// there). Connection 0 subscribes in a transaction it keeps open; others push and subscribe
+/// after it, some in transactions of their own.
+fn first_pops(rng: &mut SmallRng, cfg: &Config) -> Vec<Step> {
+    let group = [Grp::New, Grp::New, Grp::All, Grp::From, Grp::QueueMode][rng.random_range(0..5)];
+    let pop = |c: usize, rng: &mut SmallRng| Step::Pop {
+        c,
+        group,
+        batch: rng.random_range(1..=3),
+        partitions: rng.random_range(1..=2),
+        partition: None,
+        auto_ack: rng.random_bool(0.5),
+        wait_ms: 0,
+    };
+    let push = |c: usize, rng: &mut SmallRng| Step::Push {
+        c,
+        items: vec![Item { partition: rng.random_range(0..PARTITIONS), key: None }],
+        batch: false,
+    };
+    let mut steps = vec![push(1 % cfg.conns, rng), Step::Begin(0), pop(0, rng)];
+    for c in 1..cfg.conns.min(4) {
+        steps.push(push(c, rng));
+        if rng.random_bool(0.5) {
+            steps.push(Step::Begin(c));
+        }
+        steps.push(pop(c, rng));
+        if rng.random_bool(0.5) {
+            steps.push(Step::Commit(c));
+        }
+    }
+    steps
+}
+
 /// Explore one seed: draw and run `cfg.steps` steps. Returns the outcome and the schedule run.
 pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -841,7 +865,13 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
     let mut run = Run::new(cfg, &name);
     let keys = (cfg.steps as u32 / 4).max(4);
     let mut schedule = Vec::with_capacity(cfg.steps);
-    for _ in 0..cfg.steps {
+    if rng.random_bool(0.5) {
+        for step in first_pops(&mut rng, cfg) {
+            run.run_step(&step);
+            schedule.push(step);
+        }
+    }
+    while schedule.len() < cfg.steps {
         let step = draw(&mut rng, &run, cfg, keys);
         run.run_step(&step);
         schedule.push(step);

@@ -40,6 +40,16 @@ impl Grp {
         }
     }
 
+    /// The pop arguments of the group's subscription: `subscription_mode`, `subscription_from`
+    /// (a time before every push: `'from'` reads as `'all'` does, through its own code).
+    pub fn subscription(self) -> (Option<&'static str>, Option<&'static str>) {
+        match self {
+            Grp::New => (Some("new"), None),
+            Grp::From => (None, Some("2000-01-01 00:00:00+00")),
+            _ => (None, None),
+        }
+    }
+
     /// Groups whose every committed message must be finished at the end.
     pub fn checked(self) -> bool {
         self != Grp::Scratch
