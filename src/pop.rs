@@ -198,12 +198,11 @@ fn subscribe(
     if existing.is_some() {
         return existing;
     }
-    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
+    // Inserts nothing when the queue does not exist (then there is none to read back), or when
+    // another transaction's subscription committed meanwhile (then that one is read).
     let create: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
-    if SUBSCRIBE.run(s, &create).len() == 0 {
-        return None; // no such queue
-    }
-    SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
+    SUBSCRIBE.run(s, &create).len();
+    subscription(s, queue_id, group)
 }
 
 /// A row of `subscription_get` or `subscribe`.

@@ -108,7 +108,7 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
         .history
         .iter()
         .filter(|t| {
-            t.events.iter().any(|e| matches!(e, Event::Popped { group: Grp::New, step } if *step < new_first_commit))
+            t.events.iter().any(|e| matches!(e, Event::Popped { group: Grp::New, step } if *step <= new_first_commit))
         })
         .count();
     let several_new_subscriptions = first_poppers > 1;
