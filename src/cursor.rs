@@ -54,6 +54,15 @@ pub struct Charge {
     pub spent: bool,
 }
 
+/// The transactions of `xip` (running, as a snapshot saw them) that a move from position
+/// `from` to `to` passes: their messages may lie in between, and they become pending. A running
+/// transaction can have the frontier's own xid: a 'new' subscription starts at (xmax, 0), and
+/// the transaction that gets xid xmax afterwards pushes right after it, so the bound is
+/// inclusive there (a position read from a message has a committed xid, never a running one).
+pub fn running_between(xip: &[i64], from: Key, to: Key) -> impl Iterator<Item = i64> + '_ {
+    xip.iter().copied().filter(move |&x| x >= from.0 && x < to.0)
+}
+
 impl Cursor {
     /// The cursor a group starts with on a partition when it subscribed with mode `new`:
     /// everything visible at subscription is done (`start_xmax` and the snapshot's in-progress
@@ -136,8 +145,8 @@ impl Cursor {
             }
             self.pending[i].1 = k.1;
         } else if k > self.done {
-            for &x in xip {
-                if x > self.done.0 && x < k.0 && self.pending_pos(x).is_none() {
+            for x in running_between(xip, self.done, k) {
+                if self.pending_pos(x).is_none() {
                     let at = self.pending.partition_point(|p| p.0 < x);
                     self.pending.insert(at, (x, 0));
                 }
@@ -356,6 +365,17 @@ mod tests {
         assert!(c.finish((21, 1)));
         assert_eq!(c.done, (21, 1));
         assert!(c.is_finished((12, 7)) && !c.is_finished((12, 8)));
+    }
+
+    #[test]
+    fn a_transaction_with_the_new_starts_xid_is_kept_pending() {
+        // Subscribed 'new' at xmax 1749; the transaction that then got xid 1749 is running
+        // when the frontier passes its position to a later message.
+        let mut c = Cursor::subscribed_new(1749, &[]);
+        c.lease = Some(Batch { keys: vec![(1750, 1)], xip: vec![1749] });
+        c.finish((1750, 1));
+        assert_eq!(c.pending, vec![(1749, 0)]);
+        assert!(!c.is_finished((1749, 1)), "its messages are still to come");
     }
 
     #[test]

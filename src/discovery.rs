@@ -155,7 +155,7 @@ pub fn next_point(point: &Point, visible: &[bool], xip: &[i64], last: Option<Key
         point.pending.iter().enumerate().filter(|(i, _)| !visible[*i]).map(|(_, x)| *x).collect();
     let upto = match last {
         Some(k) => {
-            pending.extend(xip.iter().copied().filter(|&x| x > point.upto.0 && x < k.0));
+            pending.extend(crate::cursor::running_between(xip, point.upto, k));
             k
         }
         None => point.upto,
@@ -181,5 +181,8 @@ mod tests {
         // 15 ended.
         let n3 = next_point(&n2, &[true], &[], None);
         assert!(n3.pending.is_empty());
+        // A 'new' start (xmax, 0) whose xid a running transaction got: passed, it is pending.
+        let n4 = next_point(&Point { upto: (30, 0), pending: vec![] }, &[], &[30], Some((31, 1)));
+        assert_eq!(n4.pending, vec![30]);
     }
 }

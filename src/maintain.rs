@@ -263,7 +263,7 @@ fn max_wait_file(
     // The read messages as a batch, so the frontier moves over the filed prefix.
     let last = keys.iter().copied().max();
     let xip = match last {
-        Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
+        Some(l) => crate::cursor::running_between(&look.xip, row.cursor.done, l).collect(),
         None => vec![],
     };
     row.cursor.lease = Some(Batch { keys, xip });

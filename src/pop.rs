@@ -513,7 +513,7 @@ impl Pop<'_> {
         let last =
             keys.iter().copied().filter(|k| row.cursor.pending.binary_search_by_key(&k.0, |p| p.0).is_err()).max();
         let xip: Vec<i64> = match last {
-            Some(l) => look.xip.iter().copied().filter(|&x| x > row.cursor.done.0 && x < l.0).collect(),
+            Some(l) => crate::cursor::running_between(&look.xip, row.cursor.done, l).collect(),
             None => Vec::new(),
         };
         let attempts: Vec<i32> = keys.iter().map(|k| row.cursor.attempt_of(*k)).collect();

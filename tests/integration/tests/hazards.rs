@@ -369,3 +369,28 @@ fn a_seek_in_an_open_transaction_never_makes_a_pop_wait() {
     got.sort_by_key(|v| v.to_string());
     assert_eq!(got, vec![json!(1), json!(2)]);
 }
+
+/// Found by the explorer on main (30-minute run, seed 1796083152156, shrunk to 9 steps): a 'new'
+/// subscription starts at its snapshot's xmax, position (xmax, 0); the transaction that gets
+/// xid xmax next pushes right after it. When a later message moved the group past that
+/// position while the transaction was running, it was not kept pending (the bound was
+/// exclusive), and its message was stranded: group_lag counted it, no pop delivered it.
+#[test]
+fn a_transaction_whose_xid_is_the_subscriptions_xmax_is_not_passed_over() {
+    let db = TestDb::new("xmax_boundary");
+    let mut c = db.connect();
+    push(&mut c, "q", "seed", json!("old"));
+    let mut t2 = open_tx(&db);
+    t2.batch_execute("SELECT pg_current_xact_id()").unwrap();
+    push(&mut c, "q", "P0", json!("old too")); // the latest completed xid: xmax is the next one
+    assert!(t2.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
+    t2.batch_execute("COMMIT").unwrap();
+    let mut t3 = open_tx(&db);
+    push(&mut t3, "q", "P0", json!("T3")); // takes xid xmax
+    push(&mut c, "q", "P1", json!("later"));
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("later")]);
+    t3.batch_execute("COMMIT").unwrap();
+    assert_eq!(lag(&mut c, "q", Some("g")), 1);
+    assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("T3")]);
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}
