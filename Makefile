@@ -73,6 +73,7 @@ integration-test: install-debug
 explore: install-debug
 	scripts/integration-tests --test explore -- --ignored --nocapture
 
-# Benchmarks against raw SQL on the same server (release build).
+# Benchmarks against raw SQL and PgQ on the same server (release build). BENCH=... selects
+# scenarios (scripts/bench lists them), e.g. make bench BENCH=clients.
 bench: install
-	scripts/bench
+	scripts/bench $(BENCH)

@@ -5,6 +5,8 @@
 //! Usage: queen-bench [scenario ...]   (default: all). Connection from QUEEN_BENCH_HOST,
 //! QUEEN_BENCH_PORT (scripts/bench starts a server).
 
+mod clients;
+
 use postgres::{Client, NoTls};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -531,6 +533,9 @@ fn main() {
         println!("\n### Retention under sustained load");
         let secs = std::env::var("QUEEN_BENCH_RETENTION_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
         retention_size(&mut c, secs);
+    }
+    if args.is_empty() || args.iter().any(|a| a.starts_with("clients")) {
+        clients::run(&mut c, &want);
     }
     if want("ack") {
         header("Pop + ack (one client; raw SQL reads the next 100 after a cursor and moves it)");

@@ -1,0 +1,475 @@
+//! The clients dimension (`make bench clients`): each workload at 1, 4 and 16 concurrent
+//! clients, queen next to raw SQL doing the same job and next to PgQ (Debian's
+//! `postgresql-15-pgq3`, installed by scripts/bench), on the same server, in the same run.
+//!
+//! Every client is a thread with its own connection and its own prepared statements; all
+//! start together and run for QUEEN_BENCH_SECONDS (default 5). A consumer whose call returns
+//! nothing has drained what the set-up filled and stops; throughput is the messages handled
+//! over the time until the last client stopped. Between runs, consumer state is reset (queen:
+//! `queen_seek(..., '-infinity')`; raw: cursors to 0; PgQ: consumers re-registered at the
+//! first tick), so every run reads the same data, and queen keeps its history (dead tuples,
+//! hints, points), as a long-running group does.
+//!
+//! With QUEEN_BENCH_PROFILE=1, each queen run also samples `pg_stat_activity` every 5 ms
+//! (what the clients' backends wait on) and prints the statements that took the most time
+//! (`pg_stat_statements`, nested statements included).
+
+use postgres::types::ToSql;
+use postgres::{Client, Row, Statement};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// A connection that prepares each statement once.
+pub struct Conn {
+    c: Client,
+    stmts: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    fn new() -> Conn {
+        Conn { c: super::connect(), stmts: HashMap::new() }
+    }
+    pub fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Vec<Row> {
+        if !self.stmts.contains_key(sql) {
+            let s = self.c.prepare(sql).unwrap_or_else(|e| panic!("prepare {sql}: {e}"));
+            self.stmts.insert(sql, s);
+        }
+        let s = &self.stmts[sql];
+        self.c.query(s, params).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+    /// The first column of the one row, as a count.
+    fn count(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> usize {
+        let rows = self.query(sql, params);
+        rows[0].get::<_, Option<i64>>(0).unwrap_or(0) as usize
+    }
+}
+
+/// One run: messages handled, the time it took, each call's latency.
+struct Outcome {
+    units: usize,
+    secs: f64,
+    lat: Vec<Duration>,
+}
+
+impl Outcome {
+    fn per_sec(&self) -> f64 {
+        self.units as f64 / self.secs
+    }
+    fn pct(&self, p: f64) -> f64 {
+        if self.lat.is_empty() {
+            return f64::NAN;
+        }
+        let mut v = self.lat.clone();
+        v.sort();
+        v[((v.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
+    }
+}
+
+type Op<'a> = &'a (dyn Fn(&mut Conn, usize, usize) -> usize + Sync);
+
+/// How many messages the consume workloads fill (QUEEN_BENCH_FILL, default 300 000).
+fn fill_size() -> usize {
+    std::env::var("QUEEN_BENCH_FILL").ok().and_then(|s| s.parse().ok()).unwrap_or(300_000)
+}
+
+fn seconds() -> f64 {
+    std::env::var("QUEEN_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5.0)
+}
+
+/// Run `op(conn, client, iteration)` on `clients` connections at once for the bench's
+/// duration. `consume`: an op that returns 0 has drained its input, and its client stops.
+fn drive(clients: usize, consume: bool, op: Op) -> Outcome {
+    let secs = seconds();
+    let barrier = Barrier::new(clients + 1);
+    let results = Mutex::new(Vec::new());
+    let start = Mutex::new(None::<Instant>);
+    std::thread::scope(|s| {
+        for k in 0..clients {
+            let (barrier, results, start) = (&barrier, &results, &start);
+            s.spawn(move || {
+                let mut c = Conn::new();
+                // Plans prepared and caches warm before the clock starts; the warm-up's
+                // messages are not counted.
+                op(&mut c, k, 0);
+                barrier.wait();
+                let t0 = start.lock().unwrap().unwrap();
+                let (mut units, mut lat, mut i) = (0, Vec::new(), 1);
+                while t0.elapsed().as_secs_f64() < secs {
+                    let t = Instant::now();
+                    let n = op(&mut c, k, i);
+                    lat.push(t.elapsed());
+                    units += n;
+                    i += 1;
+                    if consume && n == 0 {
+                        break;
+                    }
+                }
+                results.lock().unwrap().push((units, lat, t0.elapsed()));
+            });
+        }
+        *start.lock().unwrap() = Some(Instant::now());
+        barrier.wait();
+    });
+    let results = results.into_inner().unwrap();
+    let secs = results.iter().map(|r| r.2).max().unwrap().as_secs_f64();
+    Outcome {
+        units: results.iter().map(|r| r.0).sum(),
+        secs,
+        lat: results.into_iter().flat_map(|r| r.1).collect(),
+    }
+}
+
+/// Samples of what the bench clients' backends wait on, while `f` runs.
+fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T {
+    if std::env::var("QUEEN_BENCH_PROFILE").is_err() {
+        return f();
+    }
+    admin.batch_execute("SELECT pg_stat_statements_reset()").unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (out, waits) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut c = super::connect();
+            let me: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+            let q = c
+                .prepare(
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, CASE WHEN state = 'active' THEN 'CPU' ELSE state END)
+                       FROM pg_stat_activity WHERE datname = 'bench' AND backend_type = 'client backend' AND pid <> $1",
+                )
+                .unwrap();
+            let mut counts: HashMap<String, usize> = HashMap::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for r in c.query(&q, &[&me]).unwrap() {
+                    *counts.entry(r.get::<_, Option<String>>(0).unwrap_or_default()).or_default() += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            counts
+        });
+        let out = f();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (out, sampler.join().unwrap())
+    });
+    let total: usize = waits.values().sum();
+    let mut w: Vec<_> = waits.into_iter().collect();
+    w.sort_by(|a, b| b.1.cmp(&a.1));
+    let shown: Vec<String> = w
+        .iter()
+        .filter(|(k, _)| k != "idle")
+        .take(8)
+        .map(|(k, n)| format!("{k} {:.0}%", 100.0 * *n as f64 / total.max(1) as f64))
+        .collect();
+    println!("\n  profile of {label}: backends sampled every 5 ms: {}", shown.join(", "));
+    let top = admin
+        .query(
+            "SELECT round(total_exec_time::numeric, 0)::text || ' ms, ' || calls || ' calls, '
+                    || round((total_exec_time / greatest(calls, 1))::numeric, 3) || ' ms each: '
+                    || regexp_replace(left(query, 110), '\\s+', ' ', 'g')
+               FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench')
+              ORDER BY total_exec_time DESC LIMIT 8",
+            &[],
+        )
+        .unwrap();
+    for r in top {
+        println!("  - {}", r.get::<_, String>(0));
+    }
+    println!();
+    out
+}
+
+fn payload(i: usize) -> Value {
+    super::payload(i)
+}
+
+/// One row of the table: the workload at `clients`, raw, queen and PgQ.
+fn row(name: &str, clients: usize, raw: &Outcome, queen: &Outcome, pgq: Option<&Outcome>, target: f64) {
+    let r = queen.per_sec() / raw.per_sec();
+    let pgq = match pgq {
+        Some(p) => format!("{:.0} ({:.2}×)", p.per_sec(), p.per_sec() / raw.per_sec()),
+        None => "—".into(),
+    };
+    println!(
+        "| {name} | {clients} | {:.0} | {:.0} | **{r:.2}×** | {:.2} / {:.2} | {pgq} | ≥ {target}× {} |",
+        raw.per_sec(),
+        queen.per_sec(),
+        queen.pct(0.5),
+        queen.pct(0.99),
+        if r >= target { "met" } else { "**not met**" }
+    );
+}
+
+const CLIENTS: [usize; 3] = [1, 4, 16];
+
+fn setup(c: &mut Client) {
+    c.batch_execute(
+        "DROP EXTENSION IF EXISTS queen CASCADE; CREATE EXTENSION queen;
+         DROP EXTENSION IF EXISTS pgq CASCADE; CREATE EXTENSION pgq;
+         DROP TABLE IF EXISTS raw_messages, raw_cursor;
+         CREATE TABLE raw_messages (id bigserial PRIMARY KEY, partition text NOT NULL,
+                                    payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+         CREATE INDEX ON raw_messages (partition, id);
+         CREATE TABLE raw_cursor (partition text, grp int, pos bigint NOT NULL, PRIMARY KEY (partition, grp))
+           WITH (fillfactor = 50);
+         SELECT pgq.create_queue('bench');
+         SELECT pgq.set_queue_config('bench', 'ticker_max_count', '100');
+         -- PgQ's consumer loop in one call, as raw and queen do theirs: the next batch, its
+         -- events, the batch finished; empty batches (a tick with no events) are finished and
+         -- passed over, as a PgQ consumer does.
+         CREATE OR REPLACE FUNCTION pgq_consume(consumer text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+         DECLARE b bigint; n bigint;
+         BEGIN
+           LOOP
+             b := pgq.next_batch('bench', consumer);
+             IF b IS NULL THEN RETURN; END IF;
+             RETURN QUERY SELECT ev_data FROM pgq.get_batch_events(b);
+             GET DIAGNOSTICS n = ROW_COUNT;
+             PERFORM pgq.finish_batch(b);
+             EXIT WHEN n > 0;
+           END LOOP;
+         END $$;",
+    )
+    .unwrap();
+    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+}
+
+// ---- push -----------------------------------------------------------------------------
+
+const RAW_PUSH: &str = "INSERT INTO raw_messages (partition, payload) VALUES ($2, $1)";
+const QUEEN_PUSH: &str = "SELECT message_id FROM queen_push('bench', $1, $2)";
+const PGQ_PUSH: &str = "SELECT pgq.insert_event('bench', $2, $1::jsonb::text)";
+const RAW_PUSH_BATCH: &str = "INSERT INTO raw_messages (partition, payload)
+     SELECT e->>'partition', e->'payload' FROM jsonb_array_elements($1::jsonb) e";
+const QUEEN_PUSH_BATCH: &str = "SELECT count(*) FROM queen_push($1::jsonb)";
+const PGQ_PUSH_BATCH: &str =
+    "SELECT count(pgq.insert_event('bench', e->>'partition', (e->'payload')::text)) FROM jsonb_array_elements($1::jsonb) e";
+
+fn push_single(c: &mut Client) {
+    for &n in &CLIENTS {
+        setup(c);
+        let one = |sql: &'static str| {
+            move |c: &mut Conn, k: usize, i: usize| {
+                let p = format!("p{}", (k * 7919 + i) % 100);
+                c.query(sql, &[&payload(i), &p]);
+                1
+            }
+        };
+        let raw = drive(n, false, &one(RAW_PUSH));
+        let queen = with_profile(c, &format!("push 1/txn, {n} clients"), || drive(n, false, &one(QUEEN_PUSH)));
+        let pgq = drive(n, false, &one(PGQ_PUSH));
+        row("push, 1 per transaction", n, &raw, &queen, Some(&pgq), 0.95);
+    }
+}
+
+fn batch(k: usize, i: usize, spread: bool) -> Value {
+    Value::Array(
+        (0..100)
+            .map(|j| {
+                let p = if spread { format!("p{j}") } else { format!("p{}", (k * 7919 + i) % 100) };
+                json!({"queue": "bench", "partition": p, "payload": payload(i.wrapping_mul(100).wrapping_add(j))})
+            })
+            .collect(),
+    )
+}
+
+fn push_batch(c: &mut Client, spread: bool) {
+    let name = if spread { "push, batches of 100 over 100 partitions" } else { "push, batches of 100 into one partition" };
+    for &n in &CLIENTS {
+        setup(c);
+        let op = |sql: &'static str| {
+            move |c: &mut Conn, k: usize, i: usize| {
+                c.query(sql, &[&batch(k, i, spread)]);
+                100
+            }
+        };
+        let raw = drive(n, false, &op(RAW_PUSH_BATCH));
+        let queen = with_profile(c, &format!("{name}, {n} clients"), || drive(n, false, &op(QUEEN_PUSH_BATCH)));
+        let pgq = drive(n, false, &op(PGQ_PUSH_BATCH));
+        row(name, n, &raw, &queen, Some(&pgq), 0.7);
+    }
+}
+
+// ---- consume --------------------------------------------------------------------------
+
+/// Fill queen, the raw table and PgQ with the same `n` messages over `parts` partitions
+/// (PgQ: one tick per 100 events, so that its batches are of 100 as well).
+fn fill(c: &mut Client, n: usize, parts: usize, groups: usize) {
+    setup(c);
+    let mut k = 0;
+    while k < n {
+        let chunk: Vec<Value> = (k..(k + 1000).min(n))
+            .map(|i| json!({"queue": "bench", "partition": format!("p{}", i % parts), "payload": payload(i)}))
+            .collect();
+        let chunk = Value::Array(chunk);
+        c.query(QUEEN_PUSH_BATCH, &[&chunk]).unwrap();
+        c.execute(RAW_PUSH_BATCH, &[&chunk]).unwrap();
+        k += 1000;
+    }
+    c.batch_execute(&format!(
+        "INSERT INTO raw_cursor SELECT 'p' || i, g, 0 FROM generate_series(0, {parts} - 1) i, generate_series(0, {groups} - 1) g;
+         SELECT pgq.ticker('bench');"
+    ))
+    .unwrap();
+    // Alone in its query string: a DO block commits only outside a transaction block.
+    c.batch_execute(&format!(
+        "DO $$ BEGIN
+           FOR b IN 0 .. {n} / 100 - 1 LOOP
+             PERFORM pgq.insert_event('bench', partition, payload::text)
+                FROM raw_messages WHERE id BETWEEN b * 100 + 1 AND b * 100 + 100;
+             COMMIT;
+             PERFORM pgq.ticker('bench');
+             COMMIT;
+           END LOOP;
+         END $$"
+    ))
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE").unwrap();
+}
+
+/// Consumer state back to the start, before each run.
+fn reset(c: &mut Client, groups: &[String], pgq_consumers: usize) {
+    for g in groups {
+        c.query("SELECT queen_seek('bench', $1, '-infinity')", &[g]).unwrap();
+    }
+    c.batch_execute(&format!(
+        "UPDATE raw_cursor SET pos = 0;
+         SELECT pgq.unregister_consumer('bench', consumer_name) FROM pgq.get_consumer_info('bench');
+         SELECT pgq.register_consumer_at('bench', 'c' || k,
+                (SELECT min(tick_id) FROM pgq.tick WHERE tick_queue = (SELECT queue_id FROM pgq.queue WHERE queue_name = 'bench')))
+           FROM generate_series(0, {pgq_consumers} - 1) k;"
+    ))
+    .unwrap();
+}
+
+/// The raw baseline of a consumer: next 100 of a partition after its cursor (told which
+/// partition), cursor moved, in one statement.
+const RAW_NEXT: &str = "WITH next AS (
+         SELECT id, payload FROM raw_messages
+          WHERE partition = $1 AND id > (SELECT pos FROM raw_cursor WHERE partition = $1 AND grp = $2)
+          ORDER BY id LIMIT 100),
+     moved AS (
+         UPDATE raw_cursor SET pos = (SELECT max(id) FROM next)
+          WHERE partition = $1 AND grp = $2 AND EXISTS (SELECT 1 FROM next))
+     SELECT count(*) FROM next";
+const QUEEN_POP_ACK: &str = "SELECT count(*) FILTER (WHERE success) FROM queen_ack(
+         coalesce((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('bench', $1, batch => 100) m), '[]'))";
+const QUEEN_POP_AUTO: &str = "SELECT count(*) FROM queen_pop('bench', $1, batch => 100, auto_ack => true)";
+const PGQ_CONSUME: &str = "SELECT count(*) FROM pgq_consume($1)";
+
+/// A raw consumer: told a random partition of `parts`. It never runs dry: a partition it
+/// has read to the end is read again from the start (raw SQL outruns any fill this bench can
+/// afford, and a consumer searching for the last undrained partitions would measure the
+/// search).
+fn raw_consume(parts: usize, groups: usize) -> impl Fn(&mut Conn, usize, usize) -> usize + Sync {
+    move |c: &mut Conn, k: usize, i: usize| {
+        let g = ((k + i) % groups) as i32;
+        let p = format!("p{}", (k * 7919 + i * 104729) % parts);
+        let n = c.count(RAW_NEXT, &[&p, &g]);
+        if n > 0 {
+            return n;
+        }
+        c.query(RAW_REWIND, &[&p, &g]);
+        c.count(RAW_NEXT, &[&p, &g])
+    }
+}
+const RAW_REWIND: &str = "UPDATE raw_cursor SET pos = 0 WHERE partition = $1 AND grp = $2";
+
+fn consume(c: &mut Client, auto_ack: bool) {
+    let (parts, n) = (1000, fill_size());
+    fill(c, n, parts, 1);
+    let name = if auto_ack { "pop 100, auto_ack, one group" } else { "pop 100 + batch ack, one group" };
+    let g = vec!["g".to_string()];
+    for &clients in &CLIENTS {
+        reset(c, &g, 1);
+        let raw = drive(clients, true, &raw_consume(parts, 1));
+        reset(c, &g, 1);
+        let sql = if auto_ack { QUEEN_POP_AUTO } else { QUEEN_POP_ACK };
+        let queen = with_profile(c, &format!("{name}, {clients} clients"), || {
+            drive(clients, true, &|c: &mut Conn, _k, _i| c.count(sql, &[&"g"]))
+        });
+        row(name, clients, &raw, &queen, None, if auto_ack { 0.8 } else { 0.7 });
+    }
+}
+
+/// Four groups each read everything; clients take the groups in turn. PgQ cannot share a
+/// consumer between clients, so it gets one consumer per client (four at least, taken in
+/// turn by a single client).
+fn fan_out(c: &mut Client) {
+    let (parts, n, groups) = (100, fill_size() / 3, 4);
+    fill(c, n, parts, groups);
+    let gs: Vec<String> = (0..groups).map(|g| format!("g{g}")).collect();
+    for &clients in &CLIENTS {
+        let consumers = clients.max(groups);
+        reset(c, &gs, consumers);
+        let raw = drive(clients, true, &raw_consume(parts, groups));
+        reset(c, &gs, consumers);
+        let queen = with_profile(c, &format!("fan-out, {clients} clients"), || {
+            drive(clients, true, &|c: &mut Conn, k, i| c.count(QUEEN_POP_ACK, &[&format!("g{}", (k + i) % groups)]))
+        });
+        reset(c, &gs, consumers);
+        let pgq = drive(clients, true, &|c: &mut Conn, k, i| {
+            let consumer = if clients >= groups { format!("c{k}") } else { format!("c{}", (k + i) % groups) };
+            c.count(PGQ_CONSUME, &[&consumer])
+        });
+        row("fan-out: 4 groups each read everything (pop 100 + batch ack)", clients, &raw, &queen, Some(&pgq), 0.7);
+    }
+}
+
+/// Ordered consumption spread thin: 10 000 partitions, each pop takes up to 10 partitions
+/// (`partitions => 10`, auto_ack); raw reads the next 10 of 10 partitions it is told and
+/// moves their 10 cursors, in one statement.
+fn ordered(c: &mut Client) {
+    let (parts, n) = (10_000, fill_size());
+    fill(c, n, parts, 1);
+    const RAW: &str = "WITH ps AS (SELECT 'p' || (($1::int + k) % 10000) AS p FROM generate_series(0, 9) k),
+         next AS (SELECT ps.p, m.id FROM ps CROSS JOIN LATERAL (
+                      SELECT id FROM raw_messages
+                       WHERE partition = ps.p AND id > (SELECT pos FROM raw_cursor WHERE partition = ps.p AND grp = 0)
+                       ORDER BY id LIMIT 10) m),
+         moved AS (UPDATE raw_cursor r SET pos = x.mx FROM (SELECT p, max(id) AS mx FROM next GROUP BY p) x
+                    WHERE r.partition = x.p AND r.grp = 0)
+         SELECT count(*) FROM next";
+    const RAW_REWIND10: &str = "UPDATE raw_cursor SET pos = 0
+         WHERE grp = 0 AND partition IN (SELECT 'p' || (($1::int + k) % 10000) FROM generate_series(0, 9) k)";
+    const QUEEN: &str = "SELECT count(*) FROM queen_pop('bench', 'g', batch => 100, partitions => 10, auto_ack => true)";
+    let g = vec!["g".to_string()];
+    for &clients in &CLIENTS {
+        reset(c, &g, 1);
+        let raw = drive(clients, true, &|c: &mut Conn, k, i| {
+            let start = ((k * 7919 + i * 104729) % 1000 * 10) as i32;
+            let n = c.count(RAW, &[&start]);
+            if n > 0 {
+                return n;
+            }
+            // Read to the end: from the start again (see raw_consume).
+            c.query(RAW_REWIND10, &[&start]);
+            c.count(RAW, &[&start])
+        });
+        reset(c, &g, 1);
+        let queen = with_profile(c, &format!("ordered, {clients} clients"), || {
+            drive(clients, true, &|c: &mut Conn, _k, _i| c.count(QUEEN, &[]))
+        });
+        row("ordered: `partitions => 10` over 10 000 partitions", clients, &raw, &queen, None, 0.5);
+    }
+}
+
+pub fn run(c: &mut Client, want: &dyn Fn(&str) -> bool) {
+    println!("\n### Concurrent clients ({} s per run; messages/s)\n", seconds());
+    println!("| workload | clients | raw SQL | queen | queen / raw | queen p50 / p99 ms | PgQ (/ raw) | target |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    if want("clients-push") {
+        push_single(c);
+        push_batch(c, false);
+        push_batch(c, true);
+    }
+    if want("clients-consume") {
+        consume(c, false);
+        consume(c, true);
+    }
+    if want("clients-fanout") {
+        fan_out(c);
+    }
+    if want("clients-ordered") {
+        ordered(c);
+    }
+}
