@@ -127,6 +127,17 @@ fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T 
         return f();
     }
     admin.batch_execute("SELECT pg_stat_statements_reset()").unwrap();
+    // QUEEN_BENCH_PERF=<part of a label>: `perf record` of the whole machine during that run.
+    let perf = std::env::var("QUEEN_BENCH_PERF").ok().filter(|p| label.contains(p.as_str())).map(|_| {
+        let out = format!("/tmp/queen-perf-{}.data", label.replace([' ', ',', '/'], "_"));
+        println!("\n  perf record of {label}: {out}");
+        std::process::Command::new("perf")
+            .args(["record", "-a", "-g", "-q", "-o", &out])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("perf")
+    });
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (out, waits) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
@@ -134,8 +145,9 @@ fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T 
             let me: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
             let q = c
                 .prepare(
-                    "SELECT coalesce(wait_event_type || ':' || wait_event, CASE WHEN state = 'active' THEN 'CPU' ELSE state END)
-                       FROM pg_stat_activity WHERE datname = 'bench' AND backend_type = 'client backend' AND pid <> $1",
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU')
+                       FROM pg_stat_activity
+                      WHERE datname = 'bench' AND backend_type = 'client backend' AND pid <> $1 AND state = 'active'",
                 )
                 .unwrap();
             let mut counts: HashMap<String, usize> = HashMap::new();
@@ -151,16 +163,33 @@ fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T 
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         (out, sampler.join().unwrap())
     });
+    if let Some(mut p) = perf {
+        // SIGINT makes perf write its data and exit.
+        std::process::Command::new("kill").args(["-INT", &p.id().to_string()]).status().unwrap();
+        p.wait().unwrap();
+    }
     let total: usize = waits.values().sum();
     let mut w: Vec<_> = waits.into_iter().collect();
     w.sort_by(|a, b| b.1.cmp(&a.1));
     let shown: Vec<String> = w
         .iter()
-        .filter(|(k, _)| k != "idle")
         .take(8)
         .map(|(k, n)| format!("{k} {:.0}%", 100.0 * *n as f64 / total.max(1) as f64))
         .collect();
-    println!("\n  profile of {label}: backends sampled every 5 ms: {}", shown.join(", "));
+    println!("\n  profile of {label}: active backends sampled every 5 ms: {}", shown.join(", "));
+    let sizes: Vec<String> = admin
+        .query(
+            "SELECT t || ' ' || (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n FROM queen.' || t, false, true, '')))[1]::text
+                    || ' rows, ' || pg_size_pretty(pg_total_relation_size(('queen.' || t)::regclass))
+               FROM unnest(ARRAY['cursors', 'ready', 'discovery', 'leases', 'subscriptions']) AS t
+              WHERE to_regclass('queen.' || t) IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    println!("  bookkeeping after the run: {}", sizes.join(", "));
     let top = admin
         .query(
             "SELECT round(total_exec_time::numeric, 0)::text || ' ms, ' || calls || ' calls, '
@@ -199,7 +228,13 @@ fn row(name: &str, clients: usize, raw: &Outcome, queen: &Outcome, pgq: Option<&
     );
 }
 
-const CLIENTS: [usize; 3] = [1, 4, 16];
+/// The client counts (QUEEN_BENCH_CLIENTS, e.g. "4" or "1,4,16", the default).
+fn client_counts() -> Vec<usize> {
+    std::env::var("QUEEN_BENCH_CLIENTS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 4, 16])
+}
 
 fn setup(c: &mut Client) {
     c.batch_execute(
@@ -245,7 +280,7 @@ const PGQ_PUSH_BATCH: &str =
     "SELECT count(pgq.insert_event('bench', e->>'partition', (e->'payload')::text)) FROM jsonb_array_elements($1::jsonb) e";
 
 fn push_single(c: &mut Client) {
-    for &n in &CLIENTS {
+    for n in client_counts() {
         setup(c);
         let one = |sql: &'static str| {
             move |c: &mut Conn, k: usize, i: usize| {
@@ -274,7 +309,7 @@ fn batch(k: usize, i: usize, spread: bool) -> Value {
 
 fn push_batch(c: &mut Client, spread: bool) {
     let name = if spread { "push, batches of 100 over 100 partitions" } else { "push, batches of 100 into one partition" };
-    for &n in &CLIENTS {
+    for n in client_counts() {
         setup(c);
         let op = |sql: &'static str| {
             move |c: &mut Conn, k: usize, i: usize| {
@@ -379,7 +414,7 @@ fn consume(c: &mut Client, auto_ack: bool) {
     fill(c, n, parts, 1);
     let name = if auto_ack { "pop 100, auto_ack, one group" } else { "pop 100 + batch ack, one group" };
     let g = vec!["g".to_string()];
-    for &clients in &CLIENTS {
+    for clients in client_counts() {
         reset(c, &g, 1);
         let raw = drive(clients, true, &raw_consume(parts, 1));
         reset(c, &g, 1);
@@ -398,7 +433,7 @@ fn fan_out(c: &mut Client) {
     let (parts, n, groups) = (100, fill_size() / 3, 4);
     fill(c, n, parts, groups);
     let gs: Vec<String> = (0..groups).map(|g| format!("g{g}")).collect();
-    for &clients in &CLIENTS {
+    for clients in client_counts() {
         let consumers = clients.max(groups);
         reset(c, &gs, consumers);
         let raw = drive(clients, true, &raw_consume(parts, groups));
@@ -433,7 +468,7 @@ fn ordered(c: &mut Client) {
          WHERE grp = 0 AND partition IN (SELECT 'p' || (($1::int + k) % 10000) FROM generate_series(0, 9) k)";
     const QUEEN: &str = "SELECT count(*) FROM queen_pop('bench', 'g', batch => 100, partitions => 10, auto_ack => true)";
     let g = vec!["g".to_string()];
-    for &clients in &CLIENTS {
+    for clients in client_counts() {
         reset(c, &g, 1);
         let raw = drive(clients, true, &|c: &mut Conn, k, i| {
             let start = ((k * 7919 + i * 104729) % 1000 * 10) as i32;
