@@ -191,19 +191,29 @@ CREATE TABLE queen.leases (
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 ) WITH (fillfactor = 70);
 
--- Work hints: "partition P may have work for group G from ready_at on". Insert-only for
--- whoever discovers work (no uniqueness, so no waits); a pop that finds a partition empty
--- deletes the hints written by transactions its look's snapshot sees (txid: the transaction
--- that last wrote the row), which is safe because such a hint's message is visible to the look
--- too. The (queue, group, ready_at) index hands pops the next claimable partition in
--- O(log n), oldest first, so no partition starves; a lease or a retry delay pushes ready_at
--- into the future.
+-- Work hints: "partition P may have work for group G from ready_at on". No uniqueness, so no
+-- writer waits; a pop that finds a partition empty deletes the hints written by transactions
+-- its look's snapshot sees (txid: the transaction that last wrote the row), which is safe
+-- because such a hint's message is visible to the look too. The (queue, group, ready_at) index
+-- hands pops the next claimable partition in O(log n), oldest first, so no partition starves;
+-- a lease or a retry delay pushes ready_at into the future.
+--
+-- A hint also says which messages it accounts for: seen_xmin is the xmin of the snapshot its
+-- writer read (the writer's own transaction counted as running), and every message of a
+-- transaction below it was visible to the writer, so whoever sees the writer committed sees
+-- those messages too; deleting or moving the hint is then safe for them. Discovery writes
+-- nothing for a partition whose hint already accounts for what it found there, and otherwise
+-- updates a hint in place (one it can lock without waiting) before it inserts one: so a pair
+-- has one hint, plus one for each transaction that held its hint locked while discovery passed
+-- — bounded by partitions × groups, not by pops (issue 10: 188 355 rows for 1 000 partitions
+-- after 560 pops when every discovery inserted).
 CREATE TABLE queen.ready (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
     partition_id   uuid        NOT NULL,
     ready_at       timestamptz NOT NULL,
-    txid           bigint      NOT NULL  -- queen.txid() of the transaction that last wrote it
+    txid           bigint      NOT NULL, -- queen.txid() of the transaction that last wrote it
+    seen_xmin      bigint      NOT NULL DEFAULT 0
 );
 CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at);
 CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);

@@ -31,8 +31,11 @@ pub fn scan_limit(deliverable: i64) -> i64 {
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
 const DISCOVERY_SCAN: Query =
     Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, INT8, TEXT] };
-const DISCOVERY_RECORD: Query =
-    Query { file: SQL, name: "discovery_record", args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S, TEXT] };
+const DISCOVERY_RECORD: Query = Query {
+    file: SQL,
+    name: "discovery_record",
+    args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S, TEXT, INT8S, INT8],
+};
 
 /// A group's effective subscription to a queue (SPEC §3.2): what its subscription rows add up
 /// to (`queen.effective_subscriptions`).
@@ -66,8 +69,13 @@ struct Scan {
     xip: Vec<i64>,
     visible: Vec<bool>,
     last: Option<Key>,
+    /// The partitions found, each once, in the order found, and the newest transaction found
+    /// in each.
     partitions: Vec<Uuid>,
+    newest: Vec<i64>,
     due: Vec<Uuid>,
+    /// The scan's snapshot's xmin (the caller's own transaction counted as running).
+    xmin: i64,
 }
 
 /// How many due partitions a scan hands on to the pop (the first page of candidates).
@@ -92,17 +100,12 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point
             (Some(t), Some(q)) => Some((t, q)),
             _ => None,
         },
-        partitions: {
-            // The log names a partition once per message: keep each once, in log order.
-            let mut all = row.get::<Vec<Uuid>>(5).unwrap_or_default();
-            all.extend(row.get::<Vec<Uuid>>(6).unwrap_or_default());
-            let mut seen = std::collections::HashSet::new();
-            all.retain(|p| seen.insert(*p));
-            all
-        },
+        partitions: row.get::<Vec<Uuid>>(5).unwrap_or_default(),
+        newest: row.get::<Vec<i64>>(6).unwrap_or_default(),
         point: Point { upto: (row.req(7), row.req(8)), pending: row.get::<Vec<i64>>(9).unwrap_or_default() },
         stored: row.req(10),
         due: row.get::<Vec<Uuid>>(11).unwrap_or_default(),
+        xmin: row.req(12),
     }
 }
 
@@ -125,7 +128,7 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     let next = next_point(&sc.point, &sc.visible, &sc.xip, sc.last);
     let save = next != sc.point || !sc.stored;
     if save || !sc.partitions.is_empty() {
-        let args: [DatumWithOid; 8] = [
+        let args: [DatumWithOid; 10] = [
             queue_id.into(),
             group.into(),
             sc.partitions.clone().into(),
@@ -134,6 +137,8 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
             next.upto.1.into(),
             next.pending.into(),
             sub.key.as_str().into(),
+            std::mem::take(&mut sc.newest).into(),
+            sc.xmin.into(),
         ];
         DISCOVERY_RECORD.run(s, &args);
     }

@@ -72,32 +72,60 @@ pend AS MATERIALIZED (
     SELECT p.x, p.ord, (p.x < snap.xmin OR (p.x < snap.xmax AND p.x <> ALL (snap.xip))) AS vis
       FROM point CROSS JOIN LATERAL unnest(point.pending_txid) WITH ORDINALITY AS p(x, ord), snap
 ),
-last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1)
+last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1),
+-- The partitions found, each once (in the order first found), with the newest transaction
+-- found there: the log after the point, then the committed pending transactions (one index
+-- scan over them: a join here is planned as a scan of every message, run whenever a pushing
+-- transaction was open at the last pop).
+found AS MATERIALIZED (
+    SELECT partition_id, max(txid) AS txid, min(ord) AS ord FROM (
+        SELECT partition_id, txid, 0 AS ord FROM log
+        UNION ALL
+        SELECT m.partition_id, m.txid, 1 FROM queen.messages m
+         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS f
+     GROUP BY partition_id
+)
 SELECT snap.xip,
        ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
        (SELECT txid FROM last) AS last_txid,
        (SELECT seq FROM last) AS last_seq,
-       ARRAY(SELECT partition_id FROM log) AS log_partitions,
-       -- One index scan over the committed pending transactions (a join here is planned as
-       -- a scan of every message, run whenever a pushing transaction was open at the last pop).
-       ARRAY(SELECT DISTINCT m.partition_id FROM queen.messages m
-              WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS pending_partitions,
+       ARRAY(SELECT partition_id FROM found ORDER BY ord, txid, partition_id) AS found_partitions,
+       ARRAY(SELECT txid FROM found ORDER BY ord, txid, partition_id) AS found_txids,
        point.upto_txid, point.upto_seq, point.pending_txid, point.stored,
+       -- The clock as an InitPlan: a bound of the index scan, not a filter over every hint.
        ARRAY(SELECT partition_id FROM queen.ready
-              WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= clock_timestamp()
-              ORDER BY ready_at LIMIT $7) AS due
+              WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= (SELECT clock_timestamp())
+              ORDER BY ready_at LIMIT $7) AS due,
+       snap.xmin
   FROM snap, point;
 
 -- name: discovery_record
--- Hint the partitions found ("they may have work for the group": always new rows, never a
--- check for an existing one, since a hint seen now may be deleted by a transaction that did
--- not see our message), and, when $4, record the new point of subscription $8: insert-only,
--- so concurrent pops never wait on each other; points behind it, and points of another
--- subscription, are pruned, skipping rows others are pruning.
--- $1 queue id, $2 group, $3 partitions, $5/$6/$7 the new point.
-WITH hinted AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
-    SELECT $1, $2, p, clock_timestamp(), queen.txid() FROM unnest($3::uuid[]) AS p
+-- Hint the partitions found ($3, with the newest transaction found in each, $9), as of the
+-- scan whose snapshot's xmin was $10 ("they may have work for the group"), and, when $4,
+-- record the new point of subscription $8.
+-- A partition whose hint accounts for what was found (seen_xmin above its newest
+-- transaction: whoever deletes or moves that hint sees these messages) needs nothing. Others
+-- get a hint due now that accounts for the scan: an existing one updated in place (one no
+-- other transaction holds: never waited for), or a new one. Never "a hint exists, so nothing
+-- to do": a hint seen now may be deleted by a transaction that did not see our message.
+-- The point is insert-only, so concurrent pops never wait on each other; points behind it, and
+-- points of another subscription, are pruned, skipping rows others are pruning.
+-- $1 queue id, $2 group, $5/$6/$7 the new point.
+WITH found AS MATERIALIZED (
+    SELECT f.p, f.t FROM unnest($3::uuid[], $9::bigint[]) AS f(p, t)
+     WHERE NOT EXISTS (SELECT 1 FROM queen.ready r
+                        WHERE r.partition_id = f.p AND r.consumer_group = $2 AND r.seen_xmin > f.t)
+), updated AS (
+    UPDATE queen.ready r SET ready_at = least(r.ready_at, clock_timestamp()), txid = queen.txid(),
+                             seen_xmin = greatest(r.seen_xmin, $10)
+     WHERE r.ctid IN (SELECT r2.ctid FROM queen.ready r2
+                       WHERE r2.partition_id IN (SELECT p FROM found) AND r2.consumer_group = $2
+                         FOR UPDATE SKIP LOCKED)
+    RETURNING r.partition_id
+), hinted AS (
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
+    SELECT $1, $2, f.p, clock_timestamp(), queen.txid(), $10 FROM found f
+     WHERE f.p NOT IN (SELECT partition_id FROM updated)
 ), pruned AS (
     DELETE FROM queen.discovery WHERE $4 AND ctid IN (
         SELECT ctid FROM queen.discovery
@@ -259,8 +287,12 @@ WITH saved AS (
         SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
            FOR UPDATE SKIP LOCKED)
 ), hinted AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
-    SELECT $20, $2, $1, $21, queen.txid() WHERE $21 IS NOT NULL
+    -- Accounts for every message this statement's snapshot sees: each is in the batch, or
+    -- after it (behind the lease: due at $21 or when the lease is released), or finished.
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
+    SELECT $20, $2, $1, $21, queen.txid(),
+           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), queen.own_txid())
+     WHERE $21 IS NOT NULL
 ), released AS (
     UPDATE queen.leases SET partition_ids = '{}', released_at = clock_timestamp()
      WHERE lease_id = $23 AND partition_ids <@ ARRAY[$1]::uuid[]
@@ -284,7 +316,7 @@ UPDATE queen.cursors
 -- When the group's earliest hint that is not due yet comes due ($3: of that partition only):
 -- a lease's end, a retry delay's, a delayed message's. A waiting pop sleeps no longer.
 SELECT min(ready_at) FROM queen.ready
- WHERE queue_id = $1 AND consumer_group = $2 AND ready_at > clock_timestamp()
+ WHERE queue_id = $1 AND consumer_group = $2 AND ready_at > (SELECT clock_timestamp())
    AND ($3::uuid IS NULL OR partition_id = $3);
 
 -- name: lease_add_partition
@@ -339,7 +371,7 @@ SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < po
 -- The partitions whose hints are due, oldest first (no partition starves), except those
 -- this pop already looked at.
 SELECT partition_id FROM queen.ready
- WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= clock_timestamp()
+ WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= (SELECT clock_timestamp())
    AND partition_id <> ALL ($3)
  ORDER BY ready_at
  LIMIT $4;
@@ -350,17 +382,19 @@ SELECT partition_id FROM queen.ready
 -- transactions that the look's snapshot ($5 xmin, $6 xmax, $7 running) sees, or by this
 -- transaction before the look, are moved, as in hints_delete: a lease released after the look
 -- left a hint due now, which must not be pushed to the expiry of the lease the look saw. Rows
--- another transaction holds are skipped, never waited for.
+-- another transaction holds are skipped, never waited for. What a moved hint accounts for
+-- stays accounted for: every message the look saw waits for $4 (the lease, the retry delay
+-- and the delays hold the whole partition, in order).
 WITH moved AS (
-    UPDATE queen.ready SET ready_at = $4, txid = queen.txid() WHERE ctid IN (
+    UPDATE queen.ready SET ready_at = $4, txid = queen.txid(), seen_xmin = greatest(seen_xmin, $5) WHERE ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $2 AND consumer_group = $3
            AND (txid < $5 OR (txid < $6 AND txid <> ALL ($7))
                 OR txid = queen.own_txid())
            FOR UPDATE SKIP LOCKED)
     RETURNING 1
 )
-INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
-SELECT $1, $3, $2, $4, queen.txid() WHERE NOT EXISTS (SELECT 1 FROM moved);
+INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
+SELECT $1, $3, $2, $4, queen.txid(), $5 WHERE NOT EXISTS (SELECT 1 FROM moved);
 
 -- name: hints_delete
 -- The partition had no work for the group as of the look's snapshot ($3 xmin, $4 xmax, $5
