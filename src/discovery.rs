@@ -30,7 +30,7 @@ pub fn scan_limit(deliverable: i64) -> i64 {
 
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
 const DISCOVERY_SCAN: Query =
-    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, INT8, TEXT] };
+    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, TEXT] };
 const DISCOVERY_RECORD: Query = Query {
     file: SQL,
     name: "discovery_record",
@@ -73,23 +73,18 @@ struct Scan {
     /// in each.
     partitions: Vec<Uuid>,
     newest: Vec<i64>,
-    due: Vec<Uuid>,
     /// The scan's snapshot's xmin (the caller's own transaction counted as running).
     xmin: i64,
 }
 
-/// How many due partitions a scan hands on to the pop (the first page of candidates).
-pub const DUE_PAGE: i64 = 16;
-
 fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point, limit: i64) -> Scan {
-    let args: [DatumWithOid; 8] = [
+    let args: [DatumWithOid; 7] = [
         queue_id.into(),
         group.into(),
         initial.upto.0.into(),
         initial.upto.1.into(),
         initial.pending.clone().into(),
         limit.into(),
-        DUE_PAGE.into(),
         sub_key.into(),
     ];
     let row = DISCOVERY_SCAN.run(s, &args).first();
@@ -104,15 +99,13 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point
         newest: row.get::<Vec<i64>>(6).unwrap_or_default(),
         point: Point { upto: (row.req(7), row.req(8)), pending: row.get::<Vec<i64>>(9).unwrap_or_default() },
         stored: row.req(10),
-        due: row.get::<Vec<Uuid>>(11).unwrap_or_default(),
-        xmin: row.req(12),
+        xmin: row.req(11),
     }
 }
 
-/// Read the log after the group's point, hint the partitions found, and move the point.
-/// Returns the first candidates to look at: partitions whose hints are due, oldest first, then
-/// those just found.
-pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) -> Vec<Uuid> {
+/// Read the log after the group's point, hint the partitions found, and move the point. The
+/// pop then takes its candidates from the hints (pop.sql next_candidate).
+pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) {
     let initial = match sub.mode.as_str() {
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
@@ -142,13 +135,6 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         ];
         DISCOVERY_RECORD.run(s, &args);
     }
-    let mut candidates = sc.due;
-    for p in sc.partitions {
-        if !candidates.contains(&p) {
-            candidates.push(p);
-        }
-    }
-    candidates
 }
 
 /// The point after a scan: pending transactions that ended (visible to the scan's snapshot:

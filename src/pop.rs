@@ -20,13 +20,13 @@ use pgrx::Uuid;
 
 /// The most messages one pop may return.
 pub const MAX_BATCH: i32 = 10_000;
-/// How many hinted partitions one candidate query returns.
-const CANDIDATE_PAGE: i64 = 16;
 
 const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT] };
 const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
 const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
+/// How many due partitions one candidate query returns.
+const CANDIDATE_PAGE: i64 = 16;
 const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, INT8, INT8, INT8S] };
 const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, INT8, INT8, INT8S] };
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[UUID, TEXT] };
@@ -302,25 +302,28 @@ impl Pop<'_> {
             return;
         }
         let limit = discovery::scan_limit(self.req.batch as i64 * self.req.partitions as i64);
-        let mut page = discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
+        discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
         let mut tried: Vec<Uuid> = Vec::new();
-        while !self.done() && !page.is_empty() {
-            for p in page {
-                if tried.contains(&p) {
-                    continue;
-                }
+        while !self.done() {
+            let args: [DatumWithOid; 4] =
+                [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
+            let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
+            if page.is_empty() {
+                break;
+            }
+            // Concurrent pops read the same page: each starts at a place of its own in it, so
+            // that they do not all look at the oldest partition, and all but one fail to claim
+            // it (at 4 clients, pops looked 2.8 times per delivery). Oldest first still holds
+            // within a few pops, so none starves.
+            let start = spread(page.len());
+            for i in 0..page.len() {
+                let p = page[(start + i) % page.len()];
                 tried.push(p);
                 self.visit(s, p);
                 if self.done() {
                     break;
                 }
             }
-            if self.done() {
-                break;
-            }
-            let args: [DatumWithOid; 4] =
-                [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
-            page = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
         }
     }
 
@@ -624,6 +627,20 @@ pub(crate) fn look(
         });
     }
     look
+}
+
+/// Where in a page of `len` candidates this pop starts: the backend's own place, moved on by
+/// one at each pop.
+fn spread(len: usize) -> usize {
+    thread_local!(static POPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+    let n = POPS.with(|c| {
+        let n = c.get();
+        c.set(n.wrapping_add(1));
+        n
+    });
+    // SAFETY: MyProcPid is set once at backend start and only read afterwards.
+    let pid = unsafe { pgrx::pg_sys::MyProcPid } as usize;
+    (pid.wrapping_mul(7919).wrapping_add(n)) % len.max(1)
 }
 
 /// Take the (partition, group) pair's advisory lock for this transaction, never waiting: the

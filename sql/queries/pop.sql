@@ -35,10 +35,9 @@ SELECT $1, $2, $3, $4, snap.xmax, snap.xip
    AND EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1);
 
 -- name: discovery_scan
--- The group's discovery point (or $3/$4/$5 when it has none yet for its subscription $8), the
--- queue log after it (at most $6 entries: their partitions, with repeats), the partitions of
--- pending transactions that have committed since, and the first $7 partitions whose hints are
--- due (oldest first). $1 queue id, $2 group.
+-- The group's discovery point (or $3/$4/$5 when it has none yet for its subscription $7), the
+-- queue log after it (at most $6 entries), and the partitions found there and in pending
+-- transactions that have committed since. $1 queue id, $2 group.
 -- The snapshot as queen reads it (every query that reads one does the same): the caller's own
 -- transaction counts as running — in xip, and xmin no later than it — because
 -- pg_current_snapshot() leaves it out (SPEC §3.1); so its own messages are neither read nor
@@ -53,7 +52,7 @@ WITH snap AS MATERIALIZED (
 ),
 stored AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.discovery
-     WHERE queue_id = $1 AND consumer_group = $2 AND sub_key = $8
+     WHERE queue_id = $1 AND consumer_group = $2 AND sub_key = $7
      ORDER BY upto_txid DESC, upto_seq DESC LIMIT 1
 ),
 point AS MATERIALIZED (
@@ -91,12 +90,7 @@ SELECT snap.xip,
        (SELECT seq FROM last) AS last_seq,
        ARRAY(SELECT partition_id FROM found ORDER BY ord, txid, partition_id) AS found_partitions,
        ARRAY(SELECT txid FROM found ORDER BY ord, txid, partition_id) AS found_txids,
-       point.upto_txid, point.upto_seq, point.pending_txid, point.stored,
-       -- The clock as an InitPlan: a bound of the index scan, not a filter over every hint.
-       ARRAY(SELECT partition_id FROM queen.ready
-              WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= (SELECT clock_timestamp())
-              ORDER BY ready_at LIMIT $7) AS due,
-       snap.xmin
+       point.upto_txid, point.upto_seq, point.pending_txid, point.stored, snap.xmin
   FROM snap, point;
 
 -- name: discovery_record
@@ -108,8 +102,10 @@ SELECT snap.xip,
 -- get a hint due now that accounts for the scan: an existing one updated in place (one no
 -- other transaction holds: never waited for), or a new one. Never "a hint exists, so nothing
 -- to do": a hint seen now may be deleted by a transaction that did not see our message.
--- The point is insert-only, so concurrent pops never wait on each other; points behind it, and
--- points of another subscription, are pruned, skipping rows others are pruning.
+-- The point is insert-only, so concurrent pops never wait on each other; points behind it or
+-- at it (a point at the same position differs only in transactions that a visible point's
+-- writer has hinted since, or that are still in the new one), and points of another
+-- subscription, are pruned, skipping rows others are pruning.
 -- $1 queue id, $2 group, $5/$6/$7 the new point.
 WITH found AS MATERIALIZED (
     SELECT f.p, f.t FROM unnest($3::uuid[], $9::bigint[]) AS f(p, t)
@@ -130,7 +126,7 @@ WITH found AS MATERIALIZED (
     DELETE FROM queen.discovery WHERE $4 AND ctid IN (
         SELECT ctid FROM queen.discovery
          WHERE queue_id = $1 AND consumer_group = $2
-           AND ((upto_txid, upto_seq) < ($5, $6) OR sub_key <> $8)
+           AND ((upto_txid, upto_seq) <= ($5, $6) OR sub_key <> $8)
            FOR UPDATE SKIP LOCKED)
 )
 INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid, sub_key)
@@ -368,8 +364,9 @@ SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < po
   FROM pos, snap;
 
 -- name: candidates
--- The partitions whose hints are due, oldest first (no partition starves), except those
--- this pop already looked at.
+-- The partitions whose hints are due, oldest first (no partition starves), except those this
+-- pop already looked at. The clock is an InitPlan: a bound of the index scan, not a filter
+-- over every hint.
 SELECT partition_id FROM queen.ready
  WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= (SELECT clock_timestamp())
    AND partition_id <> ALL ($3)

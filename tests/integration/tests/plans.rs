@@ -21,7 +21,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("maintain", "completed_retention", &["uuid", "timestamptz", "bigint"]),
     ("maintain", "max_wait_candidates", &["uuid", "timestamptz"]),
     ("maintain", "idle_partitions", &["float8"]),
-    ("pop", "discovery_scan", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint", "bigint", "text"]),
+    ("pop", "discovery_scan", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint", "text"]),
     (
         "pop",
         "look",
