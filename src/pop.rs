@@ -301,7 +301,7 @@ impl Pop<'_> {
             self.visit(s, p);
             return;
         }
-        let limit = discovery::scan_limit(self.req.batch as i64 * self.req.partitions as i64);
+        let limit = discovery::scan_limit(self.req.batch as i64);
         discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
         let mut tried: Vec<Uuid> = Vec::new();
         while !self.done() {
