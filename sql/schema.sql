@@ -150,9 +150,16 @@ SELECT o.queue_id, o.consumer_group, o.mode, f.from_ts, n.start_xmax,
 --   failures              (attempt = failures + 1); starts afresh for the next message
 --   retry_at            no delivery before this (retryDelay after a failed ack)
 --   lease_*             the active lease, its batch in delivery order, and the transactions
---                       the popping snapshot saw in progress inside the batch's range
+--                       the popping snapshot saw in progress inside the batch's range. The
+--                       lease lives here and nowhere else: a pop writes it with the row it
+--                       claims, the ack that releases it clears it with the row it moves (one
+--                       write each per cycle; a table of leases grew with pops).
 --   sub_xmax, sub_xip   the point of the 'new' subscription the row was derived from (NULL
 --                       for other modes), to bring it up to date if that point moves earlier
+--   last_lease_id,      the last lease that ended here, and whether it ran out (settled by a
+--   last_lease_expired    pop) rather than being released: a late ack of it still acks for the
+--                       lease's group ('already acknowledged'), and hears 'lease expired' or
+--                       'lease not held' as SPEC §3.3 says
 CREATE TABLE queen.cursors (
     partition_id     uuid        NOT NULL,
     consumer_group   text        NOT NULL,
@@ -175,21 +182,14 @@ CREATE TABLE queen.cursors (
     sub_xmax         bigint,
     sub_xip          bigint[],
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    last_lease_id    uuid,
+    last_lease_expired boolean NOT NULL DEFAULT false,
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 50);
-
--- Leases by id, for queen_renew, for an ack to learn the lease's group, and to tell 'lease
--- expired' from 'lease not held': a released lease is marked (released_at), an expired one
--- stays as it is; maintenance prunes both an hour after their expiry.
-CREATE TABLE queen.leases (
-    lease_id       uuid        PRIMARY KEY,
-    queue_id       uuid        NOT NULL,
-    consumer_group text        NOT NULL,
-    partition_ids  uuid[]      NOT NULL,
-    expires_at     timestamptz NOT NULL,
-    released_at    timestamptz,
-    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
-) WITH (fillfactor = 70);
+-- The rows of a lease, for queen_renew (an ack finds its lease through the message's
+-- partition, by the primary key). Only rows under a lease are in it; setting and clearing a
+-- lease are not HOT updates because of it, which costs less than the lease table it replaces.
+CREATE INDEX cursors_lease ON queen.cursors (lease_id) WHERE lease_id IS NOT NULL;
 
 -- Work hints: "partition P may have work for group G from ready_at on". No uniqueness, so no
 -- writer waits; a pop that finds a partition empty deletes the hints written by transactions
@@ -382,7 +382,6 @@ SELECT pg_catalog.pg_extension_config_dump('queen.partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.messages', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.subscriptions', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.cursors', '');
-SELECT pg_catalog.pg_extension_config_dump('queen.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.ready', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.discovery', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.dead_letters', '');

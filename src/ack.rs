@@ -183,7 +183,7 @@ const SQL: &str = include_str!("../sql/queries/ack.sql");
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
-const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS] };
+const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS] };
 const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[UUID, TEXT] };
 /// The fields of an ack batch's elements that queen reads.
 const ACK_KEYS: &[&str] = &[
@@ -261,7 +261,7 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
             }
         }
         let found = find(s, entries);
-        let leases = leases_of(s, entries);
+        let leases = leases_of(s, entries, &found);
         // Entries by (partition, group), locked in that order so that two calls acking the
         // same partitions cannot deadlock.
         let mut groups: BTreeMap<(uuid::Uuid, String), Vec<usize>> = BTreeMap::new();
@@ -298,13 +298,17 @@ fn group_of(e: &AckEntry, leases: &HashMap<Uuid, LeaseRow>) -> Option<String> {
     }
 }
 
-/// The stored leases the entries name.
-fn leases_of(s: &mut Spi, entries: &[AckEntry]) -> HashMap<Uuid, LeaseRow> {
+/// The leases the entries name, as the cursor rows of their messages' partitions know them
+/// (a lease lives in its rows; a released one is in none).
+fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Found>]) -> HashMap<Uuid, LeaseRow> {
     let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.lease_id.map(to_pg)).collect();
     if ids.is_empty() {
         return HashMap::new();
     }
-    let args: [DatumWithOid; 1] = [ids.into()];
+    let mut partitions: Vec<Uuid> = found.iter().flatten().map(|f| f.partition_id).collect();
+    partitions.sort_unstable_by_key(|p| *p.as_bytes());
+    partitions.dedup();
+    let args: [DatumWithOid; 2] = [ids.into(), partitions.into()];
     ACK_LEASES
         .run(s, &args)
         .map(|r| {
@@ -388,7 +392,8 @@ fn lock_by_message(
 struct Outcome {
     changed: bool,
     hint_at: Option<Micros>,
-    release: Option<Uuid>,
+    /// The lease an entry released.
+    released: Option<Uuid>,
     /// Dead letters to file: key, reason, attempt.
     dead_letters: Vec<(Key, Option<String>, i32)>,
 }
@@ -513,8 +518,7 @@ impl<'a> Group<'a> {
         let also = state::SaveAlso {
             queue_id: self.queue_id,
             hint_at: out.hint_at,
-            create_lease: false,
-            release_lease: out.release,
+            ended_lease: out.released.map(|l| (l, false)),
         };
         state::save(self.s, self.partition, self.group, row, also);
     }
@@ -616,7 +620,7 @@ fn decide(
         };
         if released && row.lease_id.is_some() {
             r.lease_released = held_lease.is_some();
-            out.release = row.lease_id.take();
+            out.released = row.lease_id.take();
             row.lease_expires_at = None;
         }
         if released || came_back {

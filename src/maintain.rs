@@ -4,7 +4,7 @@
 //! A pass, per queue: bring the message count of `queue_stats` up to date; delete messages
 //! past `retentionSeconds`, and past `completedRetentionSeconds` once every subscribed group
 //! has finished them; file messages unfinished after `maxWaitTimeSeconds` as dead letters.
-//! Then, for the database: prune old lease rows, fold duplicate registry rows, remove
+//! Then, for the database: fold duplicate registry rows, remove
 //! partitions that have been empty and idle for `queen.partition_idle_seconds`.
 
 use crate::cursor::Batch;
@@ -26,7 +26,6 @@ const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TST
 const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ, INT8] };
 const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
 const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
-const PRUNE_LEASES: Query = Query { file: SQL, name: "prune_leases", args: &[] };
 const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
 const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[crate::spi::types::FLOAT8] };
 
@@ -48,7 +47,6 @@ struct Report {
     retention_deleted: i64,
     completed_retention_deleted: i64,
     max_wait_dead_lettered: i64,
-    leases_pruned: i64,
     registry_rows_folded: i64,
     partitions_removed: i64,
     partitions_restored: i64,
@@ -101,7 +99,6 @@ pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
             "retention_deleted": r.retention_deleted,
             "completed_retention_deleted": r.completed_retention_deleted,
             "max_wait_dead_lettered": r.max_wait_dead_lettered,
-            "leases_pruned": r.leases_pruned,
             "registry_rows_folded": r.registry_rows_folded,
             "partitions_removed": r.partitions_removed,
             "partitions_restored": r.partitions_restored,
@@ -132,7 +129,6 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
             r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq)?;
         }
     }
-    r.leases_pruned = unit(units, |s| PRUNE_LEASES.run(s, &[]).len() as i64)?;
     r.registry_rows_folded = unit(units, |s| FOLD_REGISTRY.run(s, &[]).first().req::<i64>(1))?;
     (r.partitions_removed, r.partitions_restored) = unit(units, |s| {
         let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
@@ -255,6 +251,9 @@ fn max_wait_file(
         return 0;
     }
     let mut row = look.row;
+    // An expired lease (an active one was left alone above) is replaced: a late ack of it
+    // hears 'lease expired'.
+    let ended = row.lease_id;
     let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();
     let old: Vec<_> = look.msgs.iter().filter(|m| state::micros(m.created_at) < cutoff_us).map(|m| m.key).collect();
     if old.is_empty() {
@@ -286,7 +285,7 @@ fn max_wait_file(
     row.cursor.release();
     row.lease_id = None;
     row.lease_expires_at = None;
-    let also = state::SaveAlso { queue_id, hint_at: Some(look.now), create_lease: false, release_lease: None };
+    let also = state::SaveAlso { queue_id, hint_at: Some(look.now), ended_lease: ended.map(|l| (l, true)) };
     state::save(s, partition, group, &row, also);
     filed
 }

@@ -35,7 +35,6 @@ const LOOK: Query = Query {
     name: "look",
     args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT8, INT8S],
 };
-const LEASE_ADD_PARTITION: Query = Query { file: SQL, name: "lease_add_partition", args: &[UUID, UUID] };
 const NEXT_DUE: Query = Query { file: SQL, name: "next_due", args: &[UUID, TEXT, UUID] };
 pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
@@ -444,11 +443,12 @@ impl Pop<'_> {
         let mut changed = false;
         if look.row.lease_expired(look.now) {
             let mut row = look.row.clone();
+            let ended = row.lease_id;
             self.expire(s, partition, &mut row);
             // Write the settled state, then read again from it (the dead letter, if any, is
             // finished now).
             let also =
-                state::SaveAlso { queue_id: self.queue_id, hint_at: None, create_lease: false, release_lease: None };
+                state::SaveAlso { queue_id: self.queue_id, hint_at: None, ended_lease: ended.map(|l| (l, true)) };
             state::save(s, partition, &self.group, &row, also);
             look = self.look_fresh(s, partition);
         }
@@ -457,12 +457,7 @@ impl Pop<'_> {
         let (n, later) = self.deliverable(&look);
         if n == 0 {
             if changed {
-                let also = state::SaveAlso {
-                    queue_id: self.queue_id,
-                    hint_at: None,
-                    create_lease: false,
-                    release_lease: None,
-                };
+                let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, ended_lease: None };
                 state::save(s, partition, &self.group, &look.row, also);
             }
             return self.pass_by(s, partition, &look, later);
@@ -522,36 +517,23 @@ impl Pop<'_> {
         let attempts: Vec<i32> = keys.iter().map(|k| row.cursor.attempt_of(*k)).collect();
         let expires = *self.lease_expires_at.get_or_insert(look.lease_expires_at);
         row.cursor.lease = Some(Batch { keys: keys.clone(), xip });
-        let first_claim = self.claimed.is_empty();
         let also = if self.req.auto_ack {
             row.cursor.finish_all();
             row.lease_id = None;
             row.lease_expires_at = None;
             // There may be more: the partition stays due now; the next look deletes the hint
             // if it is empty.
-            state::SaveAlso {
-                queue_id: self.queue_id,
-                hint_at: Some(look.now),
-                create_lease: false,
-                release_lease: None,
-            }
+            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(look.now), ended_lease: None }
         } else {
+            // The lease is the row's: every partition this pop claims carries the same id and
+            // expiry, and nothing else records it.
             row.lease_id = self.lease_id;
             row.lease_expires_at = Some(expires);
-            state::SaveAlso {
-                queue_id: self.queue_id,
-                hint_at: Some(expires),
-                create_lease: first_claim,
-                release_lease: None,
-            }
+            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(expires), ended_lease: None }
         };
         state::save(s, partition, &self.group, &row, also);
         // Should this transaction roll back, the messages are deliverable again.
         crate::wait::taken(crate::wait::queue_key(&crate::names::from_pg(self.queue_id)));
-        if !self.req.auto_ack && !first_claim {
-            let args: [DatumWithOid; 2] = [self.lease_id.into(), partition.into()];
-            LEASE_ADD_PARTITION.run(s, &args);
-        }
         self.claimed.push(partition);
         let consumer_group = self.req.group.clone();
         for (m, attempt) in look.msgs.into_iter().take(n).zip(attempts) {

@@ -25,7 +25,7 @@ const CURSOR_SAVE: Query = Query {
     name: "cursor_save",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        INT8, INT8S, UUID, TSTZ, BOOL, UUID,
+        INT8, INT8S, UUID, TSTZ, UUID, BOOL,
     ],
 };
 
@@ -147,10 +147,9 @@ pub struct SaveAlso {
     pub queue_id: Uuid,
     /// Move the partition's hints to this time (or add one).
     pub hint_at: Option<Micros>,
-    /// Create the row's lease, over this partition.
-    pub create_lease: bool,
-    /// Take this partition out of this (released) lease.
-    pub release_lease: Option<Uuid>,
+    /// This lease ended here: ran out (true) or was released (false). A late ack of it still
+    /// finds its group, and hears 'lease expired' or 'lease not held'.
+    pub ended_lease: Option<(Uuid, bool)>,
 }
 
 pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: SaveAlso) {
@@ -188,10 +187,10 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
         row.sub_point.as_ref().map(|p| p.1.clone()).into(),
         also.queue_id.into(),
         also.hint_at.map(timestamp).into(),
-        (also.create_lease && lease_id.is_some()).into(),
-        also.release_lease.into(),
+        also.ended_lease.map(|l| l.0).into(),
+        also.ended_lease.is_some_and(|l| l.1).into(),
     ];
-    if also.hint_at.is_none() && !also.create_lease && also.release_lease.is_none() {
+    if also.hint_at.is_none() && also.ended_lease.is_none() {
         CURSOR_UPDATE.run(s, &args[..19]);
     } else {
         CURSOR_SAVE.run(s, &args);

@@ -28,14 +28,23 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
 
 -- name: ack_message_lock
 -- The message $1 and its partition's cursor row, locked for this transaction, of the group of
--- lease $3 if that lease has a row, else of group $2 (NULL: queue mode), with the clock, the
--- queue's stored options (queen_configure's column order) and the lease's row; no row when the
--- message or the cursor row does not exist, or $2 is given and is not the lease's group (the
--- ack is refused: nothing is locked for it). An ack waits for a transaction that holds the
--- row (the pop that leased it, still open): the ack must apply to what that transaction
--- commits.
-WITH l AS MATERIALIZED (
-    SELECT consumer_group, expires_at, released_at IS NOT NULL AS released FROM queen.leases WHERE lease_id = $3
+-- lease $3 if that lease is or was the lease of a row of that partition, else of group $2
+-- (NULL: queue mode), with the clock, the queue's stored options (queen_configure's column
+-- order) and the lease as that row knows it (group; expiry, -infinity once it ended; whether
+-- it was released); no row when the message or the cursor row does not exist, or $2
+-- is given and is not the lease's group (the ack is refused: nothing is locked for it). An ack
+-- waits for a transaction that holds the row (the pop that leased it, still open): the ack
+-- must apply to what that transaction commits.
+WITH m AS MATERIALIZED (
+    SELECT partition_id, txid, seq, queue_id, message_id FROM queen.messages WHERE message_id = $1
+), l AS MATERIALIZED (
+    SELECT c.consumer_group,
+           CASE WHEN c.lease_id = $3 THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
+           c.lease_id IS DISTINCT FROM $3 AND NOT c.last_lease_expired AS released
+      FROM m JOIN queen.cursors c ON c.partition_id = m.partition_id
+     WHERE $3::uuid IS NOT NULL AND (c.lease_id = $3 OR c.last_lease_id = $3)
+     ORDER BY c.lease_id = $3 DESC
+     LIMIT 1
 )
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
@@ -45,19 +54,28 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
        o.max_wait_time_seconds,
        l.consumer_group, l.expires_at, l.released
-  FROM queen.messages m
+  FROM m
   LEFT JOIN l ON true
   JOIN queen.cursors c ON c.partition_id = m.partition_id
                       AND c.consumer_group = COALESCE(l.consumer_group, $2, '__QUEUE_MODE__')
   LEFT JOIN LATERAL (
         SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
- WHERE m.message_id = $1 AND ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
+ WHERE ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
    FOR UPDATE OF c;
 
 -- name: ack_leases
--- The rows of the leases an ack batch names ($1): group, expiry, whether released.
-SELECT lease_id, consumer_group, expires_at, released_at IS NOT NULL FROM queen.leases WHERE lease_id = ANY ($1);
+-- The leases an ack batch names ($1), as the cursor rows of the acked messages' partitions
+-- ($2) know them (the lease a row holds, or the last one that ended there): group, expiry
+-- (-infinity once it ended), whether it was released. Found through the primary key's
+-- partition prefix: no index on leases is needed for acks.
+SELECT DISTINCT ON (ls.l) ls.l, c.consumer_group,
+       CASE WHEN c.lease_id = ls.l THEN c.lease_expires_at ELSE '-infinity' END,
+       c.lease_id IS DISTINCT FROM ls.l AND NOT c.last_lease_expired
+  FROM (SELECT DISTINCT x AS l FROM unnest($1::uuid[]) AS x) AS ls
+  JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[])
+                      AND (c.lease_id = ls.l OR c.last_lease_id = ls.l)
+ ORDER BY ls.l, c.lease_id = ls.l DESC;
 
 -- name: lock_pair
 -- The advisory lock of (partition $1, group $2) (pop.sql try_lock_pair), waited for: an ack
@@ -67,27 +85,26 @@ SELECT pg_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
 
 -- name: renew
 -- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the
--- new expiry, or no row when the lease is no longer active. Hints rows another transaction
--- holds are skipped (the next pop that looks moves them).
-WITH l AS MATERIALIZED (
-    SELECT * FROM queen.leases WHERE lease_id = $1 AND expires_at > clock_timestamp() AND released_at IS NULL
+-- new expiry, or no row when the lease is no longer active. The lease is its cursor rows' (one
+-- per partition it covers, found through cursors_lease), locked as an ack locks them. Hint
+-- rows another transaction holds are skipped (the next pop that looks moves them).
+WITH c AS MATERIALIZED (
+    SELECT partition_id, consumer_group, queue_id, lease_expires_at FROM queen.cursors
+     WHERE lease_id = $1 AND lease_expires_at > clock_timestamp()
        FOR UPDATE
 ), secs AS MATERIALIZED (
-    SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = l.queue_id
+    SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = (SELECT queue_id FROM c LIMIT 1)
                           ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1), 300) AS s
-      FROM l
 ), new AS MATERIALIZED (
-    SELECT greatest(l.expires_at, clock_timestamp() + make_interval(secs => secs.s)) AS e FROM l, secs
-), lease AS (
-    UPDATE queen.leases SET expires_at = new.e FROM new WHERE lease_id = $1
+    SELECT greatest((SELECT max(lease_expires_at) FROM c), clock_timestamp() + make_interval(secs => secs.s)) AS e
+      FROM secs WHERE EXISTS (SELECT 1 FROM c)
 ), cursors AS (
-    UPDATE queen.cursors c SET lease_expires_at = new.e FROM l, new
-     WHERE c.partition_id = ANY (l.partition_ids) AND c.consumer_group = l.consumer_group
-       AND c.lease_id = $1
+    UPDATE queen.cursors u SET lease_expires_at = new.e FROM c, new
+     WHERE u.partition_id = c.partition_id AND u.consumer_group = c.consumer_group AND u.lease_id = $1
 ), hints AS (
     UPDATE queen.ready r SET ready_at = new.e, txid = queen.txid() FROM new WHERE r.ctid IN (
-        SELECT r2.ctid FROM queen.ready r2, l
-         WHERE r2.partition_id = ANY (l.partition_ids) AND r2.consumer_group = l.consumer_group
+        SELECT r2.ctid FROM queen.ready r2, c
+         WHERE r2.partition_id = c.partition_id AND r2.consumer_group = c.consumer_group
            FOR UPDATE OF r2 SKIP LOCKED)
 )
 SELECT e FROM new;
@@ -133,10 +150,6 @@ point AS MATERIALIZED (
            CASE WHEN $3::timestamptz IS NULL THEN ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < snap.xmax) END AS xip
       FROM snap
 ),
-leases AS (
-    UPDATE queen.leases SET partition_ids = '{}', released_at = clock_timestamp()
-     WHERE queue_id = $1 AND consumer_group = $2 AND released_at IS NULL
-),
 subs AS (
     DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2
 ),
@@ -171,7 +184,7 @@ set AS (
 SELECT count(*) FROM set;
 
 -- name: delete_group
--- Forget group $1 on queue $2 (NULL: every queue): cursors, leases, subscriptions, dead
+-- Forget group $1 on queue $2 (NULL: every queue): cursors (and their leases), subscriptions, dead
 -- letters, hints, discovery points. Returns the number of (logical) cursors removed: one per
 -- partition of each queue the group was subscribed to.
 WITH subs AS MATERIALIZED (
@@ -180,7 +193,6 @@ WITH subs AS MATERIALIZED (
 ), counted AS (
     SELECT count(DISTINCT p.partition_id) AS n FROM queen.partitions p JOIN subs USING (queue_id)
 ), c AS (DELETE FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
-), l AS (DELETE FROM queen.leases WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
 ), s AS (DELETE FROM queen.subscriptions WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
 ), d AS (DELETE FROM queen.dead_letters WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
 ), r AS (DELETE FROM queen.ready WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
@@ -197,7 +209,6 @@ WITH existed AS MATERIALIZED (
 ), p AS (DELETE FROM queen.partitions WHERE queue_id = $1
 ), q AS (DELETE FROM queen.queues WHERE queue_id = $1
 ), c AS (DELETE FROM queen.cursors WHERE queue_id = $1
-), l AS (DELETE FROM queen.leases WHERE queue_id = $1
 ), s AS (DELETE FROM queen.subscriptions WHERE queue_id = $1
 ), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1
 ), r AS (DELETE FROM queen.ready WHERE queue_id = $1

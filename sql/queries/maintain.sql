@@ -164,10 +164,6 @@ SELECT p.partition_id, subs.consumer_group
                AND (m.txid, m.seq) > (coalesce(c.done_txid, 0), coalesce(c.done_seq, 0))
              ORDER BY m.txid, m.seq LIMIT 1) < $2);
 
--- name: prune_leases
--- Lease rows kept after expiry (so that late acks hear 'lease expired') go after an hour.
-DELETE FROM queen.leases WHERE expires_at < clock_timestamp() - interval '1 hour';
-
 -- name: fold_registry
 -- Duplicate registry rows (two transactions created the same queue, partition or
 -- subscription at once; schema.sql, rule 1): keep the oldest; for queues, the configured one;

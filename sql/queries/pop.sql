@@ -265,20 +265,13 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
    FOR UPDATE SKIP LOCKED;
 
 -- name: cursor_save
--- Write a (partition, group) row back; when $21 is not NULL, replace the partition's visible
--- hints by one due at $21 (a lease's expiry; now, after an auto_ack pop): a partition with
--- work always has a hint, and the duplicates discovery leaves are folded here, by the holder
--- of the cursor row (rows another transaction holds are skipped, never waited for); and when
--- $22, create the lease $13 of queue $20 over this partition; when $23 is not NULL, take this
--- partition out of lease $23 (the lease row is marked released with its last partition).
-WITH saved AS (
-    UPDATE queen.cursors
-       SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
-           ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
-           lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-           lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp()
-     WHERE partition_id = $1 AND consumer_group = $2
-), folded AS (
+-- Write a (partition, group) row back (its lease included: the lease lives in the row); when
+-- $21 is not NULL, replace the partition's visible hints by one due at $21 (a lease's expiry;
+-- now, after an auto_ack pop or a release): a partition with work always has a hint, and the
+-- duplicates discovery leaves are folded here, by the holder of the cursor row (rows another
+-- transaction holds are skipped, never waited for); when $22 is not NULL, record it as the
+-- last lease that ended here, run out ($23) or released. $20 queue id.
+WITH folded AS (
     DELETE FROM queen.ready WHERE $21 IS NOT NULL AND ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
            FOR UPDATE SKIP LOCKED)
@@ -289,15 +282,15 @@ WITH saved AS (
     SELECT $20, $2, $1, $21, queen.txid(),
            least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), queen.own_txid())
      WHERE $21 IS NOT NULL
-), released AS (
-    UPDATE queen.leases SET partition_ids = '{}', released_at = clock_timestamp()
-     WHERE lease_id = $23 AND partition_ids <@ ARRAY[$1]::uuid[]
-), shrunk AS (
-    UPDATE queen.leases SET partition_ids = array_remove(partition_ids, $1)
-     WHERE lease_id = $23 AND NOT partition_ids <@ ARRAY[$1]::uuid[]
 )
-INSERT INTO queen.leases (lease_id, queue_id, consumer_group, partition_ids, expires_at)
-SELECT $13, $20, $2, ARRAY[$1], $14 WHERE $22;
+UPDATE queen.cursors
+   SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
+       ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
+       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
+       lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp(),
+       last_lease_id = COALESCE($22, last_lease_id),
+       last_lease_expired = CASE WHEN $22 IS NULL THEN last_lease_expired ELSE $23 END
+ WHERE partition_id = $1 AND consumer_group = $2;
 
 -- name: cursor_update
 -- cursor_save when nothing but the row changes (an ack inside a batch, say): a plain update.
@@ -314,9 +307,6 @@ UPDATE queen.cursors
 SELECT min(ready_at) FROM queen.ready
  WHERE queue_id = $1 AND consumer_group = $2 AND ready_at > (SELECT clock_timestamp())
    AND ($3::uuid IS NULL OR partition_id = $3);
-
--- name: lease_add_partition
-UPDATE queen.leases SET partition_ids = partition_ids || $2 WHERE lease_id = $1;
 
 -- name: queue_from_position
 -- Where a 'from' subscription starts reading the queue log: just before the first message

@@ -288,7 +288,7 @@ fn an_ack_without_a_lease_can_finish_another_workers_batch() {
             .unwrap();
         assert!(res.get::<_, bool>(0));
     }
-    let leases: i64 = c.query_one("SELECT count(*) FROM queen.leases WHERE released_at IS NULL", &[]).unwrap().get(0);
+    let leases: i64 = c.query_one("SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL", &[]).unwrap().get(0);
     assert_eq!(leases, 0, "the worker's lease was released");
     assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 5)")), vec![2]);
     // Queue mode by a NULL group; the batch form by transactionId + partitionId.
@@ -319,6 +319,43 @@ fn a_multi_partition_lease_is_settled_per_partition() {
     let back = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, partitions => 2)");
     assert!(back.iter().all(|r| r["partition"] == "a"));
     assert_eq!(payloads(&back), vec![0, 1]);
+}
+
+/// A lease lives in the cursor rows it covers, and nowhere else (issue 10: a table of leases grew
+/// with pops): renew extends every partition of a multi-partition lease, the acks that finish
+/// them clear it, and nothing about it is left afterwards.
+#[test]
+fn a_lease_over_several_partitions_lives_in_their_rows() {
+    let db = TestDb::new("leaserows");
+    let mut c = db.connect();
+    push_n(&mut c, "q", "p1", 2);
+    push_n(&mut c, "q", "p2", 2);
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 4, partitions => 2, lease_seconds => 100)");
+    assert_eq!(rows.len(), 4);
+    let lease = rows[0]["lease_id"].as_str().unwrap().to_string();
+    assert!(rows.iter().all(|r| r["lease_id"].as_str() == Some(lease.as_str())), "one lease for both partitions");
+    c.query_one("SELECT queen_renew($1::text::uuid, 1000)", &[&lease]).unwrap();
+    let extended: i64 = c
+        .query_one(
+            "SELECT count(*) FROM queen.group_lag WHERE lease_id = $1::text::uuid AND lease_expires_at > now() + interval '900 seconds'",
+            &[&lease],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(extended, 2, "renew extends the lease in both partitions");
+    let res = ack_batch(&mut c, &rows, &["completed"; 4]);
+    assert!(res.iter().all(|r| r.0), "{res:?}");
+    assert_eq!(res.iter().filter(|r| r.2).count(), 2, "each partition's last ack releases its part of the lease");
+    let held: i64 = c.query_one("SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL", &[]).unwrap().get(0);
+    assert_eq!(held, 0);
+    let gone: Option<std::time::SystemTime> =
+        c.query_one("SELECT queen_renew($1::text::uuid)", &[&lease]).unwrap().get(0);
+    assert!(gone.is_none(), "a released lease cannot be renewed");
+    let tables: i64 = c
+        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'queen' AND tablename = 'leases'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "no table of leases");
 }
 
 /// renew never shortens a lease and returns NULL for one that is gone; seek replays and skips.
@@ -419,7 +456,7 @@ fn deleting_groups_and_queues_and_the_views() {
 
     assert!(c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
     assert!(!c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
-    for t in ["messages", "partitions", "queues", "cursors", "leases", "subscriptions", "ready", "discovery"] {
+    for t in ["messages", "partitions", "queues", "cursors", "subscriptions", "ready", "discovery"] {
         let n: i64 = c.query_one(&format!("SELECT count(*) FROM queen.{t}"), &[]).unwrap().get(0);
         assert_eq!(n, 0, "queen.{t} still has rows");
     }

@@ -66,7 +66,7 @@ fn a_dump_restored_here_or_in_another_cluster_goes_on_where_it_left_off() {
                                                                    WHEN (payload)::int = 3 THEN 'failed'
                                                                    ELSE 'retry' END,
                                                    '_error', 'boom'))
-                 FROM queen.messages m, (SELECT lease_id FROM queen.leases WHERE released_at IS NULL) l
+                 FROM queen.messages m, (SELECT DISTINCT lease_id FROM queen.cursors WHERE lease_id IS NOT NULL) l
                 WHERE m.partition = 'P1' AND (payload)::int < 5))",
             &[],
         )

@@ -49,7 +49,7 @@ fn functions_live_in_the_extension_schema_and_tables_in_queen() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    for t in ["cursors", "dead_letters", "leases", "messages", "partitions", "queues"] {
+    for t in ["cursors", "dead_letters", "messages", "partitions", "queues"] {
         assert!(tables.iter().any(|x| x == t), "table queen.{t} is missing from {tables:?}");
     }
 }
