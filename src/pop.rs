@@ -318,6 +318,11 @@ impl Pop<'_> {
             for i in 0..page.len() {
                 let p = page[(start + i) % page.len()];
                 tried.push(p);
+                // Another pop is looking at it right now (visit.rs): the next one.
+                let Some(_visiting) = crate::visit::Visit::try_start(p, &self.group) else {
+                    self.contended = true;
+                    continue;
+                };
                 self.visit(s, p);
                 if self.done() {
                     break;

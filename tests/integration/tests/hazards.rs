@@ -258,7 +258,8 @@ fn a_pop_that_finds_a_partition_taken_meanwhile_holds_nothing() {
         (b, n)
     });
     await_claim_delay(&mut c, b_pid);
-    let m = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g')", &[]).unwrap();
+    // (By name: a pop of the group's due partitions skips one another pop is visiting.)
+    let m = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g', partition => 'P')", &[]).unwrap();
     let (mut b, n) = h.join().unwrap();
     assert_eq!(n, 0, "the partition was leased meanwhile");
     // B is still open. The holder's ack goes through at once.
@@ -269,6 +270,47 @@ fn a_pop_that_finds_a_partition_taken_meanwhile_holds_nothing() {
         .get(0);
     assert!(ok);
     b.batch_execute("COMMIT").unwrap();
+}
+
+/// A pop marks the partition it is looking at (visit.rs, a session-level advisory lock) so that
+/// concurrent pops of its group look elsewhere; the mark lasts for the visit only: not for the
+/// rest of the transaction, and not after an error ends the pop mid-visit (a session lock the
+/// transaction's end would not release). Meanwhile another pop skips the partition and finds
+/// the next one.
+#[test]
+fn a_visit_mark_lasts_for_the_visit_only() {
+    let db = TestDb::new("visit_mark");
+    let mut c = db.connect();
+    push(&mut c, "q", "P", json!(1));
+    push(&mut c, "q", "R", json!(2));
+    let visits = |c: &mut Client| -> i64 {
+        c.query_one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1364542800", &[])
+            .unwrap()
+            .get(0)
+    };
+    // A pop inside an open transaction: no mark once it has returned.
+    let mut a = open_tx(&db);
+    assert_eq!(a.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().len(), 1);
+    assert_eq!(visits(&mut c), 0, "no mark outlives its visit");
+    a.batch_execute("ROLLBACK").unwrap();
+    // A pop that errors mid-visit (statement_timeout while it sits between look and claim).
+    let mut b = db.connect();
+    let b_pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    b.batch_execute("SET queen.debug_claim_delay_ms = 1500; SET statement_timeout = '1s'").unwrap();
+    let h = std::thread::spawn(move || {
+        let r = b.query("SELECT * FROM queen_pop('q', 'g')", &[]);
+        (b, r.is_err())
+    });
+    await_claim_delay(&mut c, b_pid);
+    assert_eq!(visits(&mut c), 1, "the visit is marked");
+    // Meanwhile another pop of the group takes the other partition.
+    let other = pop_auto(&mut c, "q", Some("g"), 10);
+    assert_eq!(other.len(), 1);
+    let (mut b, failed) = h.join().unwrap();
+    assert!(failed, "the pop was cancelled mid-visit");
+    assert_eq!(visits(&mut c), 0, "an error ends the visit's mark too");
+    b.batch_execute("RESET queen.debug_claim_delay_ms; RESET statement_timeout").unwrap();
+    assert_eq!(pop_auto(&mut b, "q", Some("g"), 10).len(), 1, "the partition it was visiting is served");
 }
 
 /// Item 10: an ack (without a lease) or maintenance that creates a group's cursor row on a
