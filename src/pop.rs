@@ -300,8 +300,10 @@ impl Pop<'_> {
             self.visit(s, p);
             return;
         }
-        let limit = discovery::scan_limit(self.req.batch as i64);
-        discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
+        if let Some(_discovering) = crate::visit::Visit::try_discover(self.queue_id, &self.group) {
+            let limit = discovery::scan_limit(self.req.batch as i64);
+            discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
+        }
         let mut tried: Vec<Uuid> = Vec::new();
         while !self.done() {
             let args: [DatumWithOid; 4] =
@@ -317,13 +319,22 @@ impl Pop<'_> {
             let start = spread(page.len());
             for i in 0..page.len() {
                 let p = page[(start + i) % page.len()];
+                if tried.contains(&p) {
+                    continue; // a second hint of a partition already looked at
+                }
                 tried.push(p);
                 // Another pop is looking at it right now (visit.rs): the next one.
-                let Some(_visiting) = crate::visit::Visit::try_start(p, &self.group) else {
+                let Some(visiting) = crate::visit::Visit::try_start(p, &self.group) else {
                     self.contended = true;
                     continue;
                 };
+                let claimed = self.claimed.len();
                 self.visit(s, p);
+                if self.claimed.len() > claimed {
+                    // Delivered from: its row is this transaction's now, so the mark stays until
+                    // the transaction ends (visit.rs); a partition passed by is free at once.
+                    crate::visit::hold_until_end(visiting);
+                }
                 if self.done() {
                     break;
                 }

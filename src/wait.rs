@@ -156,6 +156,16 @@ fn drain(set: &'static std::thread::LocalKey<RefCell<HashSet<u64>>>) -> Vec<u64>
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::os::raw::c_void) {
+    if matches!(
+        event,
+        pg_sys::XactEvent::XACT_EVENT_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PREPARE
+    ) {
+        crate::visit::release_all();
+    }
     match event {
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
             drain(&TAKEN);
@@ -174,15 +184,17 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     }
 }
 
-/// A subtransaction that leased messages rolled back: they are deliverable again.
+/// A subtransaction that leased messages rolled back: they are deliverable again (and the
+/// visit marks it held go).
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_subxact(
     event: pg_sys::SubXactEvent::Type,
-    _sub: pg_sys::SubTransactionId,
+    sub: pg_sys::SubTransactionId,
     _parent: pg_sys::SubTransactionId,
     _arg: *mut std::os::raw::c_void,
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        crate::visit::release_from(sub);
         let queues: Vec<u64> = TAKEN.with(|t| t.borrow().iter().copied().collect());
         wake(&queues);
     }

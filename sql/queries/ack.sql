@@ -161,6 +161,12 @@ sub AS (
 disc AS (
     DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2
 ),
+-- The group's hints give way to one due now per partition (rows another transaction holds
+-- are skipped and stay): a seek does not add to them.
+unhinted AS (
+    DELETE FROM queen.ready WHERE ctid IN (
+        SELECT ctid FROM queen.ready WHERE queue_id = $1 AND consumer_group = $2 FOR UPDATE SKIP LOCKED)
+),
 hints AS (
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
     SELECT $1, $2, partition_id, clock_timestamp(), queen.txid() FROM pos

@@ -273,12 +273,13 @@ fn a_pop_that_finds_a_partition_taken_meanwhile_holds_nothing() {
 }
 
 /// A pop marks the partition it is looking at (visit.rs, a session-level advisory lock) so that
-/// concurrent pops of its group look elsewhere; the mark lasts for the visit only: not for the
-/// rest of the transaction, and not after an error ends the pop mid-visit (a session lock the
-/// transaction's end would not release). Meanwhile another pop skips the partition and finds
-/// the next one.
+/// concurrent pops of its group look elsewhere. A partition it delivered from keeps the mark
+/// until the transaction — or the savepoint that popped — ends (its row is held until then
+/// anyway); any other mark lasts for the visit only, also when an error ends the pop mid-visit
+/// (a session lock that the transaction's end would not release). Meanwhile another pop skips
+/// the partition and finds the next one.
 #[test]
-fn a_visit_mark_lasts_for_the_visit_only() {
+fn a_visit_mark_lasts_no_longer_than_the_visit_or_the_rows_it_holds() {
     let db = TestDb::new("visit_mark");
     let mut c = db.connect();
     push(&mut c, "q", "P", json!(1));
@@ -288,11 +289,18 @@ fn a_visit_mark_lasts_for_the_visit_only() {
             .unwrap()
             .get(0)
     };
-    // A pop inside an open transaction: no mark once it has returned.
+    // A pop inside an open transaction keeps the mark of the partition it holds, until the
+    // savepoint that popped rolls back, or the transaction ends.
     let mut a = open_tx(&db);
+    a.batch_execute("SAVEPOINT s").unwrap();
     assert_eq!(a.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().len(), 1);
-    assert_eq!(visits(&mut c), 0, "no mark outlives its visit");
+    assert_eq!(visits(&mut c), 1, "the partition it holds stays marked");
+    a.batch_execute("ROLLBACK TO SAVEPOINT s").unwrap();
+    assert_eq!(visits(&mut c), 0, "the savepoint's rollback frees it");
+    assert_eq!(a.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().len(), 1);
+    assert_eq!(visits(&mut c), 1);
     a.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(visits(&mut c), 0, "no mark outlives its transaction");
     // A pop that errors mid-visit (statement_timeout while it sits between look and claim).
     let mut b = db.connect();
     let b_pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
