@@ -343,7 +343,7 @@ SELECT q.name AS queue,
   CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
          WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time
-  -- A cursor row derived from a later 'new' point than the group's (pop.sql look: a first pop
+  -- A cursor row derived from a later 'new' point than the group's (state.sql look: a first pop
   -- that subscribed earlier committed later): what the earlier point adds, which the next pop
   -- there takes up.
   CROSS JOIN LATERAL (

@@ -15,16 +15,15 @@
 //! comes back"). A refused ack is a result, not an error, and changes nothing.
 
 use crate::cursor::Key;
-use crate::discovery::Subscription;
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::Element;
 use crate::names;
 use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
-use crate::pop::{self, DEAD_LETTER};
 use crate::spi::types::{TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Micros};
+use crate::subscription::Subscription;
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use serde_json::Value;
@@ -428,12 +427,12 @@ impl<'a> Group<'a> {
     /// would), not stored: it is created only if an entry applies (SPEC §10, a refused ack
     /// leaves no trace).
     fn virtual_row(&mut self) -> (Locked, Option<Subscription>) {
-        let (sub, opts) = match pop::subscription(self.s, self.queue_id, self.group) {
+        let (sub, opts) = match crate::subscription::subscription(self.s, self.queue_id, self.group) {
             Some((sub, opts)) => (Some(sub), opts),
             None => (None, crate::configure::load(self.s, self.queue_id).effective()),
         };
         let cursor = match &sub {
-            Some(sub) => pop::initial_cursor(self.s, sub, self.partition),
+            Some(sub) => crate::subscription::initial_cursor(self.s, sub, self.partition),
             None => Default::default(),
         };
         let row = CursorRow {
@@ -451,7 +450,7 @@ impl<'a> Group<'a> {
     /// which pops take with a try-lock, so that no pop waits on the insert. False when a row
     /// exists now (committed by another transaction meanwhile).
     fn create(&mut self, row: &CursorRow, sub: Option<Subscription>) -> bool {
-        if sub.is_none() && pop::subscribe_all(self.s, self.queue_id, self.group).is_none() {
+        if sub.is_none() && crate::subscription::subscribe_all(self.s, self.queue_id, self.group).is_none() {
             return false;
         }
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
@@ -500,15 +499,7 @@ impl<'a> Group<'a> {
         }
         if opts.dead_letter_queue {
             for (k, error, attempts) in &out.dead_letters {
-                let args: [DatumWithOid; 6] = [
-                    self.partition.into(),
-                    self.group.into(),
-                    k.0.into(),
-                    k.1.into(),
-                    error.as_deref().into(),
-                    (*attempts).into(),
-                ];
-                DEAD_LETTER.run(self.s, &args);
+                state::dead_letter(self.s, self.partition, self.group, *k, error.as_deref(), *attempts);
             }
         }
         if out.hint_at.is_some() {

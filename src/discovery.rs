@@ -11,10 +11,10 @@
 //! other pops read the same stretch of log again.
 
 use crate::cursor::Key;
-use crate::spi::types::{BOOL, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{BOOL, INT8, INT8S, TEXT, UUID, UUIDS};
 use crate::spi::{Query, Spi};
-use crate::state::SQL;
-use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use crate::subscription::Subscription;
+use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
 
 /// How many log entries one pop reads: twice what it may deliver (`batch`, the total cap),
@@ -31,7 +31,7 @@ pub fn scan_limit(batch: i64) -> i64 {
     batch.saturating_mul(2).clamp(MIN_SCAN, MAX_SCAN)
 }
 
-const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
+const SQL: &str = include_str!("../sql/queries/discovery.sql");
 const DISCOVERY_SCAN: Query =
     Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, TEXT] };
 const DISCOVERY_RECORD: Query = Query {
@@ -39,25 +39,6 @@ const DISCOVERY_RECORD: Query = Query {
     name: "discovery_record",
     args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S, TEXT, INT8S, INT8],
 };
-
-/// A group's effective subscription to a queue (SPEC §3.2): what its subscription rows add up
-/// to (`queen.effective_subscriptions`).
-#[derive(Debug, Clone)]
-pub struct Subscription {
-    pub mode: String,
-    pub from_ts: Option<TimestampWithTimeZone>,
-    pub start_xmax: i64,
-    pub start_xip: Vec<i64>,
-    /// Names this subscription: state derived from another one is out of date.
-    pub key: String,
-}
-
-impl Subscription {
-    /// The point of a 'new' subscription, which cursor rows record; None for other modes.
-    pub fn new_point(&self) -> Option<(i64, &[i64])> {
-        (self.mode == "new").then_some((self.start_xmax, self.start_xip.as_slice()))
-    }
-}
 
 /// A position in a log plus the transactions still running behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +88,7 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point
 }
 
 /// Read the log after the group's point, hint the partitions found, and move the point. The
-/// pop then takes its candidates from the hints (pop.sql next_candidate).
+/// pop then takes its candidates from the hints (pop.sql candidates).
 pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) {
     let initial = match sub.mode.as_str() {
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
@@ -116,9 +97,8 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     let mut sc = scan(s, queue_id, group, &sub.key, &initial, limit);
     if !sc.stored && sub.mode == "from" {
         // First discovery of a 'from' subscription: start just before its time.
-        let args: [DatumWithOid; 2] = [queue_id.into(), sub.from_ts.into()];
-        let row = QUEUE_FROM_POSITION.run(s, &args).first();
-        let from = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
+        let (upto, pending) = crate::subscription::queue_start(s, queue_id, sub.from_ts);
+        let from = Point { upto, pending };
         sc = scan(s, queue_id, group, &sub.key, &from, limit);
     }
     let next = next_point(&sc.point, &sc.visible, &sc.xip, sc.last);

@@ -22,6 +22,7 @@ mod pop;
 mod push;
 mod spi;
 mod state;
+mod subscription;
 mod visit;
 mod wait;
 mod worker;

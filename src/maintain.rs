@@ -9,7 +9,6 @@
 
 use crate::cursor::Batch;
 use crate::discovery::{next_point, Point};
-use crate::pop::{self, DEAD_LETTER};
 use crate::spi::types::{INT8, INT8S, TSTZ, UUID};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self};
@@ -231,11 +230,11 @@ fn max_wait_file(
     dlq: bool,
 ) -> i64 {
     let cutoff_us = state::micros(cutoff);
-    let Some((sub, _)) = pop::subscription(s, queue_id, group) else {
+    let Some((sub, _)) = crate::subscription::subscription(s, queue_id, group) else {
         return 0;
     };
-    let initial = pop::initial_cursor(s, &sub, partition);
-    let look = pop::look(s, partition, group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
+    let initial = crate::subscription::initial_cursor(s, &sub, partition);
+    let look = state::look(s, partition, group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
     // Take the row as looked at, never waiting (a pop or an ack holding it has the
     // partition's next moves; the next pass comes back): lock it in that version, or create
     // it under the pair's advisory lock, as pops do, so that no pop waits on the uncommitted
@@ -243,7 +242,7 @@ fn max_wait_file(
     let held = match look.row.version.as_deref().filter(|_| look.stored) {
         Some(version) => state::lock(s, partition, group, version),
         None => {
-            pop::try_lock_pair(s, partition, group)
+            state::try_lock_pair(s, partition, group)
                 && state::create(s, partition, group, queue_id, &initial, sub.new_point())
         }
     };
@@ -270,15 +269,7 @@ fn max_wait_file(
     for k in old {
         if dlq {
             let attempts = row.cursor.attempt_of(k);
-            let args: [DatumWithOid; 6] = [
-                partition.into(),
-                group.into(),
-                k.0.into(),
-                k.1.into(),
-                "max wait time exceeded".into(),
-                attempts.into(),
-            ];
-            DEAD_LETTER.run(s, &args);
+            state::dead_letter(s, partition, group, k, Some("max wait time exceeded"), attempts);
         }
         row.cursor.finish(k);
     }

@@ -7,36 +7,29 @@
 //! pop ever waits for another.
 
 use crate::cursor::{Batch, Cursor, Key};
-use crate::discovery::{self, Subscription};
+use crate::discovery;
 use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names;
 use crate::options::QueueOptions;
-use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
-use crate::state::{self, CursorRow, Micros, SQL};
+use crate::state::{self, CursorRow, Look, Micros};
+use crate::subscription::{self, Subscription};
+
+const SQL: &str = include_str!("../sql/queries/pop.sql");
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
 /// The most messages one pop may return.
 pub const MAX_BATCH: i32 = 10_000;
 
-const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT] };
-const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
-const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
 const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
 /// How many due partitions one candidate query returns.
 const CANDIDATE_PAGE: i64 = 16;
 const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, INT8, INT8, INT8S] };
 const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, INT8, INT8, INT8S] };
-const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[UUID, TEXT] };
-const LOOK: Query = Query {
-    file: SQL,
-    name: "look",
-    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT8, INT8S],
-};
 const NEXT_DUE: Query = Query { file: SQL, name: "next_due", args: &[UUID, TEXT, UUID] };
-pub const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
 
 #[derive(Debug, Clone)]
 pub struct PopRequest {
@@ -131,7 +124,7 @@ pub fn pop_once(req: &PopRequest) -> Outcome {
         // Queue mode always reads from the oldest retained message.
         let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
         let from = if req.group.is_none() { None } else { req.from };
-        let Some((sub, opts)) = subscribe(s, queue_id, &group, mode, from) else {
+        let Some((sub, opts)) = subscription::subscribe(s, queue_id, &group, mode, from) else {
             // No such queue (yet): a push that creates it wakes a waiting pop.
             return Outcome { rows: Vec::new(), next_due: None, contended: false };
         };
@@ -152,99 +145,6 @@ pub fn pop_once(req: &PopRequest) -> Outcome {
         let next_due = (pop.out.is_empty() && req.wait_ms > 0).then(|| pop.next_due(s)).flatten();
         Outcome { rows: pop.out, next_due, contended: pop.contended }
     })
-}
-
-/// The state a group starts with on a partition it has no cursor row for, by its subscription.
-/// (Cursor rows created in this state record `sub.new_point()`.)
-pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
-    match sub.mode.as_str() {
-        "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
-        "from" => {
-            let args: [DatumWithOid; 2] = [partition.into(), sub.from_ts.into()];
-            let row = PARTITION_FROM_POSITION.run(s, &args).first();
-            let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>(3).unwrap_or_default());
-            c.done = (row.req(1), row.req(2));
-            c
-        }
-        _ => Cursor::default(),
-    }
-}
-
-/// The group's subscription and the queue's options, if it has one.
-pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
-    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
-    SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
-}
-
-/// For an ack without a lease that applies: the group's subscription, mode 'all' if it has
-/// none yet (it subscribes its group, as a pop would). None when the queue does not exist.
-pub fn subscribe_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
-    subscribe(s, queue_id, group, "all", None)
-}
-
-/// The group's subscription (created now if it has none) and the queue's options; None when
-/// the queue does not exist.
-fn subscribe(
-    s: &mut Spi,
-    queue_id: Uuid,
-    group: &str,
-    mode: &str,
-    from: Option<TimestampWithTimeZone>,
-) -> Option<(Subscription, QueueOptions)> {
-    // The common case, a group already subscribed, is a plain read; creating the
-    // subscription is a statement of its own.
-    let existing = subscription(s, queue_id, group);
-    if existing.is_some() {
-        return existing;
-    }
-    // Inserts nothing when the queue does not exist (then there is none to read back), or when
-    // another transaction's subscription committed meanwhile (then that one is read).
-    let create: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
-    SUBSCRIBE.run(s, &create).len();
-    subscription(s, queue_id, group)
-}
-
-/// A row of `subscription_get` or `subscribe`.
-fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
-    let sub = Subscription {
-        mode: row.req::<String>(1),
-        from_ts: row.get::<TimestampWithTimeZone>(2),
-        start_xmax: row.get::<i64>(3).unwrap_or(0),
-        start_xip: row.get::<Vec<i64>>(4).unwrap_or_default(),
-        key: row.req::<String>(5),
-    };
-    (sub, crate::configure::stored_options(row, 6).effective())
-}
-
-/// A message as read from a partition.
-pub(crate) struct Msg {
-    pub(crate) key: Key,
-    pub(crate) message_id: Uuid,
-    pub(crate) transaction_id: String,
-    pub(crate) partition: String,
-    pub(crate) payload: Jsonb,
-    pub(crate) trace_id: Option<Uuid>,
-    pub(crate) created_at: TimestampWithTimeZone,
-}
-
-/// What one look at a partition saw: the row, and the messages and snapshot facts of `look`.
-pub(crate) struct Look {
-    pub(crate) row: CursorRow,
-    pub(crate) stored: bool,
-    /// The stored row was derived from an older subscription point: `row` is brought up to
-    /// date and must be saved.
-    pub(crate) stale: bool,
-    /// The reading snapshot, as queen reads it (the caller's own transaction among the
-    /// running ones): its xmin, xmax and running transactions.
-    pub(crate) xmin: i64,
-    pub(crate) xmax: i64,
-    pub(crate) xip: Vec<i64>,
-    pub(crate) pending_visible: Vec<bool>,
-    pub(crate) pending_left: Vec<bool>,
-    pub(crate) newest_at: Option<Micros>,
-    pub(crate) now: Micros,
-    pub(crate) lease_expires_at: Micros,
-    pub(crate) msgs: Vec<Msg>,
 }
 
 /// What a claim of a cursor row came to.
@@ -367,7 +267,15 @@ impl Pop<'_> {
     /// Look at a partition (no lock). `initial` is the state the group starts with there if
     /// it has no cursor row yet.
     fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
-        look(s, partition, &self.group, initial, self.sub.new_point(), self.remaining() as i64, self.lease_seconds)
+        state::look(
+            s,
+            partition,
+            &self.group,
+            initial,
+            self.sub.new_point(),
+            self.remaining() as i64,
+            self.lease_seconds,
+        )
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its
@@ -382,7 +290,7 @@ impl Pop<'_> {
             return look;
         }
         // A 'from' subscriber's first look at this partition: start before its time.
-        let start = initial_cursor(s, &self.sub, partition);
+        let start = subscription::initial_cursor(s, &self.sub, partition);
         self.look(s, partition, &start)
     }
 
@@ -490,7 +398,7 @@ impl Pop<'_> {
                 false => Claim::Changed, // or held by another: the caller looks again to tell
             };
         }
-        if !try_lock_pair(s, partition, &self.group) {
+        if !state::try_lock_pair(s, partition, &self.group) {
             return Claim::Busy;
         }
         if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor, self.sub.new_point()) {
@@ -504,15 +412,7 @@ impl Pop<'_> {
     fn expire(&self, s: &mut Spi, partition: Uuid, row: &mut CursorRow) {
         if let Some(charge) = row.cursor.expire(self.opts.retry_limit) {
             if charge.spent && self.opts.dead_letter_queue {
-                let args: [DatumWithOid; 6] = [
-                    partition.into(),
-                    self.group.as_str().into(),
-                    charge.key.0.into(),
-                    charge.key.1.into(),
-                    "lease expired".into(),
-                    charge.attempt.into(),
-                ];
-                DEAD_LETTER.run(s, &args);
+                state::dead_letter(s, partition, &self.group, charge.key, Some("lease expired"), charge.attempt);
             }
         }
         row.lease_id = None;
@@ -571,62 +471,6 @@ impl Pop<'_> {
     }
 }
 
-/// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
-/// and up to `limit` next messages, with what the reading snapshot says. `sub` is the point
-/// of the group's 'new' subscription, which a row derived from an older point is brought up
-/// to (`Look::stale`).
-pub(crate) fn look(
-    s: &mut Spi,
-    partition: Uuid,
-    group: &str,
-    initial: &Cursor,
-    sub: Option<(i64, &[i64])>,
-    limit: i64,
-    lease_seconds: i32,
-) -> Look {
-    let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 10] = [
-        partition.into(),
-        group.into(),
-        initial.done.0.into(),
-        initial.done.1.into(),
-        pt.into(),
-        ps.into(),
-        limit.into(),
-        (lease_seconds as f64).into(),
-        sub.map(|p| p.0).into(),
-        sub.map(|p| p.1.to_vec()).into(),
-    ];
-    let mut rows = LOOK.run(s, &args);
-    let r = rows.next().expect("queen: look returns its meta row");
-    let mut look = Look {
-        row: state::parse(&r, 9),
-        stored: r.req::<bool>(27),
-        stale: r.req::<bool>(28),
-        xip: r.get::<Vec<i64>>(29).unwrap_or_default(),
-        pending_visible: r.get::<Vec<bool>>(30).unwrap_or_default(),
-        pending_left: r.get::<Vec<bool>>(31).unwrap_or_default(),
-        newest_at: r.get::<TimestampWithTimeZone>(32).map(state::micros),
-        now: state::micros(r.req(33)),
-        lease_expires_at: state::micros(r.req(34)),
-        xmin: r.req(35),
-        xmax: r.req(36),
-        msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
-    };
-    for r in rows {
-        look.msgs.push(Msg {
-            key: (r.req(1), r.req(2)),
-            message_id: r.req(3),
-            transaction_id: r.req(4),
-            partition: r.req(5),
-            payload: Jsonb(r.transfer(6, -1).expect("queen: payload is not NULL")),
-            trace_id: r.get(7),
-            created_at: r.req(8),
-        });
-    }
-    look
-}
-
 /// Where in a page of `len` candidates this pop starts: the backend's own place, moved on by
 /// one at each pop.
 fn spread(len: usize) -> usize {
@@ -639,13 +483,6 @@ fn spread(len: usize) -> usize {
     // SAFETY: MyProcPid is set once at backend start and only read afterwards.
     let pid = unsafe { pgrx::pg_sys::MyProcPid } as usize;
     (pid.wrapping_mul(7919).wrapping_add(n)) % len.max(1)
-}
-
-/// Take the (partition, group) pair's advisory lock for this transaction, never waiting: the
-/// right to create its cursor row. False when another transaction holds it.
-pub fn try_lock_pair(s: &mut Spi, partition: Uuid, group: &str) -> bool {
-    let args: [DatumWithOid; 2] = [partition.into(), group.into()];
-    TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1)
 }
 
 /// How long a waiting pop sleeps at most when a partition with work was held by another

@@ -2,12 +2,13 @@
 //! retry timing that live beside it. Shared by pop and ack.
 
 use crate::cursor::{Batch, Cursor, Key};
+use crate::jsonb::Jsonb;
 use crate::spi::types::{BOOL, INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
-pub const SQL: &str = include_str!("../sql/queries/pop.sql");
+const SQL: &str = include_str!("../sql/queries/state.sql");
 
 const CURSOR_CREATE: Query =
     Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S, INT8, INT8S] };
@@ -195,4 +196,114 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
     } else {
         CURSOR_SAVE.run(s, &args);
     }
+}
+
+const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[UUID, TEXT] };
+const LOOK: Query = Query {
+    file: SQL,
+    name: "look",
+    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT8, INT8S],
+};
+
+/// A message as read from a partition.
+pub(crate) struct Msg {
+    pub(crate) key: Key,
+    pub(crate) message_id: Uuid,
+    pub(crate) transaction_id: String,
+    pub(crate) partition: String,
+    pub(crate) payload: Jsonb,
+    pub(crate) trace_id: Option<Uuid>,
+    pub(crate) created_at: TimestampWithTimeZone,
+}
+
+/// What one look at a partition saw: the row, and the messages and snapshot facts of `look`.
+pub(crate) struct Look {
+    pub(crate) row: CursorRow,
+    pub(crate) stored: bool,
+    /// The stored row was derived from an older subscription point: `row` is brought up to
+    /// date and must be saved.
+    pub(crate) stale: bool,
+    /// The reading snapshot, as queen reads it (the caller's own transaction among the
+    /// running ones): its xmin, xmax and running transactions.
+    pub(crate) xmin: i64,
+    pub(crate) xmax: i64,
+    pub(crate) xip: Vec<i64>,
+    pub(crate) pending_visible: Vec<bool>,
+    pub(crate) pending_left: Vec<bool>,
+    pub(crate) newest_at: Option<Micros>,
+    pub(crate) now: Micros,
+    pub(crate) lease_expires_at: Micros,
+    pub(crate) msgs: Vec<Msg>,
+}
+
+/// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
+/// and up to `limit` next messages, with what the reading snapshot says. `sub` is the point
+/// of the group's 'new' subscription, which a row derived from an older point is brought up
+/// to (`Look::stale`).
+pub(crate) fn look(
+    s: &mut Spi,
+    partition: Uuid,
+    group: &str,
+    initial: &Cursor,
+    sub: Option<(i64, &[i64])>,
+    limit: i64,
+    lease_seconds: i32,
+) -> Look {
+    let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
+    let args: [DatumWithOid; 10] = [
+        partition.into(),
+        group.into(),
+        initial.done.0.into(),
+        initial.done.1.into(),
+        pt.into(),
+        ps.into(),
+        limit.into(),
+        (lease_seconds as f64).into(),
+        sub.map(|p| p.0).into(),
+        sub.map(|p| p.1.to_vec()).into(),
+    ];
+    let mut rows = LOOK.run(s, &args);
+    let r = rows.next().expect("queen: look returns its meta row");
+    let mut look = Look {
+        row: parse(&r, 9),
+        stored: r.req::<bool>(27),
+        stale: r.req::<bool>(28),
+        xip: r.get::<Vec<i64>>(29).unwrap_or_default(),
+        pending_visible: r.get::<Vec<bool>>(30).unwrap_or_default(),
+        pending_left: r.get::<Vec<bool>>(31).unwrap_or_default(),
+        newest_at: r.get::<TimestampWithTimeZone>(32).map(micros),
+        now: micros(r.req(33)),
+        lease_expires_at: micros(r.req(34)),
+        xmin: r.req(35),
+        xmax: r.req(36),
+        msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
+    };
+    for r in rows {
+        look.msgs.push(Msg {
+            key: (r.req(1), r.req(2)),
+            message_id: r.req(3),
+            transaction_id: r.req(4),
+            partition: r.req(5),
+            payload: Jsonb(r.transfer(6, -1).expect("queen: payload is not NULL")),
+            trace_id: r.get(7),
+            created_at: r.req(8),
+        });
+    }
+    look
+}
+
+/// Take the (partition, group) pair's advisory lock for this transaction, never waiting: the
+/// right to create its cursor row. False when another transaction holds it.
+pub fn try_lock_pair(s: &mut Spi, partition: Uuid, group: &str) -> bool {
+    let args: [DatumWithOid; 2] = [partition.into(), group.into()];
+    TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1)
+}
+
+const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
+
+/// File message `k` of `partition` as a dead letter of `group` (the message itself stays).
+pub fn dead_letter(s: &mut Spi, partition: Uuid, group: &str, k: Key, error: Option<&str>, attempts: i32) {
+    let args: [DatumWithOid; 6] =
+        [partition.into(), group.into(), k.0.into(), k.1.into(), error.into(), attempts.into()];
+    DEAD_LETTER.run(s, &args);
 }

@@ -78,7 +78,7 @@ SELECT DISTINCT ON (ls.l) ls.l, c.consumer_group,
  ORDER BY ls.l, c.lease_id = ls.l DESC;
 
 -- name: lock_pair
--- The advisory lock of (partition $1, group $2) (pop.sql try_lock_pair), waited for: an ack
+-- The advisory lock of (partition $1, group $2) (state.sql try_lock_pair), waited for: an ack
 -- that creates a cursor row holds it, so that a pop never waits on the uncommitted insert
 -- (pops take it with a try-lock and move on).
 SELECT pg_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
@@ -124,7 +124,7 @@ WITH snap AS MATERIALIZED (
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
--- The cursor rows it creates are created under their pairs' advisory locks (pop.sql
+-- The cursor rows it creates are created under their pairs' advisory locks (state.sql
 -- try_lock_pair), waited for, in partition order: a pop never waits on the uncommitted insert.
 pairs_locked AS MATERIALIZED (
     SELECT count(pg_advisory_xact_lock(1364542798, hashtext(o.partition_id::text || '/' || $2))) AS n

@@ -2,7 +2,7 @@
 
 -- name: maintain_lock
 -- One maintenance pass at a time per database (the worker and queen_maintain() calls). Its
--- first key is its own (pop.sql try_lock_pair lists them): pair locks hash to any second key.
+-- first key is its own (state.sql try_lock_pair lists them): pair locks hash to any second key.
 SELECT pg_try_advisory_xact_lock(1364542799, 0);
 
 -- name: maintain_queues
@@ -16,7 +16,7 @@ SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_s
 -- The queue's count point (or the start), how many messages came after it (at most $2, read
 -- in log order through the queue-log index: the next pass counts on from the last), the last of them,
 -- how many messages pending transactions that committed since added, and what the snapshot
--- (as discovery_scan in pop.sql reads it) says of those transactions. $1 queue id.
+-- (as discovery_scan in discovery.sql reads it) says of those transactions. $1 queue id.
 WITH snap AS MATERIALIZED (
     SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
            pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,

@@ -97,16 +97,19 @@ pub fn open_tx(db: &TestDb) -> Client {
 }
 
 /// The query files of sql/queries, by name.
-pub const QUERY_FILES: &[&str] = &["ack", "configure", "maintain", "pop", "push"];
+pub const QUERY_FILES: &[&str] = &["ack", "configure", "discovery", "maintain", "pop", "push", "state", "subscription"];
 
 /// The text of sql/queries/`file`.sql.
 pub fn query_file(file: &str) -> &'static str {
     match file {
         "ack" => include_str!("../../../sql/queries/ack.sql"),
         "configure" => include_str!("../../../sql/queries/configure.sql"),
+        "discovery" => include_str!("../../../sql/queries/discovery.sql"),
         "maintain" => include_str!("../../../sql/queries/maintain.sql"),
         "pop" => include_str!("../../../sql/queries/pop.sql"),
         "push" => include_str!("../../../sql/queries/push.sql"),
+        "state" => include_str!("../../../sql/queries/state.sql"),
+        "subscription" => include_str!("../../../sql/queries/subscription.sql"),
         other => panic!("no query file {other}.sql"),
     }
 }

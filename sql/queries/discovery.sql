@@ -1,0 +1,102 @@
+-- Queries of discovery (src/discovery.rs): a group's point in the queue log, and the hints it
+-- leaves for the partitions it finds there. Sections are prepared once per backend.
+-- Snapshots: pg_current_snapshot() returns the snapshot of the statement that calls it, so a
+-- query that reads messages and the snapshot together sees exactly what the snapshot says.
+
+-- name: discovery_scan
+-- The group's discovery point (or $3/$4/$5 when it has none yet for its subscription $7), the
+-- queue log after it (at most $6 entries), and the partitions found there and in pending
+-- transactions that have committed since. $1 queue id, $2 group.
+-- The snapshot as queen reads it (every query that reads one does the same): the caller's own
+-- transaction counts as running — in xip, and xmin no later than it — because
+-- pg_current_snapshot() leaves it out (SPEC §3.1); so its own messages are neither read nor
+-- passed, and its xid becomes pending like any other running transaction's.
+WITH snap AS MATERIALIZED (
+    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
+           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
+             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
+           z.own
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
+),
+stored AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.discovery
+     WHERE queue_id = $1 AND consumer_group = $2 AND sub_key = $7
+     ORDER BY upto_txid DESC, upto_seq DESC LIMIT 1
+),
+point AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid, true AS stored FROM stored
+    UNION ALL
+    SELECT $3::bigint, $4::bigint, $5::bigint[], false WHERE NOT EXISTS (SELECT 1 FROM stored)
+),
+log AS MATERIALIZED (
+    SELECT m.txid, m.seq, m.partition_id FROM point, snap CROSS JOIN LATERAL (
+        SELECT txid, seq, partition_id FROM queen.messages
+         WHERE queue_id = $1 AND (txid, seq) > (point.upto_txid, point.upto_seq)
+           AND txid IS DISTINCT FROM snap.own
+         ORDER BY txid, seq LIMIT $6) AS m
+),
+pend AS MATERIALIZED (
+    SELECT p.x, p.ord, (p.x < snap.xmin OR (p.x < snap.xmax AND p.x <> ALL (snap.xip))) AS vis
+      FROM point CROSS JOIN LATERAL unnest(point.pending_txid) WITH ORDINALITY AS p(x, ord), snap
+),
+last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1),
+-- The partitions found, each once (in the order first found), with the newest transaction
+-- found there: the log after the point, then the committed pending transactions (one index
+-- scan over them: a join here is planned as a scan of every message, run whenever a pushing
+-- transaction was open at the last pop).
+found AS MATERIALIZED (
+    SELECT partition_id, max(txid) AS txid, min(ord) AS ord FROM (
+        SELECT partition_id, txid, 0 AS ord FROM log
+        UNION ALL
+        SELECT m.partition_id, m.txid, 1 FROM queen.messages m
+         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS f
+     GROUP BY partition_id
+)
+SELECT snap.xip,
+       ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
+       (SELECT txid FROM last) AS last_txid,
+       (SELECT seq FROM last) AS last_seq,
+       ARRAY(SELECT partition_id FROM found ORDER BY ord, txid, partition_id) AS found_partitions,
+       ARRAY(SELECT txid FROM found ORDER BY ord, txid, partition_id) AS found_txids,
+       point.upto_txid, point.upto_seq, point.pending_txid, point.stored, snap.xmin
+  FROM snap, point;
+
+-- name: discovery_record
+-- Hint the partitions found ($3, with the newest transaction found in each, $9), as of the
+-- scan whose snapshot's xmin was $10 ("they may have work for the group"), and, when $4,
+-- record the new point of subscription $8.
+-- A partition whose hint accounts for what was found (seen_xmin above its newest
+-- transaction: whoever deletes or moves that hint sees these messages) needs nothing. Others
+-- get a hint due now that accounts for the scan: an existing one updated in place (one no
+-- other transaction holds: never waited for), or a new one. Never "a hint exists, so nothing
+-- to do": a hint seen now may be deleted by a transaction that did not see our message.
+-- The point is insert-only, so concurrent pops never wait on each other; points behind it or
+-- at it (a point at the same position differs only in transactions that a visible point's
+-- writer has hinted since, or that are still in the new one), and points of another
+-- subscription, are pruned, skipping rows others are pruning.
+-- $1 queue id, $2 group, $5/$6/$7 the new point.
+WITH found AS MATERIALIZED (
+    SELECT f.p, f.t FROM unnest($3::uuid[], $9::bigint[]) AS f(p, t)
+     WHERE NOT EXISTS (SELECT 1 FROM queen.ready r
+                        WHERE r.partition_id = f.p AND r.consumer_group = $2 AND r.seen_xmin > f.t)
+), updated AS (
+    UPDATE queen.ready r SET ready_at = least(r.ready_at, clock_timestamp()), txid = queen.txid(),
+                             seen_xmin = greatest(r.seen_xmin, $10)
+     WHERE r.ctid IN (SELECT r2.ctid FROM queen.ready r2
+                       WHERE r2.partition_id IN (SELECT p FROM found) AND r2.consumer_group = $2
+                         FOR UPDATE SKIP LOCKED)
+    RETURNING r.partition_id
+), hinted AS (
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
+    SELECT $1, $2, f.p, clock_timestamp(), queen.txid(), $10 FROM found f
+     WHERE f.p NOT IN (SELECT partition_id FROM updated)
+), pruned AS (
+    DELETE FROM queen.discovery WHERE $4 AND ctid IN (
+        SELECT ctid FROM queen.discovery
+         WHERE queue_id = $1 AND consumer_group = $2
+           AND ((upto_txid, upto_seq) <= ($5, $6) OR sub_key <> $8)
+           FOR UPDATE SKIP LOCKED)
+)
+INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid, sub_key)
+SELECT $1, $2, $5, $6, $7, $8 WHERE $4;

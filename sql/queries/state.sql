@@ -1,0 +1,204 @@
+-- Queries of consumer state (src/state.rs): a look at a (partition, group) and its messages,
+-- and claiming, creating and saving its cursor row (the lease included), dead letters. Shared
+-- by pop, ack and maintenance. Sections are prepared once per backend.
+-- Snapshots: pg_current_snapshot() returns the snapshot of the statement that calls it, so a
+-- query that reads messages and the snapshot together sees exactly what the snapshot says.
+
+-- name: look
+-- A look at a partition for a group, without locking anything: the cursor row as committed
+-- (or $3..$6, the state a group starts with, when it has none: stored = false), and unless
+-- the row shows a lease or a retry delay, the next messages in delivery order: first those
+-- of pending transactions that have committed, then those after the frontier; finished ones
+-- (ahead) left out. With them, what the reading snapshot says (own transaction as running,
+-- see discovery_scan): its running transactions, which pending transactions are visible and
+-- which still have messages left, and the partition's newest message time.
+-- $9/$10: the point of the group's 'new' subscription (NULL otherwise). A row written under
+-- another point (a concurrent first pop that subscribed earlier committed later, SPEC §3.2)
+-- is stale: the transactions new by $9/$10 but old by the row's point, with messages here,
+-- become pending, and the row takes the new point.
+-- $1 partition, $2 group, $7 limit, $8 lease seconds.
+WITH snap AS MATERIALIZED (
+    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
+           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
+             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
+           z.own, clock_timestamp() AS now
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
+),
+stored AS MATERIALIZED (
+    SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
+           fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
+           lease_xip, sub_xmax, sub_xip, xmin::text AS version,
+           ($9::bigint IS NOT NULL AND sub_xmax IS NOT NULL
+            AND (sub_xmax, sub_xip) IS DISTINCT FROM ($9::bigint, $10::bigint[])) AS stale
+      FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
+),
+fix AS MATERIALIZED (
+    SELECT ARRAY(SELECT DISTINCT m.txid FROM queen.messages m
+                  WHERE s.stale AND m.partition_id = $1
+                    AND m.txid >= least($9, (SELECT min(x) FROM unnest($10::bigint[]) AS x))
+                    AND m.txid < least(s.done_txid, s.sub_xmax)
+                    AND m.txid <> ALL (s.sub_xip) AND m.txid <> ALL (s.pending_txid)
+                    AND (m.txid >= $9 OR m.txid = ANY ($10))
+                  ORDER BY 1) AS x
+      FROM stored s
+),
+c AS MATERIALIZED (
+    SELECT s.done_txid, s.done_seq,
+           CASE WHEN cardinality(fix.x) = 0 THEN s.pending_txid
+                ELSE ARRAY(SELECT t FROM (SELECT unnest(s.pending_txid) UNION ALL SELECT unnest(fix.x)) AS u(t)
+                            ORDER BY t) END AS pending_txid,
+           CASE WHEN cardinality(fix.x) = 0 THEN s.pending_seq
+                ELSE ARRAY(SELECT q FROM (SELECT * FROM unnest(s.pending_txid, s.pending_seq)
+                                          UNION ALL SELECT x, 0 FROM unnest(fix.x) AS x) AS u(t, q)
+                            ORDER BY t) END AS pending_seq,
+           s.ahead_txid, s.ahead_seq, s.fail_txid, s.fail_seq, s.failures, s.retry_at, s.lease_id,
+           s.lease_expires_at, s.lease_txid, s.lease_seq, s.lease_xip,
+           CASE WHEN s.stale THEN $9 ELSE s.sub_xmax END AS sub_xmax,
+           CASE WHEN s.stale THEN $10 ELSE s.sub_xip END AS sub_xip,
+           s.version, true AS stored, s.stale
+      FROM stored s, fix
+    UNION ALL
+    SELECT $3::bigint, $4::bigint, $5::bigint[], $6::bigint[], '{}'::bigint[], '{}'::bigint[],
+           NULL::bigint, NULL::bigint, 0, NULL::timestamptz, NULL::uuid, NULL::timestamptz,
+           NULL::bigint[], NULL::bigint[], NULL::bigint[], $9::bigint, $10::bigint[], NULL::text,
+           false, false
+     WHERE NOT EXISTS (SELECT 1 FROM stored)
+),
+busy AS MATERIALIZED (
+    SELECT (c.lease_id IS NOT NULL OR COALESCE(c.retry_at > snap.now, false)) AS busy FROM c, snap
+),
+pend AS MATERIALIZED (
+    SELECT p.x, p.ps, p.ord, (p.x < snap.xmin OR (p.x < snap.xmax AND p.x <> ALL (snap.xip))) AS vis
+      FROM c CROSS JOIN LATERAL unnest(c.pending_txid, c.pending_seq) WITH ORDINALITY AS p(x, ps, ord), snap
+),
+ahead AS MATERIALIZED (
+    SELECT a.x, a.s FROM c CROSS JOIN LATERAL unnest(c.ahead_txid, c.ahead_seq) AS a(x, s)
+),
+msgs AS MATERIALIZED (
+    -- No ORDER BY: the pending branch comes first (pend is in txid order, each LATERAL read
+    -- in seq order), then the frontier branch in index order; Append keeps branch order, and
+    -- queen's plans are never parallel. Only committed pending transactions are read (the
+    -- caller's own is not visible: its rows are, to itself, but are not to be delivered).
+    SELECT * FROM (
+        SELECT 0 AS src, m.* FROM pend CROSS JOIN LATERAL (
+            SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text) AS transaction_id,
+                   m.partition, m.payload, m.trace_id, m.created_at
+              FROM queen.messages m
+             WHERE pend.vis AND m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+               AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
+             ORDER BY m.seq LIMIT $7) m
+        UNION ALL
+        SELECT 1 AS src, m.* FROM c, snap CROSS JOIN LATERAL (
+            SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text),
+                   m.partition, m.payload, m.trace_id, m.created_at
+              FROM queen.messages m
+             WHERE m.partition_id = $1 AND (m.txid, m.seq) > (c.done_txid, c.done_seq)
+               AND m.txid IS DISTINCT FROM snap.own
+               AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
+             ORDER BY m.txid, m.seq LIMIT $7) m
+    ) u
+    WHERE NOT (SELECT busy FROM busy)
+    LIMIT $7
+)
+-- First row: the cursor and what the snapshot says (message columns NULL); then one row per
+-- message (the rest NULL). Message columns come first, so reading them is cheap.
+SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
+       NULL::text AS transaction_id, NULL::text AS partition, NULL::jsonb AS payload,
+       NULL::uuid AS trace_id, NULL::timestamptz AS created_at,
+       c.*,
+       snap.xip,
+       ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
+       ARRAY(SELECT EXISTS (
+                 SELECT 1 FROM queen.messages m
+                  WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+                    AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq))
+               FROM pend ORDER BY ord) AS pending_left,
+       (SELECT created_at FROM queen.messages WHERE partition_id = $1 AND txid IS DISTINCT FROM snap.own
+         ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
+       snap.now,
+       snap.now + make_interval(secs => $8) AS lease_expires_at,
+       snap.xmin, snap.xmax
+  FROM c, snap
+UNION ALL
+SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, created_at,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  -- the cursor
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  -- ... row
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL               -- the snapshot
+  FROM msgs;
+
+-- name: cursor_lock
+-- Lock the row for this transaction if it is still in version $3 (the xmin a look read),
+-- never waiting: no row when it changed or another transaction holds it. The version is
+-- checked on the row this statement's snapshot sees, before locking, so a changed row is not
+-- locked. (One window remains: a change committed between this statement's snapshot and its
+-- lock is locked, then re-checked and skipped; that is microseconds wide.)
+SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND xmin::text = $3
+   FOR UPDATE SKIP LOCKED;
+
+-- name: cursor_save
+-- Write a (partition, group) row back (its lease included: the lease lives in the row); when
+-- $21 is not NULL, replace the partition's visible hints by one due at $21 (a lease's expiry;
+-- now, after an auto_ack pop or a release): a partition with work always has a hint, and the
+-- duplicates discovery leaves are folded here, by the holder of the cursor row (rows another
+-- transaction holds are skipped, never waited for); when $22 is not NULL, record it as the
+-- last lease that ended here, run out ($23) or released. $20 queue id.
+WITH folded AS (
+    DELETE FROM queen.ready WHERE $21 IS NOT NULL AND ctid IN (
+        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
+           FOR UPDATE SKIP LOCKED)
+), hinted AS (
+    -- Accounts for every message this statement's snapshot sees: each is in the batch, or
+    -- after it (behind the lease: due at $21 or when the lease is released), or finished.
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
+    SELECT $20, $2, $1, $21, queen.txid(),
+           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), queen.own_txid())
+     WHERE $21 IS NOT NULL
+)
+UPDATE queen.cursors
+   SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
+       ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
+       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
+       lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp(),
+       last_lease_id = COALESCE($22, last_lease_id),
+       last_lease_expired = CASE WHEN $22 IS NULL THEN last_lease_expired ELSE $23 END
+ WHERE partition_id = $1 AND consumer_group = $2;
+
+-- name: cursor_update
+-- cursor_save when nothing but the row changes (an ack inside a batch, say): a plain update.
+UPDATE queen.cursors
+   SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
+       ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
+       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
+       lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp()
+ WHERE partition_id = $1 AND consumer_group = $2;
+
+-- name: cursor_create
+-- Create a cursor row for a (partition, group) that has none, in the state the group's
+-- subscription starts it with ($8/$9: the point of a 'new' subscription); no row back when one
+-- exists already. The caller holds the pair's transaction-level advisory lock (a pop takes it
+-- with a try-lock, never waiting), so no other uncommitted insert of the key can exist and
+-- ON CONFLICT cannot wait.
+INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid,
+                           pending_seq, sub_xmax, sub_xip)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (partition_id, consumer_group) DO NOTHING
+RETURNING xmin::text;
+
+-- name: try_lock_pair
+-- The advisory lock of (partition $1, group $2), never waited for: whoever creates a cursor row
+-- holds it (a pop, an ack, maintenance, a seek), so that a pop never waits on an uncommitted
+-- insert. Its first key is the pairs' own (1364542798, "QUEN"); queen's other advisory locks use
+-- 1364542799 (a maintenance pass, maintain.sql) and 1902474318 (a queue's configuration).
+SELECT pg_try_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
+
+-- name: dead_letter
+-- File a message as a dead letter of a group; the message itself stays.
+INSERT INTO queen.dead_letters (queue_id, partition_id, consumer_group, message_id, txid, seq, error, attempts)
+SELECT m.queue_id, m.partition_id, $2, m.message_id, m.txid, m.seq, $5, $6
+  FROM queen.messages m
+ WHERE m.partition_id = $1 AND m.txid = $3 AND m.seq = $4
+ON CONFLICT DO NOTHING;
+
+-- name: now
+SELECT clock_timestamp();

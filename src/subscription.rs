@@ -1,0 +1,106 @@
+//! A consumer group's subscription to a queue (SPEC §3.2): fixed at its first pop (or seek),
+//! several rows when first pops ran at once (`queen.effective_subscriptions` adds them up), and
+//! where a group that never popped a partition starts there. Read by pop, ack and maintenance;
+//! created by a group's first pop, or by an ack without a lease that applies.
+
+use crate::cursor::{Cursor, Key};
+use crate::options::QueueOptions;
+use crate::spi::types::{TEXT, TSTZ, UUID};
+use crate::spi::{Query, Spi};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::Uuid;
+
+const SQL: &str = include_str!("../sql/queries/subscription.sql");
+const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT] };
+const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
+const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
+const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
+
+/// A group's effective subscription to a queue (SPEC §3.2): what its subscription rows add up
+/// to (`queen.effective_subscriptions`).
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub mode: String,
+    pub from_ts: Option<TimestampWithTimeZone>,
+    pub start_xmax: i64,
+    pub start_xip: Vec<i64>,
+    /// Names this subscription: state derived from another one is out of date.
+    pub key: String,
+}
+
+impl Subscription {
+    /// The point of a 'new' subscription, which cursor rows record; None for other modes.
+    pub fn new_point(&self) -> Option<(i64, &[i64])> {
+        (self.mode == "new").then_some((self.start_xmax, self.start_xip.as_slice()))
+    }
+}
+
+/// The state a group starts with on a partition it has no cursor row for, by its subscription.
+/// (Cursor rows created in this state record `sub.new_point()`.)
+pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
+    match sub.mode.as_str() {
+        "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
+        "from" => {
+            let args: [DatumWithOid; 2] = [partition.into(), sub.from_ts.into()];
+            let row = PARTITION_FROM_POSITION.run(s, &args).first();
+            let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>(3).unwrap_or_default());
+            c.done = (row.req(1), row.req(2));
+            c
+        }
+        _ => Cursor::default(),
+    }
+}
+
+/// The group's subscription and the queue's options, if it has one.
+pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
+    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
+    SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
+}
+
+/// For an ack without a lease that applies: the group's subscription, mode 'all' if it has
+/// none yet (it subscribes its group, as a pop would). None when the queue does not exist.
+pub fn subscribe_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
+    subscribe(s, queue_id, group, "all", None)
+}
+
+/// The group's subscription (created now if it has none) and the queue's options; None when
+/// the queue does not exist.
+pub fn subscribe(
+    s: &mut Spi,
+    queue_id: Uuid,
+    group: &str,
+    mode: &str,
+    from: Option<TimestampWithTimeZone>,
+) -> Option<(Subscription, QueueOptions)> {
+    // The common case, a group already subscribed, is a plain read; creating the
+    // subscription is a statement of its own.
+    let existing = subscription(s, queue_id, group);
+    if existing.is_some() {
+        return existing;
+    }
+    // Inserts nothing when the queue does not exist (then there is none to read back), or when
+    // another transaction's subscription committed meanwhile (then that one is read).
+    let create: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
+    SUBSCRIBE.run(s, &create).len();
+    subscription(s, queue_id, group)
+}
+
+/// A row of `subscription_get` or `subscribe`.
+fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
+    let sub = Subscription {
+        mode: row.req::<String>(1),
+        from_ts: row.get::<TimestampWithTimeZone>(2),
+        start_xmax: row.get::<i64>(3).unwrap_or(0),
+        start_xip: row.get::<Vec<i64>>(4).unwrap_or_default(),
+        key: row.req::<String>(5),
+    };
+    (sub, crate::configure::stored_options(row, 6).effective())
+}
+
+/// Where a 'from' subscription starts reading the queue log: the position just before its
+/// time, and the transactions running below it.
+pub fn queue_start(s: &mut Spi, queue_id: Uuid, from: Option<TimestampWithTimeZone>) -> (Key, Vec<i64>) {
+    let args: [DatumWithOid; 2] = [queue_id.into(), from.into()];
+    let row = QUEUE_FROM_POSITION.run(s, &args).first();
+    ((row.req(1), row.req(2)), row.get::<Vec<i64>>(3).unwrap_or_default())
+}
