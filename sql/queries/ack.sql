@@ -43,7 +43,7 @@ WITH m AS MATERIALIZED (
            c.lease_id IS DISTINCT FROM $3 AND NOT c.last_lease_expired AS released
       FROM m JOIN queen.cursors c ON c.partition_id = m.partition_id
      WHERE $3::uuid IS NOT NULL AND (c.lease_id = $3 OR c.last_lease_id = $3)
-     ORDER BY c.lease_id = $3 DESC
+     ORDER BY c.lease_id IS NOT DISTINCT FROM $3 DESC
      LIMIT 1
 )
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
@@ -67,15 +67,16 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 -- name: ack_leases
 -- The leases an ack batch names ($1), as the cursor rows of the acked messages' partitions
 -- ($2) know them (the lease a row holds, or the last one that ended there): group, expiry
--- (-infinity once it ended), whether it was released. Found through the primary key's
--- partition prefix: no index on leases is needed for acks.
+-- (-infinity once it ended), whether it was released; a row that holds it is preferred to one
+-- where it ended (IS NOT DISTINCT FROM: a NULL lease_id must not sort first). Found through the
+-- primary key's partition prefix: no index on leases is needed for acks.
 SELECT DISTINCT ON (ls.l) ls.l, c.consumer_group,
        CASE WHEN c.lease_id = ls.l THEN c.lease_expires_at ELSE '-infinity' END,
        c.lease_id IS DISTINCT FROM ls.l AND NOT c.last_lease_expired
   FROM (SELECT DISTINCT x AS l FROM unnest($1::uuid[]) AS x) AS ls
   JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[])
                       AND (c.lease_id = ls.l OR c.last_lease_id = ls.l)
- ORDER BY ls.l, c.lease_id = ls.l DESC;
+ ORDER BY ls.l, c.lease_id IS NOT DISTINCT FROM ls.l DESC;
 
 -- name: lock_pair
 -- The advisory lock of (partition $1, group $2) (state.sql try_lock_pair), waited for: an ack
