@@ -21,7 +21,7 @@ use crate::names;
 use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
 use crate::spi::types::{TEXT, UUID, UUIDS};
-use crate::spi::{self, Query, Spi};
+use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self, CursorRow, Micros};
 use crate::subscription::Subscription;
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -221,12 +221,37 @@ struct Found {
     message_id: Uuid,
 }
 
+impl Found {
+    /// The message columns of a row of `ack_find`, `ack_find_ids` or `ack_message_lock`.
+    fn from_row(r: &Row<'_>) -> Found {
+        Found {
+            partition_id: r.req("partition_id"),
+            key: (r.req("txid"), r.req("seq")),
+            queue_id: r.req("queue_id"),
+            message_id: r.req("message_id"),
+        }
+    }
+}
+
 /// A lease an entry names, as stored: its group, its expiry, and whether it was released.
 #[derive(Clone, Debug)]
 struct LeaseRow {
     group: String,
     expires_at: Micros,
     released: bool,
+}
+
+impl LeaseRow {
+    /// The lease columns of a row of `ack_leases` or `ack_message_lock` (`consumer_group`,
+    /// `expires_at`, `released`); None when the row names no lease (a NULL group: no row of
+    /// the partition knows the lease).
+    fn from_row(r: &Row<'_>) -> Option<LeaseRow> {
+        r.get::<String>("consumer_group").map(|group| LeaseRow {
+            group,
+            expires_at: state::micros(r.req::<TimestampWithTimeZone>("expires_at")),
+            released: r.req("released"),
+        })
+    }
 }
 
 /// Apply acknowledgements in the caller's transaction; one result per entry, in order.
@@ -311,12 +336,8 @@ fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Found>]) -> Hash
     ACK_LEASES
         .run(s, &args)
         .map(|r| {
-            let lease = LeaseRow {
-                group: r.req(2),
-                expires_at: state::micros(r.req::<TimestampWithTimeZone>(3)),
-                released: r.req(4),
-            };
-            (r.req::<Uuid>(1), lease)
+            let lease = LeaseRow::from_row(&r).expect("queen: ack_leases returns the lease's group");
+            (r.req::<Uuid>("lease_id"), lease)
         })
         .collect()
 }
@@ -329,12 +350,7 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
         let by_id: HashMap<Uuid, Found> = ACK_FIND_IDS
             .run(s, &args)
             .map(|r| {
-                let f = Found {
-                    message_id: r.req(1),
-                    partition_id: r.req(2),
-                    key: (r.req(3), r.req(4)),
-                    queue_id: r.req(5),
-                };
+                let f = Found::from_row(&r);
                 (f.message_id, f)
             })
             .collect();
@@ -350,9 +366,8 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
     let args: [DatumWithOid; 4] = [mids.into(), pids.into(), tids.into(), tid_uuids.into()];
     let mut found = vec![None; entries.len()];
     for r in ACK_FIND.run(s, &args) {
-        let ord = r.req::<i64>(1) as usize - 1;
-        found[ord] =
-            Some(Found { partition_id: r.req(2), key: (r.req(3), r.req(4)), queue_id: r.req(5), message_id: r.req(6) });
+        let ord = r.req::<i64>("ord") as usize - 1;
+        found[ord] = Some(Found::from_row(&r));
     }
     found
 }
@@ -371,18 +386,12 @@ fn lock_by_message(
 ) -> Option<(Found, Locked, Option<LeaseRow>)> {
     let args: [DatumWithOid; 3] = [message_id.into(), group.into(), lease.into()];
     let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
-    let f = Found { partition_id: r.req(1), key: (r.req(2), r.req(3)), queue_id: r.req(4), message_id: r.req(5) };
     let locked = (
-        state::parse(&r, 6),
-        state::micros(r.req::<TimestampWithTimeZone>(24)),
-        crate::configure::stored_options(&r, 25).effective(),
+        state::parse(&r),
+        state::micros(r.req::<TimestampWithTimeZone>("now")),
+        crate::configure::stored_options(&r).effective(),
     );
-    let lease = r.get::<String>(35).map(|group| LeaseRow {
-        group,
-        expires_at: state::micros(r.req::<TimestampWithTimeZone>(36)),
-        released: r.req(37),
-    });
-    Some((f, locked, lease))
+    Some((Found::from_row(&r), locked, LeaseRow::from_row(&r)))
 }
 
 /// What applying a group's entries to its row decided: the row after them, and what else to

@@ -24,7 +24,7 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
     }
     Ok(spi::connect(|s| {
         let args: [DatumWithOid; 2] = [lease_id.into(), seconds.into()];
-        RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>(1))
+        RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>("expires_at"))
     }))
 }
 
@@ -32,7 +32,8 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
     let queue_id = to_pg(names::queue_id(queue));
     spi::connect(|s| {
         let args: [DatumWithOid; 3] = [queue_id.into(), group_key(group).into(), to_time.into()];
-        SEEK.run(s, &args).first().req::<i64>(1) as i32
+        crate::cache::changed();
+        SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32
     })
 }
 
@@ -40,7 +41,8 @@ pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> i32 {
     let queue_id = queue.map(|q| to_pg(names::queue_id(q)));
     spi::connect(|s| {
         let args: [DatumWithOid; 2] = [group_key(group).into(), queue_id.into()];
-        DELETE_GROUP.run(s, &args).first().req::<i64>(1) as i32
+        crate::cache::changed();
+        DELETE_GROUP.run(s, &args).first().req::<i64>("cursors_removed") as i32
     })
 }
 
@@ -48,6 +50,7 @@ pub fn delete_queue(queue: &str) -> bool {
     let queue_id = to_pg(names::queue_id(queue));
     spi::connect(|s| {
         let args: [DatumWithOid; 1] = [queue_id.into()];
-        DELETE_QUEUE.run(s, &args).first().req::<bool>(1)
+        crate::cache::changed();
+        DELETE_QUEUE.run(s, &args).first().req::<bool>("existed")
     })
 }

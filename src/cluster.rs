@@ -34,11 +34,16 @@ thread_local! {
     static LOADED: Cell<Option<(pg_sys::Oid, i64)>> = const { Cell::new(None) };
 }
 
-fn queen_schema() -> pg_sys::Oid {
+pub fn schema_oid() -> pg_sys::Oid {
+    // SAFETY: the name is a NUL-terminated C string literal; with missing_ok the lookup
+    // returns InvalidOid instead of raising when there is no schema `queen`. Callers run inside
+    // a transaction (a queen function, or spi::connect), as the catalog cache lookup needs.
     unsafe { pg_sys::get_namespace_oid(c"queen".as_ptr(), true) }
 }
 
 fn system_identifier() -> i64 {
+    // SAFETY: GetSystemIdentifier reads the control file data in shared memory, which every
+    // backend has from its start; it takes no argument.
     unsafe { pg_sys::GetSystemIdentifier() as i64 }
 }
 
@@ -46,7 +51,7 @@ fn system_identifier() -> i64 {
 /// a restore from another cluster), and load the offset. Called before every use of SPI;
 /// after the first call of a backend it costs a catalog cache lookup.
 pub fn ensure(s: &mut Spi) {
-    let schema = queen_schema();
+    let schema = schema_oid();
     if LOADED.with(|l| l.get()).is_some_and(|(oid, _)| oid == schema) {
         return;
     }
@@ -54,7 +59,7 @@ pub fn ensure(s: &mut Spi) {
     // (foreign rows, this cluster's offset)
     let read = |s: &mut Spi| {
         let row = CLUSTER_ROWS.run(s, &[me.into()]).first();
-        (row.req::<i64>(1), row.get::<i64>(2))
+        (row.req::<i64>("foreign_rows"), row.get::<i64>("xid_offset"))
     };
     let (mut foreign, mut offset) = read(s);
     if foreign > 0 {
@@ -63,7 +68,7 @@ pub fn ensure(s: &mut Spi) {
         CLUSTER_LOCK.run(s, &[]);
         (foreign, offset) = read(s);
         if foreign > 0 {
-            offset = CLUSTER_REBASE.run(s, &[me.into()]).first().get::<i64>(1);
+            offset = CLUSTER_REBASE.run(s, &[me.into()]).first().get::<i64>("xid_offset");
         }
     } else if offset.is_none() {
         CLUSTER_CLAIM.run(s, &[me.into()]);
@@ -74,7 +79,7 @@ pub fn ensure(s: &mut Spi) {
 /// The offset from this cluster's transaction ids to stored ones.
 pub fn offset() -> i64 {
     if let Some((oid, off)) = LOADED.with(|l| l.get()) {
-        if oid == queen_schema() {
+        if oid == schema_oid() {
             return off;
         }
     }
@@ -85,11 +90,15 @@ pub fn offset() -> i64 {
 
 /// The caller's transaction id as stored (assigning one if it has none).
 pub fn txid() -> i64 {
+    // SAFETY: called by the SQL function queen.txid(), i.e. inside a transaction, where
+    // GetTopFullTransactionId may assign the top-level xid (it raises an SQL error, not UB,
+    // where none can be assigned, as on a standby).
     unsafe { pg_sys::GetTopFullTransactionId().value as i64 + offset() }
 }
 
 /// The caller's transaction id as stored, if it has one.
 pub fn own_txid() -> Option<i64> {
+    // SAFETY: only reads this backend's transaction state (0 when no xid is assigned).
     let id = unsafe { pg_sys::GetTopFullTransactionIdIfAny().value };
     (id != 0).then(|| id as i64 + offset())
 }

@@ -22,23 +22,25 @@ const INSERT_QUEUE: Query = Query { file: SQL, name: "insert_queue", args: OPTIO
 /// not existing.
 pub fn load(s: &mut Spi, queue_id: pgrx::Uuid) -> StoredOptions {
     let mut rows = LOAD_OPTIONS.run(s, &[queue_id.into()]);
-    rows.next().map_or_else(StoredOptions::default, |row| stored_options(&row, 1))
+    rows.next().map_or_else(StoredOptions::default, |row| stored_options(&row))
 }
 
-/// The option columns of a row, in the order of `load_options`, from column `at` on.
-pub fn stored_options(row: &spi::Row<'_>, at: usize) -> StoredOptions {
-    let int = |i: usize| row.get::<i32>(at + i - 1);
+/// The option columns of a row, named as `queen.queues` and `load_options` name them
+/// (`lease_time` to `max_wait_time_seconds`): any query that reads a queue's options with
+/// other columns selects them under these names.
+pub fn stored_options(row: &spi::Row<'_>) -> StoredOptions {
+    let int = |name: &str| row.get::<i32>(name);
     StoredOptions {
-        lease_time: int(1),
-        retry_limit: int(2),
-        retry_delay: int(3),
-        dead_letter_queue: row.get::<bool>(at + 3),
-        delayed_processing: int(5),
-        window_buffer: int(6),
-        max_size: row.get::<i64>(at + 6),
-        retention_seconds: int(8),
-        completed_retention_seconds: int(9),
-        max_wait_time_seconds: int(10),
+        lease_time: int("lease_time"),
+        retry_limit: int("retry_limit"),
+        retry_delay: int("retry_delay"),
+        dead_letter_queue: row.get::<bool>("dead_letter_queue"),
+        delayed_processing: int("delayed_processing"),
+        window_buffer: int("window_buffer"),
+        max_size: row.get::<i64>("max_size"),
+        retention_seconds: int("retention_seconds"),
+        completed_retention_seconds: int("completed_retention_seconds"),
+        max_wait_time_seconds: int("max_wait_time_seconds"),
     }
 }
 
@@ -47,6 +49,7 @@ pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
     let queue_id = pgrx::Uuid::from_bytes(*names::queue_id(queue).as_bytes());
     spi::connect(|s| {
         LOCK_QUEUE.run(s, &[queue_id.into()]);
+        crate::cache::changed();
         let stored = load(s, queue_id).patched(patch)?;
         let o = &stored;
         let args: [DatumWithOid; 12] = [

@@ -12,7 +12,7 @@
 
 use crate::cursor::Key;
 use crate::spi::types::{BOOL, INT8, INT8S, TEXT, UUID, UUIDS};
-use crate::spi::{Query, Spi};
+use crate::spi::{Query, Row, Spi};
 use crate::subscription::Subscription;
 use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
@@ -71,19 +71,28 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point
         limit.into(),
         sub_key.into(),
     ];
-    let row = DISCOVERY_SCAN.run(s, &args).first();
-    Scan {
-        xip: row.get::<Vec<i64>>(1).unwrap_or_default(),
-        visible: row.get::<Vec<bool>>(2).unwrap_or_default(),
-        last: match (row.get::<i64>(3), row.get::<i64>(4)) {
-            (Some(t), Some(q)) => Some((t, q)),
-            _ => None,
-        },
-        partitions: row.get::<Vec<Uuid>>(5).unwrap_or_default(),
-        newest: row.get::<Vec<i64>>(6).unwrap_or_default(),
-        point: Point { upto: (row.req(7), row.req(8)), pending: row.get::<Vec<i64>>(9).unwrap_or_default() },
-        stored: row.req(10),
-        xmin: row.req(11),
+    Scan::from_row(&DISCOVERY_SCAN.run(s, &args).first())
+}
+
+impl Scan {
+    /// The row of `discovery_scan`.
+    fn from_row(row: &Row<'_>) -> Scan {
+        Scan {
+            xip: row.get::<Vec<i64>>("xip").unwrap_or_default(),
+            visible: row.get::<Vec<bool>>("pending_visible").unwrap_or_default(),
+            last: match (row.get::<i64>("last_txid"), row.get::<i64>("last_seq")) {
+                (Some(t), Some(q)) => Some((t, q)),
+                _ => None,
+            },
+            partitions: row.get::<Vec<Uuid>>("found_partitions").unwrap_or_default(),
+            newest: row.get::<Vec<i64>>("found_txids").unwrap_or_default(),
+            point: Point {
+                upto: (row.req("upto_txid"), row.req("upto_seq")),
+                pending: row.get::<Vec<i64>>("pending_txid").unwrap_or_default(),
+            },
+            stored: row.req("stored"),
+            xmin: row.req("xmin"),
+        }
     }
 }
 

@@ -21,6 +21,9 @@ pub static DEBUG_CLAIM_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub fn debug_claim_delay() {
     let ms = DEBUG_CLAIM_DELAY_MS.get();
     if ms > 0 {
+        // SAFETY: MyLatch points to this backend's own latch from process start on; WaitLatch
+        // with only WL_TIMEOUT (and WL_EXIT_ON_PM_DEATH) ignores its state and just sleeps, as
+        // pg_sleep does.
         unsafe {
             pgrx::pg_sys::WaitLatch(
                 pgrx::pg_sys::MyLatch,
@@ -45,6 +48,9 @@ pub fn init() {
     );
     // A PGC_POSTMASTER setting can only be defined while the server starts: without
     // preloading there is no worker to configure.
+    // SAFETY: a plain read of a Postgres global bool, which only this process writes (the
+    // postmaster sets it while it loads shared_preload_libraries); init runs from _PG_init, on
+    // the process's only thread.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         GucRegistry::define_string_guc(
         c"queen.databases",

@@ -47,6 +47,13 @@ impl Jsonb {
     /// recursion limit, numbers beyond f64). Err is the JSON type of an argument that is not an
     /// array.
     pub fn elements(self, keys: &[&str]) -> Result<Vec<Element>, &'static str> {
+        // SAFETY: `self.0` is a jsonb datum valid for this call (a Jsonb is only made by
+        // `FromDatum` from a jsonb argument, or by `Row::transfer` of a jsonb column into the
+        // call's memory), so `root` is a live container. It is an array (checked first), and
+        // `i` stays below its element count (JB_CMASK), so getIthJsonbValueFromContainer
+        // returns a non-null palloc'd value; an object's container is read with key pointers
+        // and lengths (no NUL needed) into the zeroed `res`, and `found` is non-null only when
+        // it points at a filled value. Strings and numerics point into the live container.
         unsafe {
             let root = self.root();
             let header = (*root).header;
@@ -84,6 +91,9 @@ impl Jsonb {
     /// The value one level deep: a scalar as it is; an object or array with its scalar members,
     /// and nested containers as empty ones (queen reads no deeper: `queen_configure`'s options).
     pub fn shallow(self) -> Value {
+        // SAFETY: as in `elements`, `root` is a live jsonb container for this call. The
+        // iterator walks it with skipNested, so every value it yields is a scalar or a
+        // jbvBinary pointing into that container, which is what `scalar` reads.
         unsafe {
             let root = self.root();
             let mut it = pg_sys::JsonbIteratorInit(root);
@@ -118,7 +128,16 @@ impl Jsonb {
     }
 
     /// The root container, detoasted.
+    ///
+    /// # Safety
+    ///
+    /// `self.0` must be a non-null jsonb datum that is still valid (not freed, its memory
+    /// context not reset). The container returned lives as long as that datum, or, when it was
+    /// toasted or had a short header, in a copy in the current memory context.
     unsafe fn root(self) -> *mut pg_sys::JsonbContainer {
+        // SAFETY: the caller gives a valid jsonb varlena; pg_detoast_datum returns it, or a
+        // palloc'd plain 4-byte-header copy, either of which is an aligned `Jsonb` whose
+        // `root` is its container.
         unsafe {
             let j = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::Jsonb;
             &mut (*j).root as *mut pg_sys::JsonbContainer
@@ -127,7 +146,15 @@ impl Jsonb {
 }
 
 /// The container of `v` if it is an object.
+///
+/// # Safety
+///
+/// `v` must point to a valid JsonbValue read from a jsonb container that is still live (as
+/// getIthJsonbValueFromContainer returns one): if it is jbvBinary, its `data` must point into
+/// that container.
 unsafe fn object_of(v: *mut pg_sys::JsonbValue) -> Option<*mut pg_sys::JsonbContainer> {
+    // SAFETY: `v` is valid (caller); `val.binary` is the active union member once `type_` is
+    // jbvBinary, and its `data` is a live container header.
     unsafe {
         if (*v).type_ != pg_sys::jbvType::jbvBinary {
             return None;
@@ -143,6 +170,9 @@ fn kind_of(v: &pg_sys::JsonbValue) -> &'static str {
         pg_sys::jbvType::jbvString => "string",
         pg_sys::jbvType::jbvNumeric => "number",
         pg_sys::jbvType::jbvBool => "boolean",
+        // SAFETY: every value here comes from a stored jsonb container (an element, or a
+        // value the iterator yields with skipNested), where any non-scalar is jbvBinary with
+        // `data` pointing into that live container; so `val.binary` is the active member.
         _ => unsafe {
             if (*v.val.binary.data).header & pg_sys::JB_FOBJECT != 0 {
                 "object"
@@ -156,7 +186,16 @@ fn kind_of(v: &pg_sys::JsonbValue) -> &'static str {
 /// A scalar jsonb value as JSON (objects and arrays as empty ones: queen reads no nested
 /// value, only names its type in an error). Numbers keep their text (serde_json's
 /// arbitrary_precision), so one beyond f64 is still a number.
+///
+/// # Safety
+///
+/// `v` must come from a jsonb container that is still live (an element, a key lookup's result,
+/// or a value the iterator yields with skipNested): its string bytes and numeric point into
+/// that container, and a non-scalar is jbvBinary.
 unsafe fn scalar(v: &pg_sys::JsonbValue) -> Value {
+    // SAFETY: `type_` says which union member is active; a string's `val`/`len` and a
+    // numeric's pointer point into the live container (caller), and numeric_out reads a valid
+    // aligned Numeric (jsonb stores numerics INTALIGNed).
     unsafe {
         match v.type_ {
             pg_sys::jbvType::jbvNull => Value::Null,
@@ -181,6 +220,10 @@ unsafe fn scalar(v: &pg_sys::JsonbValue) -> Value {
 }
 
 impl FromDatum for Jsonb {
+    /// # Safety
+    ///
+    /// Unless `is_null`, `datum` must be a jsonb datum that stays valid for as long as the
+    /// `Jsonb` is used (the methods above read it). Nothing is read here: it is only wrapped.
     unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
         if is_null {
             None
@@ -199,19 +242,38 @@ impl IntoDatum for Jsonb {
     }
 }
 
+// SAFETY: a Jsonb argument is declared `jsonb` in SQL (SqlTranslatable below), so the datum
+// unboxed is a jsonb datum of the caller's, valid for the whole call; NULL is reported, never
+// wrapped.
 unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb {
+    /// # Safety
+    ///
+    /// `arg` must be an argument of the function call now running, of SQL type jsonb.
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
+        // SAFETY: the argument is a jsonb datum (caller), which is what `FromDatum for Jsonb`
+        // takes; a NULL one panics (an SQL error) instead of being wrapped.
         unsafe { arg.unbox_arg_using_from_datum().unwrap_or_else(|| panic!("argument {index} must not be null")) }
     }
 }
 
+// SAFETY: a function returning Jsonb is declared `RETURNS jsonb` (SqlTranslatable below), and
+// the datum handed back is a non-null jsonb varlena.
 unsafe impl BoxRet for Jsonb {
+    /// # Safety
+    ///
+    /// The datum returned must be the result of the call `fcinfo` belongs to, a function
+    /// declared to return jsonb.
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        // SAFETY: `self.0` is a non-null jsonb datum in memory that outlives the call's return:
+        // the caller's own argument, or a payload `Row::transfer` copied into the memory
+        // context current before SPI connected (the call's).
         unsafe { fcinfo.return_raw_datum(self.0) }
     }
 }
 
+// SAFETY: Jsonb is a jsonb datum both ways: it is declared `jsonb` as an argument and as a
+// result, FromDatum only wraps the datum, and IntoDatum reports JSONBOID.
 unsafe impl SqlTranslatable for Jsonb {
     const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(Jsonb);
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;

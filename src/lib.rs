@@ -8,9 +8,11 @@
 mod ack;
 mod admin;
 mod api;
+mod cache;
 mod cluster;
 mod configure;
 mod cursor;
+mod decide;
 mod discovery;
 mod error;
 mod gucs;
@@ -35,8 +37,12 @@ pub extern "C-unwind" fn _PG_init() {
     error::init();
     gucs::init();
     wait::init_backend();
+    // SAFETY: a plain read of a Postgres global bool, which only this process writes (the
+    // postmaster sets it while it loads shared_preload_libraries); _PG_init runs on the
+    // process's only thread.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         wait::init_shared();
+        cache::init_shared();
         worker::register();
     }
 }

@@ -7,10 +7,10 @@
 //! Then, for the database: fold duplicate registry rows, remove
 //! partitions that have been empty and idle for `queen.partition_idle_seconds`.
 
-use crate::cursor::Batch;
+use crate::cursor::{Batch, Key};
 use crate::discovery::{next_point, Point};
 use crate::spi::types::{INT8, INT8S, TSTZ, UUID};
-use crate::spi::{self, Query, Spi};
+use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
@@ -77,7 +77,7 @@ fn unit<R>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Result<R, Sk
     let mut f = Some(f);
     let mut out = None;
     units.run(&mut |s| {
-        if MAINTAIN_LOCK.run(s, &[]).first().req::<bool>(1) {
+        if MAINTAIN_LOCK.run(s, &[]).first().req::<bool>("locked") {
             out = f.take().map(|f| f(s));
         }
     });
@@ -106,15 +106,32 @@ pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
     }
 }
 
+/// A queue as `maintain_queues` reads it: the options maintenance applies.
+struct QueueRow {
+    queue_id: Uuid,
+    retention: Option<i32>,
+    completed: Option<i32>,
+    max_wait: Option<i32>,
+    /// Dead letter queue on (the default when not set).
+    dlq: bool,
+}
+
+impl QueueRow {
+    fn from_row(q: &Row<'_>) -> QueueRow {
+        QueueRow {
+            queue_id: q.req("queue_id"),
+            retention: q.get("retention_seconds"),
+            completed: q.get("completed_retention_seconds"),
+            max_wait: q.get("max_wait_time_seconds"),
+            dlq: q.get::<bool>("dead_letter_queue").unwrap_or(true),
+        }
+    }
+}
+
 fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Report, Skipped> {
     let mut r = Report::default();
-    let queues: Vec<(Uuid, Option<i32>, Option<i32>, Option<i32>, bool)> = unit(units, |s| {
-        MAINTAIN_QUEUES
-            .run(s, &[])
-            .map(|q| (q.req(1), q.get(2), q.get(3), q.get(4), q.get::<bool>(5).unwrap_or(true)))
-            .collect()
-    })?;
-    for (queue_id, retention, completed, max_wait, dlq) in queues {
+    let queues: Vec<QueueRow> = unit(units, |s| MAINTAIN_QUEUES.run(s, &[]).map(|q| QueueRow::from_row(&q)).collect())?;
+    for QueueRow { queue_id, retention, completed, max_wait, dlq } in queues {
         r.queues += 1;
         unit(units, |s| refresh_count(s, queue_id))?;
         if let Some(secs) = retention.filter(|s| *s > 0) {
@@ -128,10 +145,16 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
             r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq)?;
         }
     }
-    r.registry_rows_folded = unit(units, |s| FOLD_REGISTRY.run(s, &[]).first().req::<i64>(1))?;
+    r.registry_rows_folded = unit(units, |s| {
+        let folded = FOLD_REGISTRY.run(s, &[]).first().req::<i64>("folded");
+        if folded > 0 {
+            crate::cache::changed(); // subscription rows merged: their sub_key may read otherwise
+        }
+        folded
+    })?;
     (r.partitions_removed, r.partitions_restored) = unit(units, |s| {
         let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
-        (idle.req::<i64>(1), idle.req::<i64>(2))
+        (idle.req::<i64>("removed"), idle.req::<i64>("restored"))
     })?;
     Ok(r)
 }
@@ -139,7 +162,7 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
 /// The time `secs` seconds ago, by the server's clock.
 fn cutoff(s: &mut Spi, secs: i32) -> TimestampWithTimeZone {
     const AGO: Query = Query { file: SQL, name: "ago", args: &[crate::spi::types::FLOAT8] };
-    AGO.run(s, &[(secs as f64).into()]).first().req(1)
+    AGO.run(s, &[(secs as f64).into()]).first().req("cutoff")
 }
 
 fn subtract(s: &mut Spi, queue_id: Uuid, counted: i64) {
@@ -148,21 +171,46 @@ fn subtract(s: &mut Spi, queue_id: Uuid, counted: i64) {
     }
 }
 
+/// The row of `count_scan`: the queue's count point and what came after it.
+struct CountScan {
+    point: Point,
+    /// Messages counted up to the point.
+    counted: i64,
+    /// Messages after the point (at most `COUNT_CHUNK`), and the last of them.
+    tail: i64,
+    last: Option<Key>,
+    /// Messages of the point's pending transactions that committed since.
+    committed: i64,
+    /// Per pending transaction, whether it ended; the scan's running transactions.
+    visible: Vec<bool>,
+    xip: Vec<i64>,
+}
+
+impl CountScan {
+    fn from_row(row: &Row<'_>) -> CountScan {
+        CountScan {
+            point: Point {
+                upto: (row.req("upto_txid"), row.req("upto_seq")),
+                pending: row.get::<Vec<i64>>("pending_txid").unwrap_or_default(),
+            },
+            counted: row.req("counted"),
+            tail: row.req("tail_count"),
+            last: match (row.get::<i64>("last_txid"), row.get::<i64>("last_seq")) {
+                (Some(t), Some(q)) => Some((t, q)),
+                _ => None,
+            },
+            committed: row.req("committed"),
+            visible: row.get::<Vec<bool>>("pending_visible").unwrap_or_default(),
+            xip: row.get::<Vec<i64>>("xip").unwrap_or_default(),
+        }
+    }
+}
+
 /// Bring the queue's count up to its log's end (same pending-transaction rule as discovery).
 fn refresh_count(s: &mut Spi, queue_id: Uuid) {
-    let row = COUNT_SCAN.run(s, &[queue_id.into(), COUNT_CHUNK.into()]).first();
-    let point = Point { upto: (row.req(1), row.req(2)), pending: row.get::<Vec<i64>>(3).unwrap_or_default() };
-    let counted: i64 = row.req(4);
-    let tail: i64 = row.req(5);
-    let last = match (row.get::<i64>(6), row.get::<i64>(7)) {
-        (Some(t), Some(q)) => Some((t, q)),
-        _ => None,
-    };
-    let committed: i64 = row.req(8);
-    let visible = row.get::<Vec<bool>>(9).unwrap_or_default();
-    let xip = row.get::<Vec<i64>>(10).unwrap_or_default();
-    let next = next_point(&point, &visible, &xip, last);
-    if next == point && tail == 0 && committed == 0 {
+    let c = CountScan::from_row(&COUNT_SCAN.run(s, &[queue_id.into(), COUNT_CHUNK.into()]).first());
+    let next = next_point(&c.point, &c.visible, &c.xip, c.last);
+    if next == c.point && c.tail == 0 && c.committed == 0 {
         return;
     }
     let args: [DatumWithOid; 5] = [
@@ -170,7 +218,7 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
         next.upto.0.into(),
         next.upto.1.into(),
         next.pending.into(),
-        (counted + tail + committed).into(),
+        (c.counted + c.tail + c.committed).into(),
     ];
     COUNT_SAVE.run(s, &args);
 }
@@ -190,7 +238,7 @@ fn retain_in_chunks(
     for _ in 0..chunks {
         let deleted = unit(units, |s| {
             let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
-            let (deleted, counted) = (row.req::<i64>(1), row.req::<i64>(2));
+            let (deleted, counted) = (row.req::<i64>("deleted"), row.req::<i64>("counted"));
             subtract(s, queue_id, counted);
             deleted
         })?;
@@ -209,8 +257,10 @@ fn retain_in_chunks(
 fn max_wait_pass(units: &mut dyn Units, queue_id: Uuid, secs: i32, dlq: bool) -> Result<i64, Skipped> {
     let (cutoff, pairs) = unit(units, |s| {
         let cutoff = cutoff(s, secs);
-        let pairs: Vec<(Uuid, String)> =
-            MAX_WAIT_CANDIDATES.run(s, &[queue_id.into(), cutoff.into()]).map(|r| (r.req(1), r.req(2))).collect();
+        let pairs: Vec<(Uuid, String)> = MAX_WAIT_CANDIDATES
+            .run(s, &[queue_id.into(), cutoff.into()])
+            .map(|r| (r.req("partition_id"), r.req("consumer_group")))
+            .collect();
         (cutoff, pairs)
     })?;
     let mut filed = 0;

@@ -7,6 +7,7 @@
 //! pop ever waits for another.
 
 use crate::cursor::{Batch, Cursor, Key};
+use crate::decide::{self, Action, Timing};
 use crate::discovery;
 use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
@@ -294,99 +295,76 @@ impl Pop<'_> {
         self.look(s, partition, &start)
     }
 
-    /// How many of the read messages may be delivered now (a prefix: order holds), and when
-    /// the first one held back becomes deliverable.
-    fn deliverable(&self, look: &Look) -> (usize, Option<Micros>) {
-        const SEC: i64 = 1_000_000;
-        if self.opts.window_buffer > 0 && !look.msgs.is_empty() {
-            if let Some(newest) = look.newest_at {
-                let quiet_at = newest + self.opts.window_buffer as i64 * SEC;
-                if quiet_at > look.now {
-                    return (0, Some(quiet_at));
+    /// Visit one partition: look, decide, apply, until an action ends the visit.
+    fn visit(&mut self, s: &mut Spi, partition: Uuid) {
+        let timing =
+            Timing { delayed_processing: self.opts.delayed_processing, window_buffer: self.opts.window_buffer };
+        let mut look = self.look_fresh(s, partition);
+        let mut held = false;
+        let mut claims = 0;
+        loop {
+            match decide::decide(&look.seen(held), timing) {
+                Action::Claim => {
+                    // A claim takes the row only in the version looked at (a row changed since is
+                    // looked at again, holding nothing), so the pop never holds a row it then
+                    // delivers nothing from, which would block the holder's acks and other pops
+                    // until its transaction ends.
+                    crate::gucs::debug_claim_delay();
+                    claims += 1;
+                    match self.claim(s, partition, &look) {
+                        Claim::Held => {
+                            held = true;
+                            look.resolve_pending();
+                        }
+                        Claim::Changed if claims < 4 => {
+                            let version = look.row.version.clone();
+                            look = self.look_fresh(s, partition);
+                            if look.stored && look.row.version == version {
+                                // Not changed: held by another transaction.
+                                self.contended = true;
+                                return;
+                            }
+                        }
+                        Claim::Changed | Claim::Busy => {
+                            self.contended = true;
+                            return;
+                        }
+                    }
                 }
+                Action::Expire => {
+                    let mut row = look.row.clone();
+                    let ended = row.lease_id;
+                    self.expire(s, partition, &mut row);
+                    // Write the settled state, then read again from it (the dead letter, if any,
+                    // is finished now).
+                    let also = state::SaveAlso {
+                        queue_id: self.queue_id,
+                        hint_at: None,
+                        ended_lease: ended.map(|l| (l, true)),
+                    };
+                    state::save(s, partition, &self.group, &row, also);
+                    look = self.look_fresh(s, partition);
+                    look.resolve_pending();
+                }
+                Action::Deliver(n) => return self.deliver(s, partition, look, n),
+                Action::Later(at) => return self.pass_by(s, partition, &look, held, Some(at)),
+                Action::Idle => return self.pass_by(s, partition, &look, held, None),
             }
         }
-        if self.opts.delayed_processing > 0 {
-            let delay = self.opts.delayed_processing as i64 * SEC;
-            for (i, m) in look.msgs.iter().enumerate() {
-                let at = state::micros(m.created_at) + delay;
-                if at > look.now {
-                    return (i, Some(at));
-                }
-            }
-        }
-        (look.msgs.len(), None)
     }
 
-    /// Nothing to deliver from this partition now (as `look` saw it): leave its hints for
-    /// when there may be.
-    fn pass_by(&self, s: &mut Spi, partition: Uuid, look: &Look, later: Option<Micros>) {
+    /// Nothing to deliver from this partition now (as `look` saw it). A row this pop holds is
+    /// saved if the look brought it up to date; the partition's hints move to when there may
+    /// be something (`later`), or go.
+    fn pass_by(&self, s: &mut Spi, partition: Uuid, look: &Look, held: bool, later: Option<Micros>) {
+        if held && look.changed {
+            let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, ended_lease: None };
+            state::save(s, partition, &self.group, &look.row, also);
+        }
         match later {
             Some(at) => self.hints_set(s, partition, look, at),
             None => self.hints_delete(s, partition, look),
         }
-    }
-
-    /// Look at one partition and deliver from it if the group may.
-    fn visit(&mut self, s: &mut Spi, partition: Uuid) {
-        let mut look = self.look_fresh(s, partition);
-        // A claim takes the row only in the version looked at (a row changed since is looked
-        // at again, holding nothing), so the pop never holds a row it then delivers nothing
-        // from, which would block the holder's acks and other pops until its transaction ends.
-        for attempt in 0.. {
-            if look.row.lease_active(look.now) {
-                return self.hints_set(s, partition, &look, look.row.lease_expires_at.unwrap());
-            }
-            if let Some(at) = look.row.retry_pending(look.now) {
-                return self.hints_set(s, partition, &look, at);
-            }
-            if !look.row.lease_expired(look.now) {
-                let (n, later) = self.deliverable(&look);
-                if n == 0 {
-                    return self.pass_by(s, partition, &look, later);
-                }
-            }
-            crate::gucs::debug_claim_delay();
-            match self.claim(s, partition, &look) {
-                Claim::Held => break,
-                Claim::Changed if attempt < 3 => {
-                    let version = look.row.version.clone();
-                    look = self.look_fresh(s, partition);
-                    if look.stored && look.row.version == version {
-                        // Not changed: held by another transaction.
-                        self.contended = true;
-                        return;
-                    }
-                }
-                Claim::Changed | Claim::Busy => {
-                    self.contended = true;
-                    return;
-                }
-            }
-        }
-        let mut changed = false;
-        if look.row.lease_expired(look.now) {
-            let mut row = look.row.clone();
-            let ended = row.lease_id;
-            self.expire(s, partition, &mut row);
-            // Write the settled state, then read again from it (the dead letter, if any, is
-            // finished now).
-            let also =
-                state::SaveAlso { queue_id: self.queue_id, hint_at: None, ended_lease: ended.map(|l| (l, true)) };
-            state::save(s, partition, &self.group, &row, also);
-            look = self.look_fresh(s, partition);
-        }
-        changed |= look.stale;
-        changed |= look.row.cursor.resolve_pending(&look.pending_visible, &look.pending_left);
-        let (n, later) = self.deliverable(&look);
-        if n == 0 {
-            if changed {
-                let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, ended_lease: None };
-                state::save(s, partition, &self.group, &look.row, also);
-            }
-            return self.pass_by(s, partition, &look, later);
-        }
-        self.deliver(s, partition, look, n);
     }
 
     /// Take the cursor row of `partition` for this transaction as `look` saw it: lock it in
@@ -495,6 +473,7 @@ const CONTENDED_SLEEP_MS: u64 = 50;
 /// sees what committed meanwhile.)
 pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
     if req.wait_ms > 0 {
+        // SAFETY: a backend global, set for the running transaction; read only.
         let iso = unsafe { pgrx::pg_sys::XactIsoLevel };
         if iso > pgrx::pg_sys::XACT_READ_COMMITTED as i32 {
             let name =
@@ -516,6 +495,7 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
                 let mut sleep = deadline - now;
                 if let Some(due) = found.next_due {
                     // The clock the hints use (microseconds), and a millisecond past it.
+                    // SAFETY: GetCurrentTimestamp only reads the clock.
                     let until = due - unsafe { pgrx::pg_sys::GetCurrentTimestamp() } + 1000;
                     sleep = sleep.min(std::time::Duration::from_micros(until.max(0) as u64));
                 }

@@ -231,7 +231,8 @@ fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload:
             it.trace_id.map(to_pg).into(),
         ];
         let query = if it.transaction_id.is_none() { &PUSH_ONE_KEYLESS } else { &PUSH_ONE };
-        let inserted = query.run(s, &args).next().map(|row| (row.req::<bool>(2), row.get::<i64>(3)));
+        let inserted =
+            query.run(s, &args).next().map(|row| (row.req::<bool>("registered"), row.get::<i64>("max_size")));
         match inserted {
             Some((registered, max_size)) => {
                 if !registered {
@@ -273,7 +274,7 @@ fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<(Uuid, i64)> {
         }
     }
     let args: [DatumWithOid; 4] = [rq.into(), rqn.into(), rp.into(), rpn.into()];
-    REGISTER.run(s, &args).map(|r| (r.req::<Uuid>(1), r.req::<i64>(2))).collect()
+    REGISTER.run(s, &args).map(|r| (r.req::<Uuid>("queue_id"), r.req::<i64>("max_size"))).collect()
 }
 
 /// Caps are checked after the insert, so that a producer pushing one transaction after
@@ -281,7 +282,7 @@ fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<(Uuid, i64)> {
 /// (SPEC §4 maxSize).
 fn check_cap(s: &mut Spi, queue: &str, queue_id: Uuid, max: i64) -> QueenResult<()> {
     let args: [DatumWithOid; 2] = [queue_id.into(), max.saturating_add(1).into()];
-    let n = COUNT_QUEUE.run(s, &args).first().get::<i64>(1).unwrap_or(0);
+    let n = COUNT_QUEUE.run(s, &args).first().get::<i64>("messages").unwrap_or(0);
     if n > max {
         return Err(QueenError::QueueFull { queue: queue.to_string(), max_size: max });
     }
@@ -330,7 +331,8 @@ fn push_batch(
         ];
         let keyless = todo.iter().all(|&i| items[i].transaction_id.is_none());
         let query = if keyless { &INSERT_MESSAGES_KEYLESS } else { &INSERT_MESSAGES };
-        let queued: std::collections::HashSet<Uuid> = query.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
+        let queued: std::collections::HashSet<Uuid> =
+            query.run(s, &args).map(|r| r.req::<Uuid>("message_id")).collect();
         let dups: Vec<usize> = todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect();
         todo = resolve_duplicates(s, items, results, dups);
         for i in &todo {
@@ -359,8 +361,10 @@ fn resolve_duplicates(s: &mut Spi, items: &[PushItem], results: &mut [PushResult
     let pids: Vec<Uuid> = dups.iter().map(|&i| results[i].partition_id).collect();
     let tids: Vec<String> = dups.iter().map(|&i| items[i].transaction_id.clone().unwrap_or_default()).collect();
     let args: [DatumWithOid; 2] = [pids.into(), tids.into()];
-    let holders: HashMap<(Uuid, String), Uuid> =
-        HOLDERS.run(s, &args).map(|r| ((r.req::<Uuid>(1), r.req::<String>(2)), r.req::<Uuid>(3))).collect();
+    let holders: HashMap<(Uuid, String), Uuid> = HOLDERS
+        .run(s, &args)
+        .map(|r| ((r.req::<Uuid>("partition_id"), r.req::<String>("transaction_id")), r.req::<Uuid>("message_id")))
+        .collect();
     let mut missing = vec![];
     for i in dups {
         let key = (results[i].partition_id, items[i].transaction_id.clone().unwrap_or_default());

@@ -83,6 +83,10 @@ impl Query {
         }
         let sql = CString::new(section(self.file, self.name)).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
+        // SAFETY: called inside an SPI connection (Query is only run with a `&mut Spi`);
+        // `sql` is a NUL-terminated string and `types` holds one oid per parameter, both live
+        // for the call. A null plan is reported before it is used, and SPI_keepplan moves the
+        // plan out of the connection's memory so that it outlives it (kept for the backend).
         let plan = unsafe {
             let p = pg_sys::SPI_prepare_cursor(
                 sql.as_ptr(),
@@ -119,6 +123,12 @@ impl Query {
                 }
             }
         }
+        // SAFETY: inside the SPI connection `_spi` proves; `plan` is a kept plan whose
+        // parameter count and types are `self.args` (asserted above), and `values`/`nulls`
+        // have one entry each, live for the call (pass-by-reference datums point into `args`,
+        // which outlive it). SPI_tuptable is cleared first, so a statement that returns no
+        // tuple table leaves it null rather than the previous query's; the returned Rows
+        // borrows the connection mutably, so the next query cannot free a table still read.
         unsafe {
             pg_sys::SPI_tuptable = std::ptr::null_mut();
             let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), false, 0);
@@ -171,41 +181,79 @@ impl<'s> Iterator for Rows<'s> {
     }
 }
 
+/// A column of a result row: by name, as the query's select list names it (how queen reads
+/// rows), or by 1-based position (for a query that returns one column).
+pub trait Column: Copy + std::fmt::Display {
+    /// The column's 1-based number in `desc`.
+    fn number(self, desc: pg_sys::TupleDesc) -> i32;
+}
+
+impl Column for usize {
+    fn number(self, _desc: pg_sys::TupleDesc) -> i32 {
+        self as i32
+    }
+}
+
+impl Column for &str {
+    fn number(self, desc: pg_sys::TupleDesc) -> i32 {
+        // SAFETY: `desc` is the descriptor of a live SPI tuple table (Row holds it only while
+        // its SPI connection lasts), and it has `natts` attributes.
+        let attrs = unsafe { (*desc).attrs.as_slice((*desc).natts as usize) };
+        // A linear scan of at most 36 short names, comparing bytes in place: no allocation
+        // (SPI_fnumber would want a C string), and under a microsecond for the widest row.
+        attrs
+            .iter()
+            .position(|a| {
+                // SAFETY: attname is a NUL-terminated NameData inside the attribute.
+                !a.attisdropped
+                    && unsafe { std::ffi::CStr::from_ptr(a.attname.data.as_ptr()) }.to_bytes() == self.as_bytes()
+            })
+            .map(|i| i as i32 + 1)
+            .unwrap_or_else(|| panic!("queen: the query returns no column \"{self}\""))
+    }
+}
+
 impl Row<'_> {
-    /// The raw datum of column `col` (1-based); None for NULL. Valid until SPI disconnects.
-    pub fn datum(&self, col: usize) -> Option<pg_sys::Datum> {
+    /// The tuple and its descriptor.
+    fn tuple(&self) -> (pg_sys::HeapTuple, pg_sys::TupleDesc) {
+        // SAFETY: `table` is the SPI tuple table this row came from, still current (a Row
+        // borrows the Spi connection, and a new query needs it mutably), and `i < numvals`.
         unsafe {
             let t = &*self.table;
-            let tuple = *t.vals.add(self.i);
-            let mut is_null = false;
-            let d = pg_sys::SPI_getbinval(tuple, t.tupdesc, col as i32, &mut is_null);
-            if is_null {
-                None
-            } else {
-                Some(d)
-            }
+            (*t.vals.add(self.i), t.tupdesc)
         }
     }
 
-    /// Column `col` (1-based) as `T`; None for NULL.
-    pub fn get<T: FromDatum>(&self, col: usize) -> Option<T> {
+    /// The raw datum of column `col`; None for NULL. Valid until SPI disconnects.
+    pub fn datum(&self, col: impl Column) -> Option<pg_sys::Datum> {
+        let (tuple, desc) = self.tuple();
+        let mut is_null = false;
+        // SAFETY: a live tuple and its descriptor; SPI_getbinval checks the column number.
+        let d = unsafe { pg_sys::SPI_getbinval(tuple, desc, col.number(desc), &mut is_null) };
+        (!is_null).then_some(d)
+    }
+
+    /// Column `col` as `T`; None for NULL.
+    pub fn get<T: FromDatum>(&self, col: impl Column) -> Option<T> {
+        let (tuple, desc) = self.tuple();
+        let mut is_null = false;
+        // SAFETY: as in `datum`; the kept plans fix each column's type, and every caller
+        // reads a column as the Rust type of the SQL type its query gives it.
         unsafe {
-            let t = &*self.table;
-            let tuple = *t.vals.add(self.i);
-            let mut is_null = false;
-            let d = pg_sys::SPI_getbinval(tuple, t.tupdesc, col as i32, &mut is_null);
+            let d = pg_sys::SPI_getbinval(tuple, desc, col.number(desc), &mut is_null);
             T::from_datum(d, is_null)
         }
     }
 
     /// Column `col`, which must not be NULL.
-    pub fn req<T: FromDatum>(&self, col: usize) -> T {
+    pub fn req<T: FromDatum>(&self, col: impl Column) -> T {
         self.get(col).unwrap_or_else(|| panic!("queen: column {col} is NULL"))
     }
 
     /// Column `col` copied out of SPI's memory into the caller's (the memory current before
     /// `connect`), so it outlives the connection. For pass-by-reference types such as jsonb.
-    pub fn transfer(&self, col: usize, typlen: i32) -> Option<pg_sys::Datum> {
+    pub fn transfer(&self, col: impl Column, typlen: i32) -> Option<pg_sys::Datum> {
+        // SAFETY: a datum of this row's live tuple, of a type of length `typlen`.
         self.datum(col).map(|d| unsafe { pg_sys::SPI_datumTransfer(d, false, typlen) })
     }
 }

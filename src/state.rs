@@ -66,46 +66,37 @@ impl CursorRow {
     pub fn lease_active(&self, now: Micros) -> bool {
         self.lease_id.is_some() && self.lease_expires_at.is_some_and(|e| e > now)
     }
-
-    pub fn lease_expired(&self, now: Micros) -> bool {
-        self.lease_id.is_some() && !self.lease_active(now)
-    }
-
-    pub fn retry_pending(&self, now: Micros) -> Option<Micros> {
-        self.retry_at.filter(|&at| at > now)
-    }
 }
 
 fn keys(t: Vec<i64>, s: Vec<i64>) -> Vec<Key> {
     t.into_iter().zip(s).collect()
 }
 
-/// Parse the cursor columns of a row, in `queen.cursors` order from `done_txid` to
-/// `sub_xip`, then the row version, starting at column `at`.
-pub fn parse(row: &Row<'_>, at: usize) -> CursorRow {
-    let c = |i: usize| at + i - 1;
-    let i8 = |i: usize| row.get::<i64>(c(i));
-    let arr = |i: usize| row.get::<Vec<i64>>(c(i)).unwrap_or_default();
-    let ts = |i: usize| row.get::<TimestampWithTimeZone>(c(i)).map(micros);
-    let lease_id = row.get::<Uuid>(c(11));
-    let fail = match (i8(7), i8(8)) {
-        (Some(t), Some(s)) => Some(((t, s), row.get::<i32>(c(9)).unwrap_or(0))),
+/// Decode the cursor columns of a row, named as in `queen.cursors` (`done_txid` to `sub_xip`),
+/// and the row version (`version`, its xmin as text). Any query that reads a cursor row for
+/// pop, ack or maintenance selects them under these names.
+pub fn parse(row: &Row<'_>) -> CursorRow {
+    let arr = |name: &str| row.get::<Vec<i64>>(name).unwrap_or_default();
+    let ts = |name: &str| row.get::<TimestampWithTimeZone>(name).map(micros);
+    let lease_id = row.get::<Uuid>("lease_id");
+    let fail = match (row.get::<i64>("fail_txid"), row.get::<i64>("fail_seq")) {
+        (Some(t), Some(s)) => Some(((t, s), row.get::<i32>("failures").unwrap_or(0))),
         _ => None,
     };
-    let lease = lease_id.map(|_| Batch { keys: keys(arr(13), arr(14)), xip: arr(15) });
+    let lease = lease_id.map(|_| Batch { keys: keys(arr("lease_txid"), arr("lease_seq")), xip: arr("lease_xip") });
     CursorRow {
         cursor: Cursor {
-            done: (i8(1).unwrap_or(0), i8(2).unwrap_or(0)),
-            pending: keys(arr(3), arr(4)),
-            ahead: keys(arr(5), arr(6)),
+            done: (row.get("done_txid").unwrap_or(0), row.get("done_seq").unwrap_or(0)),
+            pending: keys(arr("pending_txid"), arr("pending_seq")),
+            ahead: keys(arr("ahead_txid"), arr("ahead_seq")),
             fail,
             lease,
         },
-        retry_at: ts(10),
+        retry_at: ts("retry_at"),
         lease_id,
-        lease_expires_at: ts(12),
-        sub_point: i8(16).map(|x| (x, arr(17))),
-        version: row.get::<String>(c(18)),
+        lease_expires_at: ts("lease_expires_at"),
+        sub_point: row.get::<i64>("sub_xmax").map(|x| (x, arr("sub_xip"))),
+        version: row.get::<String>("version"),
     }
 }
 
@@ -223,6 +214,9 @@ pub(crate) struct Look {
     /// The stored row was derived from an older subscription point: `row` is brought up to
     /// date and must be saved.
     pub(crate) stale: bool,
+    /// `row` differs from the stored row (it was `stale`, or pending transactions resolved):
+    /// a pop that holds the row saves it even if it delivers nothing.
+    pub(crate) changed: bool,
     /// The reading snapshot, as queen reads it (the caller's own transaction among the
     /// running ones): its xmin, xmax and running transactions.
     pub(crate) xmin: i64,
@@ -234,6 +228,28 @@ pub(crate) struct Look {
     pub(crate) now: Micros,
     pub(crate) lease_expires_at: Micros,
     pub(crate) msgs: Vec<Msg>,
+    /// `created_at` of `msgs`, for the rules.
+    pub(crate) created: Vec<Micros>,
+}
+
+impl Look {
+    /// What the look saw, as the rules of decide.rs read it.
+    pub(crate) fn seen(&self, held: bool) -> crate::decide::Seen<'_> {
+        crate::decide::Seen {
+            now: self.now,
+            lease: self.row.lease_id.map(|_| self.row.lease_expires_at.unwrap_or(Micros::MIN)),
+            retry_at: self.row.retry_at,
+            created: &self.created,
+            newest_at: self.newest_at,
+            held,
+        }
+    }
+
+    /// Drop the pending transactions that the look saw finished with nothing left (for a pop
+    /// that holds the row: it saves what changed).
+    pub(crate) fn resolve_pending(&mut self) {
+        self.changed |= self.row.cursor.resolve_pending(&self.pending_visible, &self.pending_left);
+    }
 }
 
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
@@ -265,28 +281,33 @@ pub(crate) fn look(
     let mut rows = LOOK.run(s, &args);
     let r = rows.next().expect("queen: look returns its meta row");
     let mut look = Look {
-        row: parse(&r, 9),
-        stored: r.req::<bool>(27),
-        stale: r.req::<bool>(28),
-        xip: r.get::<Vec<i64>>(29).unwrap_or_default(),
-        pending_visible: r.get::<Vec<bool>>(30).unwrap_or_default(),
-        pending_left: r.get::<Vec<bool>>(31).unwrap_or_default(),
-        newest_at: r.get::<TimestampWithTimeZone>(32).map(micros),
-        now: micros(r.req(33)),
-        lease_expires_at: micros(r.req(34)),
-        xmin: r.req(35),
-        xmax: r.req(36),
+        row: parse(&r),
+        stored: r.req("stored"),
+        stale: r.req("stale"),
+        changed: false,
+        xip: r.get("xip").unwrap_or_default(),
+        pending_visible: r.get("pending_visible").unwrap_or_default(),
+        pending_left: r.get("pending_left").unwrap_or_default(),
+        newest_at: r.get::<TimestampWithTimeZone>("newest_at").map(micros),
+        now: micros(r.req("now")),
+        lease_expires_at: micros(r.req("new_lease_expires_at")),
+        xmin: r.req("xmin"),
+        xmax: r.req("xmax"),
         msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
+        created: Vec::with_capacity(rows.len().saturating_sub(1)),
     };
+    look.changed = look.stale;
     for r in rows {
+        let created_at: TimestampWithTimeZone = r.req("created_at");
+        look.created.push(micros(created_at));
         look.msgs.push(Msg {
-            key: (r.req(1), r.req(2)),
-            message_id: r.req(3),
-            transaction_id: r.req(4),
-            partition: r.req(5),
-            payload: Jsonb(r.transfer(6, -1).expect("queen: payload is not NULL")),
-            trace_id: r.get(7),
-            created_at: r.req(8),
+            key: (r.req("txid"), r.req("seq")),
+            message_id: r.req("message_id"),
+            transaction_id: r.req("transaction_id"),
+            partition: r.req("partition"),
+            payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
+            trace_id: r.get("trace_id"),
+            created_at,
         });
     }
     look

@@ -43,8 +43,8 @@ pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Curso
         "from" => {
             let args: [DatumWithOid; 2] = [partition.into(), sub.from_ts.into()];
             let row = PARTITION_FROM_POSITION.run(s, &args).first();
-            let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>(3).unwrap_or_default());
-            c.done = (row.req(1), row.req(2));
+            let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>("xip").unwrap_or_default());
+            c.done = (row.req("txid"), row.req("seq"));
             c
         }
         _ => Cursor::default(),
@@ -52,9 +52,18 @@ pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Curso
 }
 
 /// The group's subscription and the queue's options, if it has one.
+/// From this backend's cache (cache.rs) while nothing changed them.
 pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
+    let ticket = match crate::cache::get(queue_id, group) {
+        Ok(cached) => return Some(cached),
+        Err(ticket) => ticket,
+    };
     let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
-    SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
+    let found = SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row));
+    if let (Some(ticket), Some(found)) = (ticket, &found) {
+        crate::cache::put(ticket, queue_id, group, found);
+    }
+    found
 }
 
 /// For an ack without a lease that applies: the group's subscription, mode 'all' if it has
@@ -81,20 +90,22 @@ pub fn subscribe(
     // Inserts nothing when the queue does not exist (then there is none to read back), or when
     // another transaction's subscription committed meanwhile (then that one is read).
     let create: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
-    SUBSCRIBE.run(s, &create).len();
+    if SUBSCRIBE.run(s, &create).len() > 0 {
+        crate::cache::changed();
+    }
     subscription(s, queue_id, group)
 }
 
-/// A row of `subscription_get` or `subscribe`.
+/// A row of `subscription_get`.
 fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
     let sub = Subscription {
-        mode: row.req::<String>(1),
-        from_ts: row.get::<TimestampWithTimeZone>(2),
-        start_xmax: row.get::<i64>(3).unwrap_or(0),
-        start_xip: row.get::<Vec<i64>>(4).unwrap_or_default(),
-        key: row.req::<String>(5),
+        mode: row.req::<String>("mode"),
+        from_ts: row.get::<TimestampWithTimeZone>("from_ts"),
+        start_xmax: row.get::<i64>("start_xmax").unwrap_or(0),
+        start_xip: row.get::<Vec<i64>>("start_xip").unwrap_or_default(),
+        key: row.req::<String>("sub_key"),
     };
-    (sub, crate::configure::stored_options(row, 6).effective())
+    (sub, crate::configure::stored_options(row).effective())
 }
 
 /// Where a 'from' subscription starts reading the queue log: the position just before its
@@ -102,5 +113,5 @@ fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) 
 pub fn queue_start(s: &mut Spi, queue_id: Uuid, from: Option<TimestampWithTimeZone>) -> (Key, Vec<i64>) {
     let args: [DatumWithOid; 2] = [queue_id.into(), from.into()];
     let row = QUEUE_FROM_POSITION.run(s, &args).first();
-    ((row.req(1), row.req(2)), row.get::<Vec<i64>>(3).unwrap_or_default())
+    ((row.req("txid"), row.req("seq")), row.get::<Vec<i64>>("xip").unwrap_or_default())
 }

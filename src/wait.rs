@@ -59,8 +59,13 @@ impl Default for Waiters {
     }
 }
 
+// SAFETY: Waiters is plain data (integers and byte arrays, Copy, no pointers or references
+// into one process's memory), so every backend can read and write the same bytes in shared
+// memory; access goes through the LWLock of WAITERS.
 unsafe impl PGRXSharedMemory for Waiters {}
 
+// SAFETY: "queen_waiters" names this extension's only shared memory and LWLock tranche, and no
+// other library registers that name.
 pub static WAITERS: PgLwLock<Waiters> = unsafe { PgLwLock::new(c"queen_waiters") };
 
 /// Whether the shared memory exists (the library was preloaded).
@@ -78,6 +83,9 @@ thread_local! {
 pub fn init_shared() {
     pgrx::pg_shmem_init!(WAITERS);
     READY.store(true, Ordering::Relaxed);
+    // SAFETY: called once, from _PG_init in the postmaster while it loads
+    // shared_preload_libraries: single-threaded, before any backend exists to run the hook,
+    // and PREV_UTILITY is written only here. The previous hook is kept and chained.
     #[cfg(not(feature = "pg13"))]
     unsafe {
         PREV_UTILITY = pg_sys::ProcessUtility_hook;
@@ -87,6 +95,9 @@ pub fn init_shared() {
 
 /// Called from `_PG_init` in every backend that loads the library.
 pub fn init_backend() {
+    // SAFETY: the callbacks are `'static` functions with the signatures Postgres expects, and
+    // they ignore their `arg`, so a null one is fine; _PG_init runs once per process, so each
+    // is registered once.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
         pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
@@ -99,6 +110,12 @@ static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 /// After `COMMIT PREPARED`: wake every waiter of this database (the prepared transaction may
 /// have pushed to any queue). (PostgreSQL 13's hook has another signature: there, waiters of a
 /// prepared push wake at their deadline.)
+///
+/// # Safety
+///
+/// Only Postgres calls it, as `ProcessUtility_hook` (installed by `init_shared`), with the
+/// arguments of `ProcessUtility`: `pstmt` a valid PlannedStmt, the others as that function
+/// takes them (they are passed on unchanged).
 #[cfg(not(feature = "pg13"))]
 #[pg_guard]
 #[allow(clippy::too_many_arguments)]
@@ -112,6 +129,10 @@ unsafe extern "C-unwind" fn on_utility(
     dest: *mut pg_sys::DestReceiver,
     qc: *mut pg_sys::QueryCompletion,
 ) {
+    // SAFETY: `pstmt` is valid (caller); `utilityStmt` is checked for null and cast to a
+    // TransactionStmt only when its node tag says it is one. PREV_UTILITY was set once in
+    // _PG_init before this hook could run, and is only read here; the arguments go on to the
+    // previous hook, or to standard_ProcessUtility, as they came.
     unsafe {
         let node = (*pstmt).utilityStmt;
         let commit_prepared = !node.is_null()
@@ -123,6 +144,7 @@ unsafe extern "C-unwind" fn on_utility(
             None => pg_sys::standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc),
         }
         if commit_prepared {
+            crate::cache::bump();
             wake_database();
         }
     }
@@ -154,6 +176,10 @@ fn drain(set: &'static std::thread::LocalKey<RefCell<HashSet<u64>>>) -> Vec<u64>
     set.with(|t| t.borrow_mut().drain().collect())
 }
 
+/// # Safety
+///
+/// Only Postgres calls it, as the transaction callback `init_backend` registers. It reads no
+/// argument pointer, so nothing more is required; it is `unsafe` to have the callback's type.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::os::raw::c_void) {
     if matches!(
@@ -168,15 +194,19 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     }
     match event {
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
+            crate::cache::at_commit();
             drain(&TAKEN);
             wake(&drain(&TOUCHED));
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+            crate::cache::at_abort();
             drain(&TOUCHED);
             wake(&drain(&TAKEN));
         }
         pg_sys::XactEvent::XACT_EVENT_PREPARE => {
-            // Whoever runs COMMIT PREPARED wakes the database's waiters (on_utility).
+            // Whoever runs COMMIT PREPARED wakes the database's waiters and retires cached
+            // subscriptions (on_utility).
+            crate::cache::at_abort();
             drain(&TOUCHED);
             drain(&TAKEN);
         }
@@ -186,6 +216,12 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
 
 /// A subtransaction that leased messages rolled back: they are deliverable again (and the
 /// visit marks it held go).
+///
+/// # Safety
+///
+/// Only Postgres calls it, as the subtransaction callback `init_backend` registers. It reads
+/// no argument pointer, so nothing more is required; it is `unsafe` to have the callback's
+/// type.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_subxact(
     event: pg_sys::SubXactEvent::Type,
@@ -201,6 +237,8 @@ unsafe extern "C-unwind" fn on_subxact(
 }
 
 fn my_database() -> u32 {
+    // SAFETY: a plain read of a backend global, which only this (single-threaded) process
+    // writes, when it connects to its database.
     unsafe { pg_sys::MyDatabaseId.to_u32() }
 }
 
@@ -225,6 +263,11 @@ fn wake_where(which: impl Fn(&Slot) -> bool) {
     let mut w = WAITERS.exclusive();
     for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && s.db == db && which(s)) {
         slot.wakeups += 1;
+        // SAFETY: ProcGlobal is set up in shared memory at server start and never moves; a
+        // slot's procno is its backend's PGPROC number + 1, below allProcCount, so the pointer
+        // is to a PGPROC of that array, which lasts as long as the server. Its procLatch is a
+        // shared latch that any process may set (if that backend exited, whoever owns the
+        // PGPROC now gets a spurious wake-up, which waiters tolerate).
         unsafe {
             let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
             pg_sys::SetLatch(&mut (*proc_).procLatch);
@@ -241,6 +284,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(i) = self.slot {
             let mut w = WAITERS.exclusive();
+            // SAFETY: MyProcPid is set at process start and never changes after.
             if w.slots[i].pid == unsafe { pg_sys::MyProcPid } {
                 w.slots[i] = Slot::default();
             }
@@ -255,13 +299,18 @@ pub fn register(queue_id: &uuid::Uuid) -> Registration {
     if !READY.load(Ordering::Relaxed) {
         return Registration { slot: None };
     }
+    // SAFETY: MyProcPid is set at process start and never changes after.
     let me = unsafe { pg_sys::MyProcPid };
+    // SAFETY: a pop runs in a regular backend, whose MyProc points to its PGPROC in shared
+    // memory from InitProcess on (non-null for the rest of the process).
     let procno = unsafe { (*pg_sys::MyProc).pgprocno } + 1;
     let mut w = WAITERS.exclusive();
     // A slot left by a backend that died without unregistering is reclaimed.
+    // SAFETY: libc_kill0 has no precondition (signal 0 only checks that the process exists).
     let free = w.slots.iter().position(|s| s.procno == 0 || s.pid == me || unsafe { libc_kill0(s.pid) });
     match free {
         Some(i) => {
+            // SAFETY: GetCurrentTimestamp only reads the system clock.
             let since = unsafe { pg_sys::GetCurrentTimestamp() };
             let db = my_database();
             w.slots[i] = Slot { procno, pid: me, db, queue, queue_id: *queue_id.as_bytes(), since, wakeups: 0 };
@@ -286,16 +335,27 @@ pub fn waiting() -> Vec<(i32, uuid::Uuid, i64, i64)> {
 }
 
 /// Whether process `pid` is gone.
+///
+/// # Safety
+///
+/// Nothing is required of the caller: any `pid` is fine. Signal 0 sends nothing, and a pid of
+/// 0 or less (a process group, or every process) never reaches `kill`. It is `unsafe` only
+/// because it calls C's `kill`.
 unsafe fn libc_kill0(pid: i32) -> bool {
     extern "C" {
         fn kill(pid: i32, sig: i32) -> i32;
     }
+    // SAFETY: `kill` is declared with its C signature (pid_t and int are i32 on the platforms
+    // Postgres runs on); with signal 0 and a positive pid it only checks that the process
+    // exists, and touches no memory of ours.
     pid > 0 && unsafe { kill(pid, 0) } != 0
 }
 
 /// Clear the latch before looking, so that a commit between the look and the sleep wakes
 /// the sleep at once.
 pub fn reset_latch() {
+    // SAFETY: MyLatch points to this process's own latch from process start on (its PGPROC's
+    // procLatch in a backend), and only the owner may reset it: this is the owner.
     unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
 }
 
@@ -304,6 +364,8 @@ pub fn reset_latch() {
 pub fn sleep(reg: &Registration, max: Duration) {
     let cap = if reg.slot.is_some() { max.as_millis() } else { max.as_millis().min(POLL_MS as u128) };
     let ms = cap.max(1) as std::os::raw::c_long;
+    // SAFETY: MyLatch is this process's own latch (see reset_latch), which a process may wait
+    // on; no lock is held while it sleeps, and interrupts are checked right after.
     unsafe {
         pg_sys::WaitLatch(
             pg_sys::MyLatch,

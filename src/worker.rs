@@ -25,8 +25,11 @@ pub fn register() {
 }
 
 #[pg_guard]
+// SAFETY: the exported symbol is the name `register` gives the postmaster to look up in this
+// library; no other symbol of the process has it.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
+    // SAFETY: `arg` is the bgw_main_arg `register` set: an int4 datum (by value), not NULL.
     let index = unsafe { i32::from_datum(arg, false) }.unwrap_or(0) as usize;
     let Some(db) = gucs::databases().get(index).cloned() else {
         return;
@@ -40,6 +43,8 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
             break; // SIGTERM, or the postmaster died
         }
         if BackgroundWorker::sighup_received() {
+            // SAFETY: between passes the worker is in no transaction and holds no lock, which
+            // is where a process's main loop re-reads the configuration files on SIGHUP.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         pass(&db);
@@ -59,12 +64,18 @@ impl crate::maintain::Units for OwnTransactions {
 
 /// Run `f` in a transaction of its own, committed when it returns.
 fn in_transaction<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: the worker is connected to its database (connect_worker_to_spi) and in no
+    // transaction here: every in_transaction commits before it returns, and a failed one is
+    // aborted by `pass` before the next starts. GetTransactionSnapshot is taken once the
+    // transaction has started, as PushActiveSnapshot needs.
     unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
     let out = f();
+    // SAFETY: `f` returned normally, so the snapshot pushed above is still the top of the
+    // active stack (SPI pops what it pushes), and the transaction started above is open.
     unsafe {
         pg_sys::PopActiveSnapshot();
         pg_sys::CommitTransactionCommand();
@@ -92,6 +103,9 @@ fn pass(db: &str) {
     .catch_others(|e| {
         warning!("queen: maintenance of database \"{db}\" failed, will retry: {e:?}");
         // Whatever unit failed, its transaction is rolled back (a no-op between units).
+        // SAFETY: the error was caught (its state copied and flushed by PgTryBuilder), and
+        // AbortCurrentTransaction is what Postgres runs after an error: it releases the locks,
+        // snapshots and SPI state of the failed transaction, and does nothing outside one.
         unsafe { pg_sys::AbortCurrentTransaction() };
     })
     .execute();

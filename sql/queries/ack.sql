@@ -29,12 +29,12 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
 -- name: ack_message_lock
 -- The message $1 and its partition's cursor row, locked for this transaction, of the group of
 -- lease $3 if that lease is or was the lease of a row of that partition, else of group $2
--- (NULL: queue mode), with the clock, the queue's stored options (queen_configure's column
--- order) and the lease as that row knows it (group; expiry, -infinity once it ended; whether
--- it was released); no row when the message or the cursor row does not exist, or $2
--- is given and is not the lease's group (the ack is refused: nothing is locked for it). An ack
--- waits for a transaction that holds the row (the pop that leased it, still open): the ack
--- must apply to what that transaction commits.
+-- (NULL: queue mode), with the clock, the queue's stored options (named as load_options in
+-- configure.sql names them) and the lease as that row knows it (group; expiry, -infinity once
+-- it ended; whether it was released); no row when the message or the cursor row does not
+-- exist, or $2 is given and is not the lease's group (the ack is refused: nothing is locked
+-- for it). An ack waits for a transaction that holds the row (the pop that leased it, still
+-- open): the ack must apply to what that transaction commits.
 WITH m AS MATERIALIZED (
     SELECT partition_id, txid, seq, queue_id, message_id FROM queen.messages WHERE message_id = $1
 ), l AS MATERIALIZED (
@@ -49,7 +49,8 @@ WITH m AS MATERIALIZED (
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.sub_xmax, c.sub_xip, c.xmin::text, clock_timestamp(),
+       c.lease_txid, c.lease_seq, c.lease_xip, c.sub_xmax, c.sub_xip, c.xmin::text AS version,
+       clock_timestamp() AS now,
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
        o.max_wait_time_seconds,
@@ -70,9 +71,9 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 -- (-infinity once it ended), whether it was released; a row that holds it is preferred to one
 -- where it ended (IS NOT DISTINCT FROM: a NULL lease_id must not sort first). Found through the
 -- primary key's partition prefix: no index on leases is needed for acks.
-SELECT DISTINCT ON (ls.l) ls.l, c.consumer_group,
-       CASE WHEN c.lease_id = ls.l THEN c.lease_expires_at ELSE '-infinity' END,
-       c.lease_id IS DISTINCT FROM ls.l AND NOT c.last_lease_expired
+SELECT DISTINCT ON (ls.l) ls.l AS lease_id, c.consumer_group,
+       CASE WHEN c.lease_id = ls.l THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
+       c.lease_id IS DISTINCT FROM ls.l AND NOT c.last_lease_expired AS released
   FROM (SELECT DISTINCT x AS l FROM unnest($1::uuid[]) AS x) AS ls
   JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[])
                       AND (c.lease_id = ls.l OR c.last_lease_id = ls.l)
@@ -108,7 +109,7 @@ WITH c AS MATERIALIZED (
          WHERE r2.partition_id = c.partition_id AND r2.consumer_group = c.consumer_group
            FOR UPDATE OF r2 SKIP LOCKED)
 )
-SELECT e FROM new;
+SELECT e AS expires_at FROM new;
 
 -- name: seek
 -- Move group $2's cursor in every partition of queue $1 to just before the first message
@@ -188,7 +189,7 @@ set AS (
            sub_xip = EXCLUDED.sub_xip, updated_at = clock_timestamp()
     RETURNING 1
 )
-SELECT count(*) FROM set;
+SELECT count(*) AS partitions_set FROM set;
 
 -- name: delete_group
 -- Forget group $1 on queue $2 (NULL: every queue): cursors (and their leases), subscriptions, dead
@@ -205,7 +206,7 @@ WITH subs AS MATERIALIZED (
 ), r AS (DELETE FROM queen.ready WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
 ), x AS (DELETE FROM queen.discovery WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
 )
-SELECT n FROM counted;
+SELECT n AS cursors_removed FROM counted;
 
 -- name: delete_queue
 -- Drop queue $1 with everything in it; whether it existed.
@@ -221,4 +222,4 @@ WITH existed AS MATERIALIZED (
 ), r AS (DELETE FROM queen.ready WHERE queue_id = $1
 ), x AS (DELETE FROM queen.discovery WHERE queue_id = $1
 )
-SELECT e FROM existed;
+SELECT e AS existed FROM existed;

@@ -3,8 +3,8 @@
 -- name: cluster_rows
 -- How many rows name another cluster than $1 (a restore from there), and the offset of the
 -- row that names this one (NULL if none does).
-SELECT count(*) FILTER (WHERE system_identifier <> $1),
-       max(xid_offset) FILTER (WHERE system_identifier = $1)
+SELECT count(*) FILTER (WHERE system_identifier <> $1) AS foreign_rows,
+       max(xid_offset) FILTER (WHERE system_identifier = $1) AS xid_offset
   FROM queen.cluster;
 
 -- name: cluster_claim

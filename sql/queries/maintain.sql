@@ -3,7 +3,7 @@
 -- name: maintain_lock
 -- One maintenance pass at a time per database (the worker and queen_maintain() calls). Its
 -- first key is its own (state.sql try_lock_pair lists them): pair locks hash to any second key.
-SELECT pg_try_advisory_xact_lock(1364542799, 0);
+SELECT pg_try_advisory_xact_lock(1364542799, 0) AS locked;
 
 -- name: maintain_queues
 -- Every queue, with the options maintenance applies (NULL = default = off).
@@ -41,12 +41,12 @@ pend AS MATERIALIZED (
       FROM cur CROSS JOIN LATERAL unnest(cur.pending_txid) WITH ORDINALITY AS p(x, ord), snap
 )
 SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
-       (SELECT count(*) FROM tail),
-       (SELECT txid FROM tail ORDER BY txid DESC, seq DESC LIMIT 1),
-       (SELECT seq FROM tail ORDER BY txid DESC, seq DESC LIMIT 1),
+       (SELECT count(*) FROM tail) AS tail_count,
+       (SELECT txid FROM tail ORDER BY txid DESC, seq DESC LIMIT 1) AS last_txid,
+       (SELECT seq FROM tail ORDER BY txid DESC, seq DESC LIMIT 1) AS last_seq,
        (SELECT count(*) FROM queen.messages m
-         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))),
-       ARRAY(SELECT vis FROM pend ORDER BY ord),
+         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS committed,
+       ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
        snap.xip
   FROM cur, snap;
 
@@ -74,9 +74,10 @@ WITH head AS MATERIALIZED (
 ), c AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
 )
-SELECT count(*),
+SELECT count(*) AS deleted,
        count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
                                                         AND NOT gone.txid = ANY (c.pending_txid)))
+         AS counted
   FROM gone;
 
 -- name: completed_retention
@@ -138,9 +139,10 @@ WITH subs AS MATERIALIZED (
 ), c AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
 )
-SELECT count(*),
+SELECT count(*) AS deleted,
        count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
                                                         AND NOT gone.txid = ANY (c.pending_txid)))
+         AS counted
   FROM gone;
 
 -- name: subtract_counted
@@ -198,7 +200,7 @@ WITH p AS (
                     AND (o.created_at, o.ctid) < (x.created_at, x.ctid))))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s) + (SELECT count(*) FROM q);
+SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s) + (SELECT count(*) FROM q) AS folded;
 
 -- name: idle_partitions
 -- Remove partitions that hold no message, whose registry row and cursors have not changed for
@@ -238,7 +240,7 @@ WITH idle AS MATERIALIZED (
      WHERE retired_at < clock_timestamp() - interval '1 day'
         OR partition_id IN (SELECT partition_id FROM back)
 )
-SELECT (SELECT count(*) FROM idle), (SELECT count(*) FROM back);
+SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS restored;
 
 -- name: ago
-SELECT clock_timestamp() - make_interval(secs => $1);
+SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;

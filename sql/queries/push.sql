@@ -31,7 +31,7 @@ SELECT o.queue_id, o.max_size
 -- name: count_queue
 -- How many messages a capped queue holds, counting no further than $2 (its maxSize): the
 -- cost is bounded by the cap, not by the table.
-SELECT count(*) FROM (SELECT 1 FROM queen.messages WHERE queue_id = $1 ORDER BY txid, seq LIMIT $2) s;
+SELECT count(*) AS messages FROM (SELECT 1 FROM queen.messages WHERE queue_id = $1 ORDER BY txid, seq LIMIT $2) s;
 
 -- name: push_one
 -- One message (the common case, in one statement): inserted unless its transaction_id is

@@ -15,7 +15,12 @@
 -- $9/$10: the point of the group's 'new' subscription (NULL otherwise). A row written under
 -- another point (a concurrent first pop that subscribed earlier committed later, SPEC §3.2)
 -- is stale: the transactions new by $9/$10 but old by the row's point, with messages here,
--- become pending, and the row takes the new point.
+-- become pending, and the row takes the new point. Only a point that adds to the row's makes
+-- it stale: subscription rows are only ever added (until a seek rewrites rows and
+-- subscription together), so of two reads of the subscription the later one adds, and a pop
+-- whose read is older than the row's (read before a first pop committed, the row written
+-- after) must not take the row back to it: the next pop would count the difference as
+-- pending again and deliver what the group had finished.
 -- $1 partition, $2 group, $7 limit, $8 lease seconds.
 WITH snap AS MATERIALIZED (
     SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
@@ -30,7 +35,8 @@ stored AS MATERIALIZED (
            fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
            lease_xip, sub_xmax, sub_xip, xmin::text AS version,
            ($9::bigint IS NOT NULL AND sub_xmax IS NOT NULL
-            AND (sub_xmax, sub_xip) IS DISTINCT FROM ($9::bigint, $10::bigint[])) AS stale
+            AND ($9 < sub_xmax OR EXISTS (SELECT 1 FROM unnest($10::bigint[]) AS x
+                                           WHERE x < sub_xmax AND x <> ALL (sub_xip)))) AS stale
       FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
 ),
 fix AS MATERIALIZED (
@@ -117,7 +123,7 @@ SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
        (SELECT created_at FROM queen.messages WHERE partition_id = $1 AND txid IS DISTINCT FROM snap.own
          ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
        snap.now,
-       snap.now + make_interval(secs => $8) AS lease_expires_at,
+       snap.now + make_interval(secs => $8) AS new_lease_expires_at,
        snap.xmin, snap.xmax
   FROM c, snap
 UNION ALL

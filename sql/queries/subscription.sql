@@ -54,7 +54,7 @@ l AS (SELECT m.txid, m.seq FROM queen.messages m, snap
 pos AS (SELECT * FROM f
         UNION ALL SELECT * FROM l WHERE NOT EXISTS (SELECT 1 FROM f)
         UNION ALL SELECT 0::bigint, 0::bigint WHERE NOT EXISTS (SELECT 1 FROM f) AND NOT EXISTS (SELECT 1 FROM l))
-SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x)
+SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS xip
   FROM pos, snap;
 
 -- name: partition_from_position
@@ -76,5 +76,5 @@ l AS (SELECT m.txid, m.seq FROM queen.messages m, snap
 pos AS (SELECT * FROM f
         UNION ALL SELECT * FROM l WHERE NOT EXISTS (SELECT 1 FROM f)
         UNION ALL SELECT 0::bigint, 0::bigint WHERE NOT EXISTS (SELECT 1 FROM f) AND NOT EXISTS (SELECT 1 FROM l))
-SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x)
+SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS xip
   FROM pos, snap;

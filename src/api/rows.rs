@@ -17,7 +17,20 @@ use pgrx::pgrx_sql_entity_graph::metadata::{
 use pgrx::Uuid;
 
 /// Form a composite datum of the calling function's result type from `datums`.
+///
+/// # Safety
+///
+/// `fcinfo` must be the call info of the function now running, whose declared result type
+/// (or set element type) is a composite type; `datums` must hold, in that type's attribute
+/// order, a valid datum of each attribute's type (None for NULL); and the datum returned must
+/// be returned as that call's result.
 unsafe fn composite<'fcx>(fcinfo: &mut FcInfo<'fcx>, datums: &[Option<pg_sys::Datum>]) -> Datum<'fcx> {
+    // SAFETY: `raw` and its `flinfo` are the live call info of the running function (caller).
+    // Its result type is a composite (caller), so lookup_rowtype_tupdesc returns a pinned
+    // descriptor, released once the tuple is formed; the arrays have `natts` entries (checked
+    // before they are read), and heap_form_tuple copies the datums, typed as the descriptor
+    // says (caller), into one tuple palloc'd in the call's memory context, which outlives the
+    // return. HeapTupleHeaderGetDatum turns that tuple into a composite datum.
     unsafe {
         let raw = fcinfo.as_mut_ptr();
         let mut typid = pg_sys::get_fn_expr_rettype((*raw).flinfo);
@@ -41,13 +54,25 @@ macro_rules! result_row {
             $(pub $field: $ty,)*
         }
 
+        // SAFETY: a function returning this row is declared to return `$sql` (RETURN_SQL
+        // below), a composite type whose attributes are the fields, in order and with the
+        // SQL types of their Rust types (sql/schema.sql); box_into forms a tuple of it.
         unsafe impl BoxRet for $name {
+            /// # Safety
+            ///
+            /// `fcinfo` must be the call info of the running function, declared to return
+            /// this row's composite type (or a set of it), and the datum must be returned as
+            /// its result.
             unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
                 let datums = [$(self.$field.into_datum(),)*];
+                // SAFETY: the caller's fcinfo is of a function returning `$sql`, whose
+                // attributes the fields give in order, each as a datum of its SQL type.
                 unsafe { composite(fcinfo, &datums) }
             }
         }
 
+        // SAFETY: the type is never an argument (ARGUMENT_SQL is an error), and as a result
+        // it is declared as `$sql`, the composite type box_into forms a tuple of.
         unsafe impl SqlTranslatable for $name {
             const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($name);
             const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
