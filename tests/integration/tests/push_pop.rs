@@ -773,3 +773,68 @@ fn moving_hints_keeps_those_a_look_could_not_account_for() {
         .unwrap();
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(2)], "x's next message is due now");
 }
+
+/// Pops read the group's subscription and the queue's options from a per-backend cache
+/// (src/cache.rs). What another session commits — a configure, a prepared configure committed
+/// from a third session, a deleted and re-created queue — is what the next pop uses; what the
+/// pop's own transaction changes is used at once, and forgotten if it rolls back.
+#[test]
+fn a_pop_uses_what_other_sessions_committed_not_what_it_cached() {
+    let db = TestDb::new("cache");
+    let mut a = db.connect();
+    let mut b = db.connect();
+    let mut c = db.connect();
+    let mut n = 0;
+    // A message in a partition of its own, popped with a lease: how long the lease runs says
+    // which leaseTime the pop used.
+    let mut lease_seconds = |a: &mut postgres::Client, b: &mut postgres::Client| -> i32 {
+        n += 1;
+        let p = format!("p{n}");
+        push(b, "q", &p, json!(n));
+        let row = a
+            .query_one(
+                "SELECT extract(epoch FROM lease_expires_at - clock_timestamp())::int \
+                   FROM queen_pop('q', 'g', partition => $1)",
+                &[&p],
+            )
+            .unwrap();
+        row.get::<_, i32>(0)
+    };
+    let configure = |c: &mut postgres::Client, seconds: i32| {
+        c.execute("SELECT queen_configure('q', jsonb_build_object('leaseTime', $1::int))", &[&seconds]).unwrap();
+    };
+    configure(&mut b, 100);
+    assert!((95..=100).contains(&lease_seconds(&mut a, &mut b)), "the first pop reads leaseTime 100");
+    assert!((95..=100).contains(&lease_seconds(&mut a, &mut b)), "and keeps it");
+
+    configure(&mut b, 500);
+    assert!((495..=500).contains(&lease_seconds(&mut a, &mut b)), "another session's configure is seen");
+
+    // Prepared in one session, committed by another: not before COMMIT PREPARED, at once after.
+    b.batch_execute("BEGIN").unwrap();
+    configure(&mut b, 900);
+    b.batch_execute(&format!("PREPARE TRANSACTION '{}_cfg'", db.name)).unwrap();
+    assert!((495..=500).contains(&lease_seconds(&mut a, &mut c)), "a prepared configure is not committed");
+    c.batch_execute(&format!("COMMIT PREPARED '{}_cfg'", db.name)).unwrap();
+    assert!((895..=900).contains(&lease_seconds(&mut a, &mut c)), "COMMIT PREPARED elsewhere is seen");
+
+    // The pop's own transaction: its change at once, and nothing of it after a rollback.
+    a.batch_execute("BEGIN").unwrap();
+    configure(&mut a, 50);
+    assert!((45..=50).contains(&lease_seconds(&mut a, &mut b)), "its own configure, uncommitted");
+    a.batch_execute("ROLLBACK").unwrap();
+    assert!((895..=900).contains(&lease_seconds(&mut a, &mut b)), "rolled back: forgotten");
+
+    // A deleted queue takes the group's subscription with it: a pop with mode 'new' after the
+    // queue is pushed to again subscribes anew, and the message pushed before is not new.
+    a.query("SELECT * FROM queen_pop('q', 'h', batch => 10, auto_ack => true)", &[]).unwrap();
+    b.execute("SELECT queen_delete_queue('q')", &[]).unwrap();
+    push(&mut b, "q", "p", json!("before"));
+    let got = payloads(
+        &a.query("SELECT * FROM queen_pop('q', 'h', batch => 10, auto_ack => true, subscription_mode => 'new')", &[])
+            .unwrap(),
+    );
+    assert!(got.is_empty(), "a subscription of the deleted queue was used: {got:?}");
+    push(&mut b, "q", "p", json!("after"));
+    assert_eq!(pop_auto(&mut a, "q", Some("h"), 10), vec![json!("after")]);
+}
