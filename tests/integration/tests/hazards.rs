@@ -2,7 +2,7 @@
 //! replayed step by step over real connections. Every test here failed before its fix.
 
 use postgres::Client;
-use queen_integration_tests::{drain, open_tx, pop_auto, TestDb};
+use queen_integration_tests::{drain, open_tx, pop_auto, prepare_query, TestDb};
 use serde_json::{json, Value};
 
 fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
@@ -443,4 +443,55 @@ fn a_transaction_whose_xid_is_the_subscriptions_xmax_is_not_passed_over() {
     assert_eq!(lag(&mut c, "q", Some("g")), 1);
     assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("T3")]);
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}
+
+/// SPEC §3.2 'new', two first pops at once: a pop that read the group's subscription before
+/// the earlier-subscribing first pop committed, and looks at a cursor row written after that
+/// commit, must leave the row's (earlier) point alone. Taking the row back to the pop's older
+/// read made the next pop count the difference as pending again and deliver a finished
+/// message a second time. The look is replayed here with the older point as its argument.
+#[test]
+fn a_look_with_an_older_read_of_the_subscription_leaves_the_rows_point_alone() {
+    let db = TestDb::new("older_point");
+    let mut x = db.connect();
+    let mut b = db.connect();
+    let mut c = db.connect();
+    push(&mut x, "q", "p", json!("seed"));
+    // A subscribes first (point S1) and stays open.
+    let mut a = open_tx(&db);
+    a.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap();
+    push(&mut x, "q", "p", json!("m1")); // new by S1, not by S2
+    // B subscribes later (S2, commits first) and writes the row at S2, delivering m2.
+    let sub = "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true, subscription_mode => 'new')";
+    b.query(sub, &[]).unwrap();
+    let s2: (i64, Vec<i64>) = {
+        let r = b
+            .query_one(
+                "SELECT start_xmax, start_xip FROM queen.effective_subscriptions WHERE consumer_group = 'g'",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    push(&mut x, "q", "p", json!("m2"));
+    assert_eq!(pop_auto(&mut b, "q", Some("g"), 10), vec![json!("m2")]);
+    a.batch_execute("COMMIT").unwrap();
+    // The effective point is S1 now: m1 is new, and delivered once.
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("m1")]);
+    // A look that read the subscription before A's commit (point S2).
+    prepare_query(
+        &mut c,
+        "state",
+        "look",
+        &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint[]", "bigint", "float8", "bigint", "bigint[]"],
+    );
+    let pid: uuid::Uuid =
+        c.query_one("SELECT partition_id FROM queen.partitions WHERE name = 'p'", &[]).unwrap().get(0);
+    let xip: Vec<String> = s2.1.iter().map(|x| x.to_string()).collect();
+    let look = format!("EXECUTE look('{pid}', 'g', 0, 0, '{{}}', '{{}}', 10, 60, {}, '{{{}}}')", s2.0, xip.join(","));
+    let rows = c.query(&look, &[]).unwrap();
+    let stale: bool = rows[0].get("stale");
+    assert!(!stale, "a look with the older point S2 takes the row back to it");
+    assert!(rows.len() == 1, "nothing to deliver: {} rows", rows.len() - 1);
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "nothing twice");
 }
