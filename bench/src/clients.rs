@@ -114,11 +114,7 @@ fn drive(clients: usize, consume: bool, op: Op) -> Outcome {
     });
     let results = results.into_inner().unwrap();
     let secs = results.iter().map(|r| r.2).max().unwrap().as_secs_f64();
-    Outcome {
-        units: results.iter().map(|r| r.0).sum(),
-        secs,
-        lat: results.into_iter().flat_map(|r| r.1).collect(),
-    }
+    Outcome { units: results.iter().map(|r| r.0).sum(), secs, lat: results.into_iter().flat_map(|r| r.1).collect() }
 }
 
 /// Samples of what the bench clients' backends wait on, while `f` runs.
@@ -171,11 +167,8 @@ fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T 
     let total: usize = waits.values().sum();
     let mut w: Vec<_> = waits.into_iter().collect();
     w.sort_by(|a, b| b.1.cmp(&a.1));
-    let shown: Vec<String> = w
-        .iter()
-        .take(8)
-        .map(|(k, n)| format!("{k} {:.0}%", 100.0 * *n as f64 / total.max(1) as f64))
-        .collect();
+    let shown: Vec<String> =
+        w.iter().take(8).map(|(k, n)| format!("{k} {:.0}%", 100.0 * *n as f64 / total.max(1) as f64)).collect();
     println!("\n  profile of {label}: active backends sampled every 5 ms: {}", shown.join(", "));
     let sizes: Vec<String> = admin
         .query(
@@ -308,7 +301,8 @@ fn batch(k: usize, i: usize, spread: bool) -> Value {
 }
 
 fn push_batch(c: &mut Client, spread: bool) {
-    let name = if spread { "push, batches of 100 over 100 partitions" } else { "push, batches of 100 into one partition" };
+    let name =
+        if spread { "push, batches of 100 over 100 partitions" } else { "push, batches of 100 into one partition" };
     for n in client_counts() {
         setup(c);
         let op = |sql: &'static str| {
@@ -466,7 +460,8 @@ fn ordered(c: &mut Client) {
          SELECT count(*) FROM next";
     const RAW_REWIND10: &str = "UPDATE raw_cursor SET pos = 0
          WHERE grp = 0 AND partition IN (SELECT 'p' || (($1::int + k) % 10000) FROM generate_series(0, 9) k)";
-    const QUEEN: &str = "SELECT count(*) FROM queen_pop('bench', 'g', batch => 100, partitions => 10, auto_ack => true)";
+    const QUEEN: &str =
+        "SELECT count(*) FROM queen_pop('bench', 'g', batch => 100, partitions => 10, auto_ack => true)";
     let g = vec!["g".to_string()];
     for clients in client_counts() {
         reset(c, &g, 1);

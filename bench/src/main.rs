@@ -505,6 +505,78 @@ fn retention_size(c: &mut Client, seconds: u64) {
     println!("\nIndexes at the end: {}", per_index.join(", "));
 }
 
+/// The bookkeeping tables under sustained load (SPEC-independent, issue 10): messages pushed
+/// over 1 000 partitions and consumed continuously by a leasing group (pop 100 over up to 10
+/// partitions + one batch ack), an auto_ack group and queue mode, with a few acks failed and
+/// some leases left to expire, retention of 5 s and maintenance every second. Hints, discovery
+/// points, cursor rows (which carry the leases) and subscriptions must stay bounded by
+/// partitions × groups, whatever the number of pops.
+fn bookkeeping(c: &mut Client, seconds: u64) {
+    fresh(c);
+    c.execute("SELECT queen_configure('bk', '{\"retentionSeconds\": 5, \"retryDelay\": 0, \"leaseTime\": 1}')", &[])
+        .unwrap();
+    let tables = ["ready", "discovery", "cursors", "subscriptions", "dead_letters"];
+    let sample = |c: &mut Client| -> Vec<(i64, i64)> {
+        tables
+            .iter()
+            .map(|t| {
+                let r = c
+                    .query_one(&format!("SELECT count(*), pg_total_relation_size('queen.{t}') FROM queen.{t}"), &[])
+                    .unwrap();
+                (r.get(0), r.get(1))
+            })
+            .collect()
+    };
+    let t0 = Instant::now();
+    let (mut pushed, mut pops, mut i) = (0usize, 0usize, 0usize);
+    let mut samples = vec![];
+    let mut last_maintain = Instant::now();
+    let mut next_sample = Duration::from_secs(0);
+    let ack = "SELECT count(*) FROM queen_ack(coalesce((SELECT jsonb_agg(jsonb_build_object(
+                   'messageId', m.message_id, 'leaseId', m.lease_id, 'consumerGroup', 'g',
+                   'status', CASE WHEN $1 AND m.attempt = 1 THEN 'failed' ELSE 'completed' END))
+                 FROM queen_pop('bk', 'g', batch => 100, partitions => 10) m), '[]'))";
+    while t0.elapsed() < Duration::from_secs(seconds) {
+        i += 1;
+        let items: Vec<Value> = (0..100)
+            .map(|j| json!({"queue": "bk", "partition": format!("p{}", (i * 37 + j * 11) % 1000), "payload": payload(pushed + j)}))
+            .collect();
+        c.query("SELECT count(*) FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
+        pushed += 100;
+        if i % 50 == 0 {
+            // A lease left to expire (leaseTime 1 s): the next pop after it settles it.
+            c.query("SELECT count(*) FROM queen_pop('bk', 'g', batch => 100)", &[]).unwrap();
+        } else {
+            c.query(ack, &[&(i % 10 == 0)]).unwrap();
+        }
+        c.query("SELECT count(*) FROM queen_pop('bk', 'h', batch => 100, partitions => 10, auto_ack => true)", &[])
+            .unwrap();
+        c.query("SELECT count(*) FROM queen_pop('bk', batch => 100, partitions => 10, auto_ack => true)", &[]).unwrap();
+        pops += 3;
+        if last_maintain.elapsed() >= Duration::from_secs(1) {
+            c.query_one("SELECT queen_maintain()", &[]).unwrap();
+            last_maintain = Instant::now();
+        }
+        if t0.elapsed() >= next_sample {
+            samples.push((t0.elapsed().as_secs(), pops, sample(c)));
+            next_sample += Duration::from_secs(seconds / 6);
+        }
+    }
+    if samples.last().map(|s| s.0) != Some(t0.elapsed().as_secs()) {
+        samples.push((t0.elapsed().as_secs(), pops, sample(c)));
+    }
+    println!(
+        "\n{pushed} messages pushed over 1 000 partitions in {seconds} s, {pops} pops by two groups and queue mode"
+    );
+    println!("(retentionSeconds = 5, leaseTime = 1, one ack in ten fails, one pop in fifty left to expire):\n");
+    println!("| after | pops | {} |", tables.map(|t| format!("queen.{t} rows / size")).join(" | "));
+    println!("| --- | ---: |{}", " ---: |".repeat(tables.len()));
+    for (t, pops, v) in samples {
+        let cells: Vec<String> = v.iter().map(|(n, b)| format!("{n} / {:.2} MB", *b as f64 / 1e6)).collect();
+        println!("| {t} s | {pops} | {} |", cells.join(" | "));
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let want = |s: &str| args.is_empty() || args.iter().any(|a| s.starts_with(a.as_str()));
@@ -533,6 +605,11 @@ fn main() {
         println!("\n### Retention under sustained load");
         let secs = std::env::var("QUEEN_BENCH_RETENTION_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
         retention_size(&mut c, secs);
+    }
+    if want("bookkeeping") {
+        println!("\n### Bookkeeping tables under sustained load");
+        let secs = std::env::var("QUEEN_BENCH_BOOKKEEPING_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+        bookkeeping(&mut c, secs);
     }
     if args.is_empty() || args.iter().any(|a| a.starts_with("clients")) {
         clients::run(&mut c, &want);

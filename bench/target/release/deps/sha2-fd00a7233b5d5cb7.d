@@ -1,0 +1,16 @@
+/work/main/bench/target/release/deps/sha2-fd00a7233b5d5cb7.d: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/block_api.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/../README.md /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/consts.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/soft.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/soft/unroll.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/x86_sha.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/soft.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/soft/unroll.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/x86_avx2.rs
+
+/work/main/bench/target/release/deps/libsha2-fd00a7233b5d5cb7.rmeta: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/block_api.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/../README.md /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/consts.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/soft.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/soft/unroll.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/x86_sha.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/soft.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/soft/unroll.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/x86_avx2.rs
+
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/lib.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/block_api.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/../README.md:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/consts.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/soft.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/soft/unroll.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha256/x86_sha.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/soft.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/soft/unroll.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sha2-0.11.1/src/sha512/x86_avx2.rs:
