@@ -183,6 +183,7 @@ const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUID
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS] };
+const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT] };
 const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[UUID, TEXT] };
 /// The fields of an ack batch's elements that queen reads.
 const ACK_KEYS: &[&str] = &[
@@ -284,6 +285,9 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
                 }
             }
         }
+        if batch_of_one_lease(s, entries, &mut results) {
+            return;
+        }
         let found = find(s, entries);
         let leases = leases_of(s, entries, &found);
         // Entries by (partition, group), locked in that order so that two calls acking the
@@ -308,6 +312,70 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
         }
     });
     results
+}
+
+/// A batch whose entries all name their message by id and one lease, with one group given or
+/// none (what a worker acking what it popped sends): the lease and its group's rows of the
+/// messages' partitions, locked, in one statement (`ack_batch_lock`), then one write per
+/// partition. False, with nothing applied, when the batch is not of that shape, the lease is
+/// not known to those rows (or another group was given), or a message or a partition's row
+/// was not found: the general path then decides, as it would have.
+fn batch_of_one_lease(s: &mut Spi, entries: &[AckEntry], results: &mut [AckResult]) -> bool {
+    let Some(first) = entries.first() else {
+        return false;
+    };
+    let (Some(lease), group) = (first.lease_id, first.group.as_deref()) else {
+        return false;
+    };
+    if entries.len() < 2
+        || !entries.iter().all(|e| e.message_id.is_some() && e.lease_id == Some(lease) && e.group.as_deref() == group)
+    {
+        return false;
+    }
+    let mut ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
+    let args: [DatumWithOid; 3] =
+        [ids.clone().into(), to_pg(lease).into(), group.map(|g| names::group_key(Some(g)).to_string()).into()];
+    // Decoded before any other statement runs (the rows live in SPI's tuple table).
+    let mut rows: Vec<(Vec<Found>, Locked, LeaseRow)> = Vec::new();
+    let (mut messages_found, mut partitions_found) = (0, 0);
+    for r in ACK_BATCH_LOCK.run(s, &args) {
+        messages_found = r.req::<i64>("messages_found") as usize;
+        partitions_found = r.req::<i64>("partitions_found") as usize;
+        let (partition_id, queue_id) = (r.req::<Uuid>("partition_id"), r.req::<Uuid>("queue_id"));
+        let found: Vec<Found> = r
+            .req::<Vec<Uuid>>("found_ids")
+            .into_iter()
+            .zip(r.req::<Vec<i64>>("found_txids"))
+            .zip(r.req::<Vec<i64>>("found_seqs"))
+            .map(|((message_id, txid), seq)| Found { partition_id, key: (txid, seq), queue_id, message_id })
+            .collect();
+        let locked = (
+            state::parse(&r),
+            state::micros(r.req::<TimestampWithTimeZone>("now")),
+            crate::configure::stored_options(&r).effective(),
+        );
+        rows.push((found, locked, LeaseRow::from_row(&r).expect("queen: ack_batch_lock returns the lease's group")));
+    }
+    ids.sort_unstable_by_key(|id| *id.as_bytes());
+    ids.dedup();
+    if rows.is_empty() || messages_found != ids.len() || rows.len() != partitions_found {
+        return false;
+    }
+    let leases: HashMap<Uuid, LeaseRow> = [(to_pg(lease), rows[0].2.clone())].into_iter().collect();
+    let group = rows[0].2.group.clone();
+    let by_id: HashMap<Uuid, Found> = rows.iter().flat_map(|(f, _, _)| f.iter().map(|f| (f.message_id, *f))).collect();
+    let found: Vec<Option<Found>> =
+        entries.iter().map(|e| e.message_id.and_then(|id| by_id.get(&to_pg(id)).copied())).collect();
+    for (i, f) in found.iter().enumerate() {
+        results[i].message_id = f.map(|f| f.message_id);
+    }
+    for (partition_found, locked, _) in rows {
+        let p = partition_found[0].partition_id;
+        let idxs: Vec<usize> = (0..entries.len()).filter(|&i| found[i].is_some_and(|f| f.partition_id == p)).collect();
+        let mut g = Group::new(s, &partition_found[0], &group, Some(locked));
+        g.apply(entries, &found, &idxs, &leases, results);
+    }
+    true
 }
 
 /// The group an entry acks for (SPEC §3.3): its lease's group when the lease is known, which

@@ -59,6 +59,8 @@ struct Scan {
     newest: Vec<i64>,
     /// The scan's snapshot's xmin (the caller's own transaction counted as running).
     xmin: i64,
+    /// How many log entries it read.
+    read: i64,
 }
 
 fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point, limit: i64) -> Scan {
@@ -92,13 +94,15 @@ impl Scan {
             },
             stored: row.req("stored"),
             xmin: row.req("xmin"),
+            read: row.req("log_read"),
         }
     }
 }
 
 /// Read the log after the group's point, hint the partitions found, and move the point. The
-/// pop then takes its candidates from the hints (pop.sql candidates).
-pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) {
+/// pop then takes its candidates from the hints (pop.sql candidates). Returns whether the scan
+/// read all `limit` entries it could: more of the log may follow.
+pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) -> bool {
     let initial = match sub.mode.as_str() {
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
@@ -127,6 +131,19 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         ];
         DISCOVERY_RECORD.run(s, &args);
     }
+    sc.read >= limit
+}
+
+/// How many times one pop that found nothing to deliver reads on in the log, and the most
+/// entries a round reads: each round reads twice what the last did. A group's point can lag
+/// far behind what it consumed — a pop of 10 000 from a few partitions found early in a
+/// backlog — and the stretch after it then holds only finished messages; reading it 200
+/// entries a pop returned nothing for 20 pops in a row while a partition further on had
+/// messages. Eight rounds read up to ~18 000 entries (batch 100) before giving up for this
+/// pop, which then says so (`Outcome::more`): a waiting pop goes on at once.
+pub const ROUNDS: u32 = 8;
+pub fn round_limit(batch: i64, round: u32) -> i64 {
+    scan_limit(batch).saturating_mul(1 << round.min(16)).min(4 * MAX_SCAN)
 }
 
 /// The point after a scan: pending transactions that ended (visible to the scan's snapshot:

@@ -115,6 +115,8 @@ pub struct Outcome {
     pub next_due: Option<Micros>,
     /// A partition with work was held by another transaction: it may be free any moment.
     pub contended: bool,
+    /// Discovery stopped with more of the log to read and nothing delivered: try again at once.
+    pub more: bool,
 }
 
 /// One attempt at popping: what is deliverable now, in the caller's transaction.
@@ -127,7 +129,7 @@ pub fn pop_once(req: &PopRequest) -> Outcome {
         let from = if req.group.is_none() { None } else { req.from };
         let Some((sub, opts)) = subscription::subscribe(s, queue_id, &group, mode, from) else {
             // No such queue (yet): a push that creates it wakes a waiting pop.
-            return Outcome { rows: Vec::new(), next_due: None, contended: false };
+            return Outcome { rows: Vec::new(), next_due: None, contended: false, more: false };
         };
         let mut pop = Pop {
             req,
@@ -141,10 +143,11 @@ pub fn pop_once(req: &PopRequest) -> Outcome {
             out: Vec::new(),
             claimed: Vec::new(),
             contended: false,
+            more: false,
         };
         pop.run(s);
         let next_due = (pop.out.is_empty() && req.wait_ms > 0).then(|| pop.next_due(s)).flatten();
-        Outcome { rows: pop.out, next_due, contended: pop.contended }
+        Outcome { rows: pop.out, next_due, contended: pop.contended, more: pop.more }
     })
 }
 
@@ -172,6 +175,8 @@ struct Pop<'a> {
     claimed: Vec<Uuid>,
     /// A claim failed: another transaction holds the partition's row.
     contended: bool,
+    /// Discovery stopped with more of the log to read, and nothing was delivered.
+    more: bool,
 }
 
 impl Pop<'_> {
@@ -201,14 +206,31 @@ impl Pop<'_> {
             self.visit(s, p);
             return;
         }
-        if let Some(_discovering) = crate::visit::Visit::try_discover(self.queue_id, &self.group) {
-            let limit = discovery::scan_limit(self.req.batch as i64);
-            discovery::discover(s, self.queue_id, &self.group, &self.sub, limit);
-        }
         let mut tried: Vec<Uuid> = Vec::new();
+        for round in 0..discovery::ROUNDS {
+            // One pop of the group at a time reads the log (visit.rs); the others use the
+            // hints there are.
+            let more = match crate::visit::Visit::try_discover(self.queue_id, &self.group) {
+                Some(_discovering) => {
+                    let limit = discovery::round_limit(self.req.batch as i64, round);
+                    discovery::discover(s, self.queue_id, &self.group, &self.sub, limit)
+                }
+                None => false,
+            };
+            self.take_candidates(s, &mut tried);
+            self.more = more && self.out.is_empty();
+            if !self.more {
+                return;
+            }
+        }
+    }
+
+    /// Visit due partitions from the hints, oldest first, until the pop is done or none is
+    /// left that it has not tried.
+    fn take_candidates(&mut self, s: &mut Spi, tried: &mut Vec<Uuid>) {
         while !self.done() {
             let args: [DatumWithOid; 4] =
-                [self.queue_id.into(), self.group.as_str().into(), tried.clone().into(), CANDIDATE_PAGE.into()];
+                [self.queue_id.into(), self.group.as_str().into(), tried.to_vec().into(), CANDIDATE_PAGE.into()];
             let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
             if page.is_empty() {
                 break;
@@ -491,6 +513,8 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
         let found = pop_once(req);
         let now = std::time::Instant::now();
         match &waiting {
+            // More of the log to read: look again at once, without sleeping.
+            Some(_) if found.rows.is_empty() && found.more && now < deadline => continue,
             Some(reg) if found.rows.is_empty() && now < deadline => {
                 let mut sleep = deadline - now;
                 if let Some(due) = found.next_due {

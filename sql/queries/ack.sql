@@ -65,6 +65,62 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
  WHERE ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
    FOR UPDATE OF c;
 
+-- name: ack_batch_lock
+-- A batch ack whose entries all name their message by id ($1) and one lease ($2), and the same
+-- group or none ($3): in one statement, the lease as the rows of the messages' partitions know
+-- it (its group; expiry, -infinity once it ended; whether it was released) and, locked in
+-- partition order, that group's cursor rows of those partitions, each with the messages found
+-- there, the clock (read after the locks: an ack may wait for the popping transaction) and the
+-- queue's stored options. No row when no row of those partitions knows the lease, or $3 is
+-- given and is not its group: nothing is locked then, and the caller takes the general path.
+-- `messages_found` and `partitions_found` let the caller check that every message was found
+-- and every partition has a row. Waiting for a row is as in ack_message_lock.
+WITH m AS MATERIALIZED (
+    SELECT message_id, partition_id, txid, seq, queue_id FROM queen.messages WHERE message_id = ANY ($1::uuid[])
+), p AS MATERIALIZED (
+    -- The messages found per partition, in partition order: three aligned arrays (one pass).
+    SELECT partition_id, array_agg(message_id) AS found_ids, array_agg(txid) AS found_txids,
+           array_agg(seq) AS found_seqs
+      FROM m GROUP BY partition_id ORDER BY partition_id
+), l AS MATERIALIZED (
+    -- Per partition through the primary key's prefix (a LATERAL with LIMIT: never a scan of
+    -- every cursor row, which a kept generic plan chose for an = ANY over them).
+    SELECT x.consumer_group, x.expires_at, x.released FROM p CROSS JOIN LATERAL (
+        SELECT c.consumer_group,
+               CASE WHEN c.lease_id = $2 THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
+               c.lease_id IS DISTINCT FROM $2 AND NOT c.last_lease_expired AS released,
+               c.lease_id IS NOT DISTINCT FROM $2 AS holds
+          FROM queen.cursors c
+         WHERE c.partition_id = p.partition_id AND (c.lease_id = $2 OR c.last_lease_id = $2)
+         ORDER BY c.lease_id IS NOT DISTINCT FROM $2 DESC
+         LIMIT 1) AS x
+     ORDER BY x.holds DESC
+     LIMIT 1
+), c AS MATERIALIZED (
+    -- Locked one by one in partition order (p's), as the general path locks them.
+    SELECT x.* FROM p CROSS JOIN LATERAL (
+        SELECT c.partition_id, c.queue_id, c.consumer_group, c.done_txid, c.done_seq, c.pending_txid,
+               c.pending_seq, c.ahead_txid, c.ahead_seq, c.fail_txid, c.fail_seq, c.failures, c.retry_at,
+               c.lease_id, c.lease_expires_at, c.lease_txid, c.lease_seq, c.lease_xip, c.sub_xmax, c.sub_xip,
+               c.xmin::text AS version
+          FROM queen.cursors c
+         WHERE c.partition_id = p.partition_id AND c.consumer_group = (SELECT consumer_group FROM l)
+           AND ($3::text IS NULL OR $3 = (SELECT consumer_group FROM l))
+           FOR UPDATE) AS x
+)
+SELECT c.*, l.expires_at, l.released, clock_timestamp() AS now,
+       p.found_ids, p.found_txids, p.found_seqs,
+       (SELECT count(*) FROM m) AS messages_found,
+       (SELECT count(*) FROM p) AS partitions_found,
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
+       o.max_wait_time_seconds
+  FROM c JOIN p ON p.partition_id = c.partition_id CROSS JOIN l
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
+ ORDER BY c.partition_id;
+
 -- name: ack_leases
 -- The leases an ack batch names ($1), as the cursor rows of the acked messages' partitions
 -- ($2) know them (the lease a row holds, or the last one that ended there): group, expiry

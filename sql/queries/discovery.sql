@@ -59,7 +59,8 @@ SELECT snap.xip,
        (SELECT seq FROM last) AS last_seq,
        ARRAY(SELECT partition_id FROM found ORDER BY ord, txid, partition_id) AS found_partitions,
        ARRAY(SELECT txid FROM found ORDER BY ord, txid, partition_id) AS found_txids,
-       point.upto_txid, point.upto_seq, point.pending_txid, point.stored, snap.xmin
+       point.upto_txid, point.upto_seq, point.pending_txid, point.stored, snap.xmin,
+       (SELECT count(*) FROM log) AS log_read
   FROM snap, point;
 
 -- name: discovery_record

@@ -15,6 +15,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]"]),
     ("ack", "ack_find_ids", &["uuid[]"]),
     ("ack", "ack_message_lock", &["uuid", "text", "uuid"]),
+    ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text"]),
     ("ack", "seek", &["uuid", "text", "timestamptz"]),
     ("maintain", "count_scan", &["uuid", "bigint"]),
     ("maintain", "retention", &["uuid", "timestamptz", "bigint"]),

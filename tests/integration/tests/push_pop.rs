@@ -838,3 +838,44 @@ fn a_pop_uses_what_other_sessions_committed_not_what_it_cached() {
     push(&mut b, "q", "p", json!("after"));
     assert_eq!(pop_auto(&mut a, "q", Some("h"), 10), vec![json!("after")]);
 }
+
+/// A group's discovery point can lag far behind what it consumed: one pop of 10 000 takes every
+/// message of the partitions its first scan found, and the log after the point then holds only
+/// finished messages. A pop must read on past that stretch to a partition with messages, not
+/// return nothing (20 empty pops in a row, before), and a waiting pop must not sleep meanwhile.
+#[test]
+fn a_pop_reads_on_past_a_finished_stretch_of_the_log() {
+    let db = TestDb::new("lagging_point");
+    let mut c = db.connect();
+    let fill = |c: &mut postgres::Client, n: i32| {
+        c.query(
+            "SELECT count(*) FROM queen_push((SELECT jsonb_agg(jsonb_build_object(
+                 'queue', 'q', 'partition', 'p' || (i % 10), 'payload', i)) FROM generate_series(1, $1) i))",
+            &[&n],
+        )
+        .unwrap();
+    };
+    let take_all = |c: &mut postgres::Client, group: &str| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM queen_pop('q', $1, batch => 10000, partitions => 10, auto_ack => true)",
+            &[&group],
+        )
+        .unwrap()
+        .get(0)
+    };
+    fill(&mut c, 5000);
+    push(&mut c, "q", "z", json!("z"));
+    assert_eq!(take_all(&mut c, "g"), 5000, "the first scan finds all ten partitions");
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 100), vec![json!("z")], "4 000 finished entries, then z");
+
+    // More finished entries than one pop reads (18 000): a waiting pop goes on reading at once.
+    let db = TestDb::new("lagging_point_wait");
+    let mut c = db.connect();
+    fill(&mut c, 20000);
+    push(&mut c, "q", "z", json!("z"));
+    assert_eq!(take_all(&mut c, "g") + take_all(&mut c, "g"), 20000);
+    let started = Instant::now();
+    let rows = c.query("SELECT payload FROM queen_pop('q', 'g', wait_ms => 60000, auto_ack => true)", &[]).unwrap();
+    assert_eq!(payloads(&rows), vec![json!("z")]);
+    assert!(started.elapsed() < Duration::from_secs(30), "the waiting pop slept: {:?}", started.elapsed());
+}
