@@ -9,7 +9,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench explore run stop test unit-test integration-test install install-debug bootstrap psql
+.PHONY: bench explore run stop test unit-test integration-test upgrade-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -56,7 +56,7 @@ stop:
 psql:
 	@dir=$$(scripts/state-dir run-cluster); psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)
 
-test: unit-test integration-test
+test: unit-test integration-test upgrade-test
 
 # Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
 unit-test: bootstrap
@@ -66,6 +66,12 @@ unit-test: bootstrap
 # Real connections to a server of their own (scripts/integration-tests).
 integration-test: install-debug
 	scripts/integration-tests
+
+# ALTER EXTENSION queen UPDATE from the previous release (its git tag, built here) to this
+# tree, on a filled database (scripts/upgrade-test). Last: it installs the old release for a
+# while, then this tree again.
+upgrade-test: bootstrap
+	scripts/upgrade-test
 
 # The randomized interleaving explorer (tests/integration/src/explore): fresh seeds for
 # QUEEN_EXPLORE_MINUTES (default 10), with crash rounds, on a cluster of its own;

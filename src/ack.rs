@@ -256,7 +256,14 @@ impl LeaseRow {
 }
 
 /// Apply acknowledgements in the caller's transaction; one result per entry, in order.
-pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
+/// Raises 42501 (changing nothing) when the caller lacks `pop` on an acked message's queue.
+pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
+    let role = crate::privilege::caller();
+    let may_ack = |s: &mut Spi, queues: &mut Vec<Uuid>| {
+        queues.sort_unstable_by_key(|q| *q.as_bytes());
+        queues.dedup();
+        crate::privilege::require_ids(s, role, queues, crate::privilege::Privilege::Pop)
+    };
     let mut results: Vec<AckResult> = entries
         .iter()
         .enumerate()
@@ -269,26 +276,28 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
             dead_lettered: false,
         })
         .collect();
-    spi::connect(|s| {
+    spi::connect(|s| -> QueenResult<()> {
         // One ack by message id (the common case): the message, its lease and, locked, the
         // cursor row of the lease's group (or of the group named) in one statement.
         if let [e @ AckEntry { message_id: Some(id), .. }] = entries {
             if let Some((f, locked, lease)) = lock_by_message(s, to_pg(*id), e.group.as_deref(), e.lease_id.map(to_pg))
             {
+                may_ack(s, &mut vec![f.queue_id])?;
                 results[0].message_id = Some(f.message_id);
                 let leases: HashMap<Uuid, LeaseRow> =
                     lease.into_iter().map(|l| (to_pg(e.lease_id.unwrap()), l)).collect();
                 if let Some(group) = group_of(e, &leases) {
                     let mut g = Group::new(s, &f, &group, Some(locked));
                     g.apply(entries, &[Some(f)], &[0], &leases, &mut results);
-                    return;
+                    return Ok(());
                 }
             }
         }
-        if batch_of_one_lease(s, entries, &mut results) {
-            return;
+        if batch_of_one_lease(s, entries, &mut results, &may_ack)? {
+            return Ok(());
         }
         let found = find(s, entries);
+        may_ack(s, &mut found.iter().flatten().map(|f| f.queue_id).collect())?;
         let leases = leases_of(s, entries, &found);
         // Entries by (partition, group), locked in that order so that two calls acking the
         // same partitions cannot deadlock.
@@ -310,8 +319,9 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
             let mut g = Group::new(s, &f, &group, None);
             g.apply(entries, &found, &idxs, &leases, &mut results);
         }
-    });
-    results
+        Ok(())
+    })?;
+    Ok(results)
 }
 
 /// A batch whose entries all name their message by id and one lease, with one group given or
@@ -320,17 +330,22 @@ pub fn ack(entries: &[AckEntry]) -> Vec<AckResult> {
 /// partition. False, with nothing applied, when the batch is not of that shape, the lease is
 /// not known to those rows (or another group was given), or a message or a partition's row
 /// was not found: the general path then decides, as it would have.
-fn batch_of_one_lease(s: &mut Spi, entries: &[AckEntry], results: &mut [AckResult]) -> bool {
+fn batch_of_one_lease(
+    s: &mut Spi,
+    entries: &[AckEntry],
+    results: &mut [AckResult],
+    may_ack: &dyn Fn(&mut Spi, &mut Vec<Uuid>) -> QueenResult<()>,
+) -> QueenResult<bool> {
     let Some(first) = entries.first() else {
-        return false;
+        return Ok(false);
     };
     let (Some(lease), group) = (first.lease_id, first.group.as_deref()) else {
-        return false;
+        return Ok(false);
     };
     if entries.len() < 2
         || !entries.iter().all(|e| e.message_id.is_some() && e.lease_id == Some(lease) && e.group.as_deref() == group)
     {
-        return false;
+        return Ok(false);
     }
     let mut ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
     let args: [DatumWithOid; 3] =
@@ -359,8 +374,9 @@ fn batch_of_one_lease(s: &mut Spi, entries: &[AckEntry], results: &mut [AckResul
     ids.sort_unstable_by_key(|id| *id.as_bytes());
     ids.dedup();
     if rows.is_empty() || messages_found != ids.len() || rows.len() != partitions_found {
-        return false;
+        return Ok(false);
     }
+    may_ack(s, &mut rows.iter().map(|(f, _, _)| f[0].queue_id).collect())?;
     let leases: HashMap<Uuid, LeaseRow> = [(to_pg(lease), rows[0].2.clone())].into_iter().collect();
     let group = rows[0].2.group.clone();
     let by_id: HashMap<Uuid, Found> = rows.iter().flat_map(|(f, _, _)| f.iter().map(|f| (f.message_id, *f))).collect();
@@ -375,7 +391,7 @@ fn batch_of_one_lease(s: &mut Spi, entries: &[AckEntry], results: &mut [AckResul
         let mut g = Group::new(s, &partition_found[0], &group, Some(locked));
         g.apply(entries, &found, &idxs, &leases, results);
     }
-    true
+    Ok(true)
 }
 
 /// The group an entry acks for (SPEC §3.3): its lease's group when the lease is known, which

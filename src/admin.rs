@@ -1,6 +1,6 @@
 //! The functions that operate on consumer state (SPEC §3.4): `queen_renew`, `queen_seek`,
 //! `queen_delete_group`, `queen_delete_queue`. Each is one statement of
-//! `sql/queries/ack.sql`.
+//! `sql/queries/admin.sql`.
 
 use crate::error::{QueenError, QueenResult};
 use crate::names;
@@ -11,7 +11,8 @@ use crate::spi::{self, Query};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
-const SQL: &str = include_str!("../sql/queries/ack.sql");
+const SQL: &str = include_str!("../sql/queries/admin.sql");
+const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID] };
 const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4] };
 const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ] };
 const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID] };
@@ -22,10 +23,16 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
     if let Some(s) = seconds.filter(|s| *s <= 0) {
         return Err(QueenError::invalid("argument \"seconds\"", format!("must be 1 or more, got {s}")));
     }
-    Ok(spi::connect(|s| {
+    let role = crate::privilege::caller();
+    spi::connect(|s| {
+        // The caller must hold `pop` on the queues the lease covers (none: nothing to renew).
+        if !crate::privilege::is_admin(s, role) {
+            let queues: Vec<Uuid> = LEASE_QUEUES.run(s, &[lease_id.into()]).map(|r| r.req("queue_id")).collect();
+            crate::privilege::require_ids(s, role, &queues, crate::privilege::Privilege::Pop)?;
+        }
         let args: [DatumWithOid; 2] = [lease_id.into(), seconds.into()];
-        RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>("expires_at"))
-    }))
+        Ok(RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>("expires_at")))
+    })
 }
 
 pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {

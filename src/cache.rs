@@ -36,19 +36,12 @@ pub static GENERATION: PgAtomic<AtomicU64> =
 /// Whether the shared counter exists (the library was preloaded).
 static READY: AtomicBool = AtomicBool::new(false);
 
-/// The most entries a backend keeps; past it, the cache starts again (a backend popping more
-/// than this many (queue, group) pairs in turn gains little from it anyway).
+/// The most entries a map keeps; past it, it starts again (a backend using more than this many
+/// keys in turn gains little from caching them anyway).
 const MAX_ENTRIES: usize = 4096;
 
-struct Entry {
-    generation: u64,
-    schema: pg_sys::Oid,
-    value: (Subscription, QueueOptions),
-}
-
 thread_local! {
-    static ENTRIES: RefCell<HashMap<(Uuid, String), Entry>> = RefCell::new(HashMap::new());
-    /// This transaction wrote subscriptions or options.
+    /// This transaction wrote what is cached (subscriptions, options, grants).
     static DIRTY: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -58,47 +51,76 @@ pub fn init_shared() {
     READY.store(true, Ordering::Relaxed);
 }
 
-/// A ticket to read under: the generation the read is filed under, when the cache may be
-/// used at all.
+/// What a read is filed under: the generation and the `queen` schema when it began.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
     generation: u64,
     schema: pg_sys::Oid,
 }
 
-/// The cached subscription and options of (queue, group), or a ticket to file a fresh read
-/// under (`Err(None)`: do not cache).
-pub fn get(queue_id: Uuid, group: &str) -> Result<(Subscription, QueueOptions), Option<Ticket>> {
+/// A ticket to read under, when the cache may be used at all (None: read, do not cache).
+pub fn ticket() -> Option<Ticket> {
     if !READY.load(Ordering::Relaxed) || DIRTY.get() {
-        return Err(None);
+        return None;
     }
     // SAFETY: XactIsoLevel is a backend global, set for the current transaction.
     if unsafe { pg_sys::XactIsoLevel } > pg_sys::XACT_READ_COMMITTED as i32 {
-        return Err(None);
+        return None;
     }
-    let ticket = Ticket { generation: GENERATION.get().load(Ordering::Acquire), schema: crate::cluster::schema_oid() };
-    ENTRIES.with(|e| match e.borrow().get(&(queue_id, group.to_string())) {
-        Some(entry) if entry.generation == ticket.generation && entry.schema == ticket.schema => {
-            Ok(entry.value.clone())
+    Some(Ticket { generation: GENERATION.get().load(Ordering::Acquire), schema: crate::cluster::schema_oid() })
+}
+
+/// A backend's map of cached reads, each filed under the ticket it was read with.
+pub struct Map<K, V> {
+    entries: HashMap<K, (Ticket, V)>,
+}
+
+impl<K: std::hash::Hash + Eq, V: Clone> Map<K, V> {
+    pub fn new() -> Self {
+        Map { entries: HashMap::new() }
+    }
+
+    /// The value read under a ticket still current (`now`).
+    pub fn get(&self, key: &K, now: &Ticket) -> Option<V> {
+        self.entries.get(key).filter(|(t, _)| t == now).map(|(_, v)| v.clone())
+    }
+
+    /// File what was read under `ticket` (unless this transaction changed things since).
+    pub fn put(&mut self, key: K, ticket: Ticket, value: V) {
+        if DIRTY.get() {
+            return;
         }
-        _ => Err(Some(ticket)),
-    })
+        if self.entries.len() >= MAX_ENTRIES {
+            self.entries.clear();
+        }
+        self.entries.insert(key, (ticket, value));
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V: Clone> Default for Map<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+type SubscriptionMap = Map<(Uuid, String), (Subscription, QueueOptions)>;
+
+thread_local! {
+    static SUBSCRIPTIONS: RefCell<SubscriptionMap> = RefCell::new(Map::new());
+}
+
+/// The cached subscription and options of (queue, group), or a ticket to file a fresh read
+/// under (`Err(None)`: do not cache).
+pub fn get(queue_id: Uuid, group: &str) -> Result<(Subscription, QueueOptions), Option<Ticket>> {
+    let Some(ticket) = ticket() else {
+        return Err(None);
+    };
+    SUBSCRIPTIONS.with(|m| m.borrow().get(&(queue_id, group.to_string()), &ticket)).ok_or(Some(ticket))
 }
 
 /// File what was read under `ticket`.
 pub fn put(ticket: Ticket, queue_id: Uuid, group: &str, value: &(Subscription, QueueOptions)) {
-    if DIRTY.get() {
-        return; // this transaction changed them since the ticket
-    }
-    ENTRIES.with(|e| {
-        let mut e = e.borrow_mut();
-        if e.len() >= MAX_ENTRIES {
-            e.clear();
-        }
-        e.insert(
-            (queue_id, group.to_string()),
-            Entry { generation: ticket.generation, schema: ticket.schema, value: value.clone() },
-        );
-    });
+    SUBSCRIPTIONS.with(|m| m.borrow_mut().put((queue_id, group.to_string()), ticket, value.clone()));
 }
 
 /// This transaction wrote subscriptions or queue options: bypass the cache until it ends,

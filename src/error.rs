@@ -20,6 +20,15 @@ pub enum QueenError {
     QueueFull { queue: String, max_size: i64 },
     /// 0A000: a waiting pop outside READ COMMITTED.
     WaitNotSupported { isolation: String },
+    /// 42501: the calling role lacks a privilege on a queue (SPEC §11).
+    PermissionDenied { queue: String, privilege: &'static str },
+    /// 42501: a function for superusers and the extension's owner (and, for diagnostics,
+    /// members of pg_monitor).
+    AdminOnly { function: &'static str, monitor: bool },
+    /// 55000: the installed schema is not the version this library was built for.
+    SchemaVersion { installed: String, library: &'static str },
+    /// 55000: the library is loaded but the extension is not installed in this database.
+    NotInstalled,
 }
 
 pub type QueenResult<T> = Result<T, QueenError>;
@@ -36,6 +45,12 @@ impl QueenError {
             QueenError::InvalidText { .. } => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
             QueenError::QueueFull { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             QueenError::WaitNotSupported { .. } => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            QueenError::PermissionDenied { .. } | QueenError::AdminOnly { .. } => {
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE
+            }
+            QueenError::SchemaVersion { .. } | QueenError::NotInstalled => {
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
         }
     }
 
@@ -64,6 +79,26 @@ impl fmt::Display for QueenError {
                 f,
                 "queen: queen_pop with wait_ms > 0 needs READ COMMITTED, not {isolation}: \
                  a stricter isolation level keeps one snapshot and could never see the message it waits for"
+            ),
+            QueenError::PermissionDenied { queue, privilege } if queue == "*" => {
+                write!(f, "queen: permission denied: privilege \"{privilege}\" on every queue ('*') is needed")
+            }
+            QueenError::PermissionDenied { queue, privilege } => write!(
+                f,
+                "queen: permission denied for queue \"{}\": privilege \"{privilege}\" is needed \
+                 (queen_grant(queue, role, ARRAY['{privilege}']))",
+                shorten(queue)
+            ),
+            QueenError::SchemaVersion { installed, library } => write!(
+                f,
+                "queen: the installed schema is version {installed}, this library is version {library}: \
+                 run ALTER EXTENSION queen UPDATE"
+            ),
+            QueenError::NotInstalled => write!(f, "queen: the extension is not installed in this database"),
+            QueenError::AdminOnly { function, monitor } => write!(
+                f,
+                "queen: permission denied for {function}: only superusers and the extension's owner{} may call it",
+                if *monitor { " (and members of pg_monitor)" } else { "" }
             ),
         }
     }

@@ -9,6 +9,12 @@ pub static MAINTENANCE_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10);
 /// Comma-separated databases the background worker maintains (one worker each).
 pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
+/// The role the background worker connects as (empty: the bootstrap superuser, the role
+/// `initdb` created). Its queries run as each database's extension owner (privilege.rs)
+/// whatever the role, so the role only needs to be allowed to connect; it must exist in every
+/// database of queen.databases' cluster, as roles do.
+pub static WORKER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
 /// Seconds a partition must be empty and idle before maintenance removes it.
 pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
@@ -59,6 +65,14 @@ pub fn init() {
         &DATABASES,
         GucContext::Postmaster,
         GucFlags::default(),
+        );
+        GucRegistry::define_string_guc(
+            c"queen.worker_role",
+            c"The role queen's background worker connects as (empty: the bootstrap superuser).",
+            c"The worker runs queen's maintenance as each database's extension owner whatever this role is.",
+            &WORKER_ROLE,
+            GucContext::Postmaster,
+            GucFlags::default(),
         );
     }
     GucRegistry::define_int_guc(

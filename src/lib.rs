@@ -21,6 +21,7 @@ mod maintain;
 mod names;
 mod options;
 mod pop;
+mod privilege;
 mod push;
 mod spi;
 mod state;
@@ -49,6 +50,8 @@ pub extern "C-unwind" fn _PG_init() {
 
 // The schema comes first: every function's SQL is created after it.
 ::pgrx::extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+// The views and grants come last: the views call functions of schema `queen`.
+::pgrx::extension_sql_file!("../sql/views.sql", name = "views", finalize);
 
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;

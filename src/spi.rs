@@ -30,6 +30,7 @@ pub mod types {
     pub const BOOL: PgOid = PgOid::BuiltIn(T::BOOLOID);
     pub const INT4: PgOid = PgOid::BuiltIn(T::INT4OID);
     pub const INT4S: PgOid = PgOid::BuiltIn(T::INT4ARRAYOID);
+    pub const OID: PgOid = PgOid::BuiltIn(T::OIDOID);
     pub const INT8: PgOid = PgOid::BuiltIn(T::INT8OID);
     pub const INT8S: PgOid = PgOid::BuiltIn(T::INT8ARRAYOID);
     pub const FLOAT8: PgOid = PgOid::BuiltIn(T::FLOAT8OID);
@@ -65,6 +66,9 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
 pub fn connect<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
     pgrx::spi::Spi::connect_mut(|_| {
         let mut s = Spi { _private: () };
+        // Every query of queen runs as the extension's owner: the caller's privileges were
+        // checked before (privilege.rs), and the tables are closed to other roles.
+        let _as_owner = crate::privilege::AsOwner::enter(&mut s);
         crate::cluster::ensure(&mut s);
         f(&mut s)
     })

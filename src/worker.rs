@@ -35,7 +35,12 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
         return;
     };
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
-    BackgroundWorker::connect_worker_to_spi(Some(&db), None);
+    let role = gucs::WORKER_ROLE.get().and_then(|r| r.into_string().ok()).filter(|r| !r.is_empty());
+    BackgroundWorker::connect_worker_to_spi(Some(&db), role.as_deref());
+    // A fixed search_path, whatever ALTER DATABASE / ALTER ROLE ... SET search_path say
+    // (SPEC §11): every query of queen names its schema, and nothing on another path is
+    // called. (Set for the session, before the first pass.)
+    in_transaction(|| Spi::run("SET search_path TO pg_catalog, pg_temp").expect("queen: setting search_path"));
     log!("queen: maintenance worker for database \"{db}\" started");
     loop {
         let interval = Duration::from_secs(gucs::MAINTENANCE_INTERVAL.get().max(1) as u64);
@@ -50,6 +55,13 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
         pass(&db);
     }
     log!("queen: maintenance worker for database \"{db}\" stopped");
+    // Exit code 1: the postmaster starts the worker again after its restart time. A worker
+    // stopped by pg_terminate_backend or DROP DATABASE ... WITH (FORCE) comes back, instead
+    // of leaving its database without maintenance until the server restarts (exit code 0
+    // would unregister it). At shutdown nothing is restarted either way.
+    // SAFETY: proc_exit runs the backend's exit callbacks and never returns; the worker holds
+    // no lock and is in no transaction between passes.
+    unsafe { pg_sys::proc_exit(1) };
 }
 
 /// Each unit of a pass in a transaction of its own: locks last milliseconds, and what a

@@ -577,6 +577,64 @@ fn bookkeeping(c: &mut Client, seconds: u64) {
     }
 }
 
+/// What the privilege check costs (SPEC §11, issue 11): the same calls, interleaved, by the
+/// superuser (who is never checked) and by an ordinary role granted the queue (checked against
+/// its cached grants on every call). Both run the functions with their fixed search_path and
+/// as the extension's owner; only the check differs.
+fn privilege_check(c: &mut Client) {
+    fresh(c);
+    c.batch_execute(
+        "DROP ROLE IF EXISTS bench_app; CREATE ROLE bench_app LOGIN;
+         SELECT queen_grant('bench', 'bench_app', ARRAY['push', 'pop']);",
+    )
+    .unwrap();
+    let host = std::env::var("QUEEN_BENCH_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let port = std::env::var("QUEEN_BENCH_PORT").unwrap_or_else(|_| "28818".into());
+    let mut app = Client::connect(&format!("host={host} port={port} user=bench_app dbname=bench"), NoTls)
+        .expect("connect as bench_app");
+    let n = 3000;
+    let new_run = || Run { ops: n, units: 0, total: Duration::ZERO, lat: Vec::with_capacity(n) };
+    let push = "SELECT message_id FROM queen_push('bench', $1, 'p')";
+    let pop = "SELECT count(*) FROM queen_pop('bench', 'g', auto_ack => true)";
+    let mut rows = Vec::new();
+    for (name, sql, with_payload) in [("push, 1 per transaction", push, true), ("pop 1, auto_ack", pop, false)] {
+        let (qs, qa) = (c.prepare(sql).unwrap(), app.prepare(sql).unwrap());
+        let call = |cl: &mut Client, st: &postgres::Statement, i: usize| {
+            if with_payload {
+                cl.query(st, &[&payload(i)]).unwrap();
+            } else {
+                cl.query(st, &[]).unwrap();
+            }
+            1
+        };
+        for i in 0..100 {
+            call(c, &qs, i);
+            call(&mut app, &qa, i);
+        }
+        let (mut su, mut role) = (new_run(), new_run());
+        for i in 0..n {
+            su.time(|| call(c, &qs, i));
+            role.time(|| call(&mut app, &qa, i));
+        }
+        rows.push((name, su, role));
+    }
+    println!("\n### Privilege check (one client, the same calls interleaved)\n");
+    println!("| call | superuser p50 / p99 ms | granted role p50 / p99 ms | role − superuser, median |");
+    println!("| --- | --- | --- | --- |");
+    for (name, su, role) in rows {
+        println!(
+            "| {name} | {:.3} / {:.3} | {:.3} / {:.3} | {:+.1} µs |",
+            su.pct(0.5),
+            su.pct(0.99),
+            role.pct(0.5),
+            role.pct(0.99),
+            (role.pct(0.5) - su.pct(0.5)) * 1000.0
+        );
+    }
+    drop(app);
+    c.batch_execute("DROP EXTENSION queen CASCADE; DROP ROLE bench_app; CREATE EXTENSION queen;").unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let want = |s: &str| args.is_empty() || args.iter().any(|a| s.starts_with(a.as_str()));
@@ -605,6 +663,9 @@ fn main() {
         println!("\n### Retention under sustained load");
         let secs = std::env::var("QUEEN_BENCH_RETENTION_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
         retention_size(&mut c, secs);
+    }
+    if want("privileges") {
+        privilege_check(&mut c);
     }
     if want("bookkeeping") {
         println!("\n### Bookkeeping tables under sustained load");

@@ -25,7 +25,10 @@ LOCK TABLE queen.cluster IN SHARE ROW EXCLUSIVE MODE;
 -- snapshot of this cluster they are transactions that ended long ago. Returns the offset.
 WITH hi AS MATERIALIZED (
     SELECT greatest(
-        (SELECT max(txid) FROM queen.messages),
+        -- Per queue through the queue log's index, newest first: never a scan of every message.
+        (SELECT max(m.txid) FROM (SELECT DISTINCT queue_id FROM queen.queues) AS q
+           CROSS JOIN LATERAL (SELECT txid FROM queen.messages WHERE queue_id = q.queue_id
+                                ORDER BY txid DESC, seq DESC LIMIT 1) AS m),
         (SELECT max(greatest(done_txid, fail_txid, sub_xmax,
                              (SELECT max(x) FROM unnest(pending_txid || ahead_txid || COALESCE(lease_txid, '{}')
                                                         || COALESCE(lease_xip, '{}') || COALESCE(sub_xip, '{}')) AS x)))

@@ -22,6 +22,7 @@ fn row(r: AckResult) -> AckRow {
 /// A refused ack is a row with `success = false` and the reason, not an error.
 /// `RETURNS queen.ack_result`.
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_ack_one(
     message_id: Option<Uuid>,
     lease_id: Option<Uuid>,
@@ -45,15 +46,16 @@ fn queen_ack_one(
         status,
         error: error.map(str::to_string),
     };
-    row(ack::ack(&[entry]).pop().expect("queen: one result per entry"))
+    row(ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry"))
 }
 
 /// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order;
 /// `RETURNS SETOF queen.ack_result`.
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     const F: &str = "queen_ack";
     let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
     let entries = ack::parse_acks_jsonb(acks).or_report(F);
-    SetOfIterator::new(ack::ack(&entries).into_iter().map(row))
+    SetOfIterator::new(ack::ack(&entries).or_report(F).into_iter().map(row))
 }

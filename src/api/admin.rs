@@ -1,6 +1,7 @@
 use crate::admin;
 use crate::error::{OrReport, QueenError};
 use crate::names;
+use crate::privilege::{self, Privilege};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -8,6 +9,7 @@ use pgrx::Uuid;
 /// `queen_renew(lease_id, seconds)`: extend an active lease to now + seconds (default: the
 /// queue's leaseTime), never shortening it. NULL when the lease is no longer active.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_renew(lease_id: Option<Uuid>, seconds: default!(Option<i32>, "NULL")) -> Option<TimestampWithTimeZone> {
     const F: &str = "queen_renew";
     let lease_id = lease_id.ok_or(QueenError::NullValue { argument: "lease_id" }).or_report(F);
@@ -18,6 +20,7 @@ fn queen_renew(lease_id: Option<Uuid>, seconds: default!(Option<i32>, "NULL")) -
 /// of the queue to just before the first message created at or after `to_time` (NULL: the
 /// end). Returns the number of partitions set.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_seek(
     queue: Option<&str>,
     consumer_group: Option<&str>,
@@ -28,12 +31,14 @@ fn queen_seek(
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
     }
+    privilege::require(&[queue], Privilege::Configure).or_report(F);
     admin::seek(queue, consumer_group, to_time)
 }
 
 /// `queen_delete_group(consumer_group, queue)`: forget a group (NULL: queue mode) on one queue
 /// or all. Returns the number of cursors removed.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_delete_group(consumer_group: Option<&str>, queue: default!(Option<&str>, "NULL")) -> i32 {
     const F: &str = "queen_delete_group";
     if let Some(g) = consumer_group {
@@ -42,13 +47,20 @@ fn queen_delete_group(consumer_group: Option<&str>, queue: default!(Option<&str>
     if queue.is_some() {
         names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     }
+    match queue {
+        Some(q) => privilege::require(&[q], Privilege::Configure),
+        None => privilege::require_everywhere(Privilege::Configure),
+    }
+    .or_report(F);
     admin::delete_group(consumer_group, queue)
 }
 
 /// `queen_delete_queue(queue)`: drop a queue with everything in it; false if there was none.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_delete_queue(queue: Option<&str>) -> bool {
     const F: &str = "queen_delete_queue";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
+    privilege::require(&[queue], Privilege::Configure).or_report(F);
     admin::delete_queue(queue)
 }

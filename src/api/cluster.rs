@@ -1,5 +1,6 @@
 //! The transaction ids queen's queries store and compare (cluster.rs): used inside queen's
-//! own SQL only, in schema `queen`.
+//! own SQL only, in schema `queen`. They run no SQL, so they need no fixed `search_path` (a SET
+//! clause would cost a GUC save and restore on every row that calls them).
 
 #[pgrx::pg_schema]
 mod queen {

@@ -7,6 +7,7 @@ mod cluster;
 mod configure;
 mod maintain;
 mod pop;
+mod privilege;
 mod push;
 mod rows;
 mod wait;

@@ -2,6 +2,7 @@ use crate::api::rows::MessageRow;
 use crate::error::OrReport;
 use crate::names;
 use crate::pop::{self, PopRequest};
+use crate::privilege::{self, Privilege};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
@@ -9,6 +10,7 @@ use pgrx::prelude::*;
 /// `RETURNS SETOF queen.message`.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_pop(
     queue: Option<&str>,
     consumer_group: default!(Option<&str>, "NULL"),
@@ -31,6 +33,7 @@ fn queen_pop(
     }
     let mode = pop::check(batch, partitions, wait_ms, lease_seconds, subscription_mode, subscription_from.is_some())
         .or_report(F);
+    privilege::require(&[queue], Privilege::Pop).or_report(F);
     let req = PopRequest {
         queue: queue.to_string(),
         group: consumer_group.map(str::to_string),

@@ -2,6 +2,7 @@ use crate::api::rows::PushRow;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
+use crate::privilege::{self, Privilege};
 use crate::push::{self, Payloads, PushItem, PushResult};
 use pgrx::prelude::*;
 use pgrx::Uuid;
@@ -21,6 +22,7 @@ fn row(r: PushResult) -> PushRow {
 /// `queen_push(queue, payload, partition, transaction_id, trace_id)`: SPEC §3.1, one message;
 /// `RETURNS queen.push_result`.
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_push_one(
     queue: Option<&str>,
     payload: Option<Jsonb>,
@@ -36,6 +38,7 @@ fn queen_push_one(
     if let Some(t) = transaction_id {
         push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
     }
+    privilege::require(&[queue], Privilege::Push).or_report(F);
     let item = PushItem {
         queue: queue.to_string(),
         partition: partition.to_string(),
@@ -50,10 +53,15 @@ fn queen_push_one(
 /// order; `RETURNS SETOF queen.push_result`. The items are read from the binary jsonb (the
 /// payloads go to the table as they are), so any valid jsonb payload is accepted (SPEC §10).
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
     const F: &str = "queen_push";
     let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
     let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
     let parsed = push::parse_items(&elements).or_report(F);
+    let mut queues: Vec<&str> = parsed.iter().map(|i| i.queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    privilege::require(&queues, Privilege::Push).or_report(F);
     SetOfIterator::new(push::push(parsed, Payloads::Items(items)).or_report(F).into_iter().map(row))
 }

@@ -6,10 +6,13 @@ use pgrx::Uuid;
 /// The pops waiting for messages now (with the library preloaded): backend pid, queue id,
 /// since when, and how many commits woke it. Read through the view `queen.waiting_pops`.
 #[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
 fn queen_waiting_pops() -> TableIterator<
     'static,
     (name!(pid, i32), name!(queue_id, Uuid), name!(since, TimestampWithTimeZone), name!(wakeups, i64)),
 > {
+    use crate::error::OrReport;
+    crate::privilege::require_admin("queen_waiting_pops", true).or_report("queen_waiting_pops");
     TableIterator::new(
         crate::wait::waiting()
             .into_iter()

@@ -13,9 +13,14 @@ use std::time::{Duration, Instant};
 /// Where the cluster listens: QUEEN_TEST_HOST (a socket directory or address) and
 /// QUEEN_TEST_PORT, set by scripts/integration-tests.
 pub fn conninfo(dbname: &str) -> String {
+    conninfo_as(dbname, "postgres")
+}
+
+/// The same, connecting as `user`.
+pub fn conninfo_as(dbname: &str, user: &str) -> String {
     let host = std::env::var("QUEEN_TEST_HOST").unwrap_or_else(|_| "127.0.0.1".into());
     let port = std::env::var("QUEEN_TEST_PORT").unwrap_or_else(|_| "28816".into());
-    format!("host={host} port={port} user=postgres dbname={dbname}")
+    format!("host={host} port={port} user={user} dbname={dbname}")
 }
 
 pub fn connect(dbname: &str) -> Client {
@@ -26,6 +31,8 @@ pub fn connect(dbname: &str) -> Client {
 /// A database of its own for one test, with the extension created in it.
 pub struct TestDb {
     pub name: String,
+    /// Roles the test created (`role`), dropped with the database.
+    roles: std::cell::RefCell<Vec<String>>,
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -38,11 +45,27 @@ impl TestDb {
         admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
         let mut c = connect(&name);
         c.batch_execute("CREATE EXTENSION queen").unwrap();
-        TestDb { name }
+        TestDb { name, roles: Default::default() }
     }
 
     pub fn connect(&self) -> Client {
         connect(&self.name)
+    }
+
+    /// A new login role of this test (not a superuser), named after the database: roles are
+    /// the cluster's, and tests run in parallel.
+    pub fn role(&self, suffix: &str) -> String {
+        let name = format!("{}_{suffix}", self.name);
+        let mut admin = connect("postgres");
+        admin.batch_execute(&format!("DROP ROLE IF EXISTS {name}; CREATE ROLE {name} LOGIN")).unwrap();
+        self.roles.borrow_mut().push(name.clone());
+        name
+    }
+
+    /// A connection as `role`.
+    pub fn connect_as(&self, role: &str) -> Client {
+        Client::connect(&conninfo_as(&self.name, role), NoTls)
+            .unwrap_or_else(|e| panic!("cannot connect as {role}: {e}"))
     }
 }
 
@@ -52,6 +75,9 @@ impl Drop for TestDb {
         if !std::thread::panicking() {
             let mut admin = connect("postgres");
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+            for r in self.roles.borrow().iter() {
+                let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {r}"));
+            }
         }
     }
 }
@@ -97,18 +123,33 @@ pub fn open_tx(db: &TestDb) -> Client {
 }
 
 /// The query files of sql/queries, by name.
-pub const QUERY_FILES: &[&str] = &["ack", "configure", "discovery", "maintain", "pop", "push", "state", "subscription"];
+pub const QUERY_FILES: &[&str] = &[
+    "ack",
+    "admin",
+    "cluster",
+    "configure",
+    "discovery",
+    "maintain",
+    "pop",
+    "privilege",
+    "push",
+    "state",
+    "subscription",
+];
 
 /// The text of sql/queries/`file`.sql.
 pub fn query_file(file: &str) -> &'static str {
     match file {
         "ack" => include_str!("../../../sql/queries/ack.sql"),
+        "admin" => include_str!("../../../sql/queries/admin.sql"),
+        "cluster" => include_str!("../../../sql/queries/cluster.sql"),
         "configure" => include_str!("../../../sql/queries/configure.sql"),
         "discovery" => include_str!("../../../sql/queries/discovery.sql"),
         "maintain" => include_str!("../../../sql/queries/maintain.sql"),
         "pop" => include_str!("../../../sql/queries/pop.sql"),
         "push" => include_str!("../../../sql/queries/push.sql"),
         "state" => include_str!("../../../sql/queries/state.sql"),
+        "privilege" => include_str!("../../../sql/queries/privilege.sql"),
         "subscription" => include_str!("../../../sql/queries/subscription.sql"),
         other => panic!("no query file {other}.sql"),
     }
@@ -171,4 +212,38 @@ pub fn waiter(
         (r, t0.elapsed())
     });
     (pid, h)
+}
+
+/// Plant, in a new schema `schema`, look-alikes of functions and operators queen's SQL uses
+/// (clock_timestamp(), now(), pg_current_snapshot(), hashtext(), `=` on bigint and uuid, `||`
+/// on text), each recording its call in `schema.calls` and then doing what the original does:
+/// with `schema` before pg_catalog on a search_path, they would be called instead of the
+/// originals (SPEC §11). `spy_calls` counts what they recorded.
+pub fn plant_spies(c: &mut Client, schema: &str) {
+    let spy = |name: &str, args: &str, ret: &str, body: &str| {
+        format!(
+            "CREATE FUNCTION {schema}.{name}({args}) RETURNS {ret} LANGUAGE plpgsql VOLATILE AS $$
+             BEGIN INSERT INTO {schema}.calls VALUES ('{name}'); RETURN {body}; END $$;"
+        )
+    };
+    let sql = [
+        format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.calls (what text);"),
+        format!("GRANT USAGE ON SCHEMA {schema} TO PUBLIC; GRANT INSERT, SELECT ON {schema}.calls TO PUBLIC;"),
+        spy("clock_timestamp", "", "timestamptz", "pg_catalog.clock_timestamp()"),
+        spy("now", "", "timestamptz", "pg_catalog.now()"),
+        spy("pg_current_snapshot", "", "pg_snapshot", "pg_catalog.pg_current_snapshot()"),
+        spy("hashtext", "text", "int", "pg_catalog.hashtext($1)"),
+        spy("spy_int8eq", "bigint, bigint", "boolean", "pg_catalog.int8eq($1, $2)"),
+        spy("spy_uuid_eq", "uuid, uuid", "boolean", "pg_catalog.uuid_eq($1, $2)"),
+        spy("spy_textcat", "text, text", "text", "pg_catalog.textcat($1, $2)"),
+        format!("CREATE OPERATOR {schema}.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = {schema}.spy_int8eq);"),
+        format!("CREATE OPERATOR {schema}.= (LEFTARG = uuid, RIGHTARG = uuid, FUNCTION = {schema}.spy_uuid_eq);"),
+        format!("CREATE OPERATOR {schema}.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = {schema}.spy_textcat);"),
+    ];
+    c.batch_execute(&sql.join("\n")).unwrap_or_else(|e| panic!("planting spies: {e}"));
+}
+
+/// How many calls the spies of `schema` recorded.
+pub fn spy_calls(c: &mut Client, schema: &str) -> Vec<String> {
+    c.query(&format!("SELECT what FROM {schema}.calls"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
 }

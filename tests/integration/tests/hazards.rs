@@ -461,7 +461,7 @@ fn a_look_with_an_older_read_of_the_subscription_leaves_the_rows_point_alone() {
     let mut a = open_tx(&db);
     a.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap();
     push(&mut x, "q", "p", json!("m1")); // new by S1, not by S2
-    // B subscribes later (S2, commits first) and writes the row at S2, delivering m2.
+                                         // B subscribes later (S2, commits first) and writes the row at S2, delivering m2.
     let sub = "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true, subscription_mode => 'new')";
     b.query(sub, &[]).unwrap();
     let s2: (i64, Vec<i64>) = {

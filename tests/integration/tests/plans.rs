@@ -16,7 +16,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("ack", "ack_find_ids", &["uuid[]"]),
     ("ack", "ack_message_lock", &["uuid", "text", "uuid"]),
     ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text"]),
-    ("ack", "seek", &["uuid", "text", "timestamptz"]),
+    ("admin", "seek", &["uuid", "text", "timestamptz"]),
     ("maintain", "count_scan", &["uuid", "bigint"]),
     ("maintain", "retention", &["uuid", "timestamptz", "bigint"]),
     ("maintain", "completed_retention", &["uuid", "timestamptz", "bigint"]),
@@ -45,6 +45,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
     ),
     ("push", "holders", &["uuid[]", "text[]"]),
+    ("cluster", "cluster_rebase", &["bigint"]),
 ];
 
 /// Every query that touches queen.messages is in QUERIES (or is delete_queue): a new one is

@@ -277,8 +277,7 @@ fn a_rolled_back_pop_leaves_the_messages_available() {
     let rows = other.query("SELECT * FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
     assert_eq!(payloads(&rows), vec![json!(0), json!(1), json!(2)]);
     assert!(rows.iter().all(|r| r.get::<_, i32>("attempt") == 1));
-    let leases: i64 =
-        other.query_one("SELECT count(DISTINCT lease_id) FROM queen.cursors", &[]).unwrap().get(0);
+    let leases: i64 = other.query_one("SELECT count(DISTINCT lease_id) FROM queen.cursors", &[]).unwrap().get(0);
     assert_eq!(leases, 1, "only the committed pop's lease exists");
 }
 

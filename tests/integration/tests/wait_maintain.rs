@@ -2,7 +2,7 @@
 //! queen_maintain() and through the background worker), over real connections.
 
 use postgres::{Client, NoTls};
-use queen_integration_tests::{await_waiting, connect, sqlstate, waiter, TestDb};
+use queen_integration_tests::{await_waiting, connect, plant_spies, spy_calls, sqlstate, waiter, TestDb};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -384,6 +384,48 @@ fn the_background_worker_maintains_its_database() {
     }
     assert!(seen_between, "max wait's dead letter was not committed before the later queue's retention");
     assert_eq!(count(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'"), 1);
+
+    // A hostile search_path for the database (SPEC §11): spies first on it. The worker,
+    // restarted so that it connects under the setting, maintains the database as before and
+    // never calls them.
+    plant_spies(&mut c, "trap");
+    c.batch_execute("ALTER DATABASE queen_worker_test SET search_path = trap, pg_catalog").unwrap();
+    let old_pid =
+        count(&mut admin, "SELECT max(pid)::bigint FROM pg_stat_activity WHERE backend_type = 'queen maintenance'");
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pid = count(
+            &mut admin,
+            "SELECT coalesce(max(pid), 0)::bigint FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
+        );
+        if pid != 0 && pid != old_pid {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker did not restart");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let mut c = connect("queen_worker_test");
+    let path: String = c.query_one("SHOW search_path", &[]).unwrap().get(0);
+    assert_eq!(path, "trap, pg_catalog", "the database's setting reaches new sessions");
+    c.batch_execute("SET search_path = pg_catalog, public").unwrap();
+    let filed = count(&mut c, "SELECT count(*) FROM queen.dead_letters_view WHERE error = 'max wait time exceeded'");
+    push(&mut c, "q", "p", json!(3));
+    c.query("SELECT * FROM queen_pop('mw', 'slow')", &[]).unwrap();
+    push(&mut c, "mw", "p", json!("stale again"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT count(*) FROM queen.messages m JOIN queen.queues q USING (queue_id) WHERE q.name = 'q'")
+        > 0
+        || count(&mut c, "SELECT count(*) FROM queen.dead_letters_view WHERE error = 'max wait time exceeded'") <= filed
+    {
+        assert!(Instant::now() < deadline, "the restarted worker did not maintain the database");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(spy_calls(&mut c, "trap"), Vec::<String>::new(), "the worker called the database's hostile objects");
     drop(c);
     admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
 }

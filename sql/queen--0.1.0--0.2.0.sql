@@ -1,0 +1,187 @@
+-- queen 0.1.0 → 0.2.0 (SPEC §11, §12): privileges per queue (queen.privileges, queen_grant,
+-- queen_revoke, the view queen.grants), views that show a role only the queues it may read,
+-- a fixed search_path on every function, and queen's id functions closed to PUBLIC. The
+-- library refuses a schema of another version until this script has run.
+--
+-- Written by hand from the difference between the two versions' generated install scripts
+-- (docs/development.md, "Cutting a release"); tests/upgrade checks it against a 0.1.0 database.
+
+\echo Use "ALTER EXTENSION queen UPDATE TO '0.2.0'" to load this file. \quit
+
+-- Who may use which queue (SPEC §11, src/privilege.rs): one row per (role, queue, privilege);
+-- queue '*' is every queue, present and future. Read through the view queen.grants. A role is
+-- kept by oid (regrole: pg_dump writes its name, and a restore finds the role by name); drop a
+-- role's grants (queen_revoke) before dropping the role.
+CREATE TABLE queen.privileges (
+    role       regrole     NOT NULL,
+    queue      text        NOT NULL,
+    privilege  text        NOT NULL CHECK (privilege IN ('push', 'pop', 'configure', 'read')),
+    granted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (role, queue, privilege)
+);
+CREATE INDEX privileges_queue ON queen.privileges (queue);
+SELECT pg_catalog.pg_extension_config_dump('queen.privileges', '');
+
+-- queen::api::privilege::queen_grant
+CREATE  FUNCTION "queen_grant"(
+	"queue" TEXT, /* Option < & str > */
+	"role" regrole, /* Option < RegRole > */
+	"privileges" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_grant_wrapper';
+
+-- queen::api::privilege::queen_revoke
+CREATE  FUNCTION "queen_revoke"(
+	"queue" TEXT, /* Option < & str > */
+	"role" regrole, /* Option < RegRole > */
+	"privileges" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS bigint /* i64 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_revoke_wrapper';
+
+-- queen::api::privilege::queen::allowed
+CREATE  FUNCTION queen."allowed"(
+	"queue" TEXT, /* Option < & str > */
+	"privilege" TEXT /* & str */
+) RETURNS bool /* bool */
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'allowed_wrapper';
+
+-- queen::api::privilege::queen::is_admin
+CREATE  FUNCTION queen."is_admin"() RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'is_admin_wrapper';
+
+
+ALTER FUNCTION queen_push(text, jsonb, text, text, uuid) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_push(jsonb) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_pop(text, text, int, text, int, int, int, boolean, text, timestamptz) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_ack(uuid, uuid, text, text, text) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_ack(jsonb) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_renew(uuid, int) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_seek(text, text, timestamptz) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_delete_group(text, text) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_delete_queue(text) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_configure(text, jsonb) SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_maintain() SET search_path TO pg_catalog, pg_temp;
+ALTER FUNCTION queen_waiting_pops() SET search_path TO pg_catalog, pg_temp;
+
+-- One row per queue. `messages` is maintenance's count (queue_counts) plus the messages
+-- pushed since, counted through the queue-log index: cheap on any queue that maintenance runs on.
+CREATE OR REPLACE VIEW queen.queue_stats AS
+SELECT q.name AS queue,
+       (SELECT count(DISTINCT p.partition_id) FROM queen.partitions p WHERE p.queue_id = q.queue_id) AS partitions,
+       pt.counted
+         + (SELECT count(*) FROM queen.messages m
+             WHERE m.queue_id = q.queue_id AND (m.txid, m.seq) > (pt.upto_txid, pt.upto_seq))
+         + (SELECT count(*) FROM unnest(pt.pending_txid) AS x
+              JOIN queen.messages m ON m.queue_id = q.queue_id AND m.txid = x) AS messages,
+       (SELECT count(DISTINCT s.consumer_group) FROM queen.subscriptions s WHERE s.queue_id = q.queue_id) AS consumer_groups,
+       (SELECT count(*) FROM queen.dead_letters d WHERE d.queue_id = q.queue_id) AS dead_letters,
+       (SELECT m.created_at FROM queen.messages m WHERE m.queue_id = q.queue_id
+         ORDER BY m.txid, m.seq LIMIT 1) AS oldest_message,
+       (SELECT m.created_at FROM queen.messages m WHERE m.queue_id = q.queue_id
+         ORDER BY m.txid DESC, m.seq DESC LIMIT 1) AS newest_message
+  FROM (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues
+         ORDER BY queue_id, created_at) q
+  CROSS JOIN LATERAL (
+        SELECT coalesce(c.counted, 0) AS counted, coalesce(c.upto_txid, 0) AS upto_txid,
+               coalesce(c.upto_seq, 0) AS upto_seq, coalesce(c.pending_txid, '{}') AS pending_txid
+          FROM (SELECT 1) AS one LEFT JOIN queen.queue_counts c ON c.queue_id = q.queue_id) pt
+ WHERE queen.allowed(q.name, 'read');
+
+-- One row per partition of a queue for each group subscribed to it (queue mode as NULL),
+-- partitions the group has not popped yet included. `pending` counts, through the partition
+-- index, the messages after the group's frontier plus those of its pending transactions after
+-- their positions, less those finished out of order: its cost is that of the pending
+-- messages, never of the partition's history. A group that never popped a partition counts
+-- from where its subscription starts there.
+CREATE OR REPLACE VIEW queen.group_lag AS
+SELECT q.name AS queue,
+       NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
+       p.name AS partition,
+       greatest(after.n + behind.n + by_time.n + taken_up.n - pos.ahead, 0) AS pending,
+       least(after.oldest, behind.oldest, by_time.oldest, taken_up.oldest) AS oldest_pending,
+       CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
+       CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
+  FROM queen.effective_subscriptions s
+  JOIN (SELECT DISTINCT ON (queue_id) queue_id, name FROM queen.queues
+         ORDER BY queue_id, created_at) q USING (queue_id)
+  JOIN (SELECT DISTINCT ON (partition_id) partition_id, queue_id, name FROM queen.partitions
+         ORDER BY partition_id, created_at) p USING (queue_id)
+  LEFT JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = s.consumer_group
+  CROSS JOIN LATERAL (
+        SELECT coalesce(c.done_txid, CASE WHEN s.mode = 'new' THEN s.start_xmax ELSE 0 END) AS t,
+               coalesce(c.done_seq, 0) AS q,
+               coalesce(c.pending_txid, CASE WHEN s.mode = 'new' THEN s.start_xip ELSE '{}' END) AS pt,
+               coalesce(c.pending_seq, CASE WHEN s.mode = 'new'
+                                            THEN array_fill(0::bigint, ARRAY[cardinality(s.start_xip)])
+                                            ELSE '{}' END) AS ps,
+               coalesce(cardinality(c.ahead_txid), 0) AS ahead,
+               (c.partition_id IS NULL AND s.mode = 'from') AS from_time) pos
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+         WHERE m.partition_id = p.partition_id AND (m.txid, m.seq) > (pos.t, pos.q) AND NOT pos.from_time) after
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest
+          FROM unnest(pos.pt, pos.ps) AS x(t, s)
+          JOIN queen.messages m ON m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
+         WHERE NOT pos.from_time) behind
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+         WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time
+  -- A cursor row derived from a later 'new' point than the group's (state.sql look: a first pop
+  -- that subscribed earlier committed later): what the earlier point adds, which the next pop
+  -- there takes up.
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+         WHERE s.mode = 'new' AND c.sub_xmax IS NOT NULL
+           AND (c.sub_xmax, c.sub_xip) IS DISTINCT FROM (s.start_xmax, s.start_xip)
+           AND m.partition_id = p.partition_id
+           AND m.txid >= least(s.start_xmax, (SELECT min(x) FROM unnest(s.start_xip) AS x))
+           AND m.txid < least(c.done_txid, c.sub_xmax)
+           AND m.txid <> ALL (c.sub_xip) AND m.txid <> ALL (c.pending_txid)
+           AND (m.txid >= s.start_xmax OR m.txid = ANY (s.start_xip))) taken_up
+ WHERE queen.allowed(q.name, 'read');
+
+-- Dead letters with their messages (a message retention removed shows NULL payload).
+CREATE OR REPLACE VIEW queen.dead_letters_view AS
+SELECT q.name AS queue,
+       COALESCE(m.partition, p.name) AS partition,
+       NULLIF(d.consumer_group, '__QUEUE_MODE__') AS consumer_group,
+       d.message_id,
+       COALESCE(m.transaction_id, d.message_id::text) AS transaction_id,
+       m.payload,
+       d.error,
+       d.attempts,
+       m.created_at,
+       d.failed_at
+  FROM queen.dead_letters d
+  LEFT JOIN queen.messages m ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq
+  LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = d.queue_id ORDER BY created_at LIMIT 1) q ON true
+  LEFT JOIN LATERAL (SELECT name FROM queen.partitions WHERE partition_id = d.partition_id ORDER BY created_at LIMIT 1) p ON true
+ WHERE queen.allowed(q.name, 'read');
+
+-- Who may use which queue: an admin sees every grant, another role those of the roles whose
+-- privileges it has.
+CREATE VIEW queen.grants AS
+SELECT g.role, g.queue, g.privilege, g.granted_at
+  FROM queen.privileges g
+ WHERE queen.is_admin() OR pg_catalog.pg_has_role(g.role::oid, 'USAGE');
+
+GRANT USAGE ON SCHEMA queen TO PUBLIC;
+GRANT SELECT ON queen.queue_stats, queen.group_lag, queen.dead_letters_view, queen.grants TO PUBLIC;
+-- queen's own id functions are for its queries, which run as the owner.
+REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset() FROM PUBLIC;
+-- The waiting pops show backend pids: for superusers, the owner and pg_monitor
+-- (queen_waiting_pops checks it too).
+GRANT SELECT ON queen.waiting_pops TO pg_monitor;

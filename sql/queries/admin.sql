@@ -1,0 +1,146 @@
+-- Queries of the functions that operate on consumer state (src/admin.rs): queen_renew,
+-- queen_seek, queen_delete_group, queen_delete_queue. Sections are prepared once per backend.
+
+-- name: lease_queues
+-- The queues lease $1 covers (its cursor rows'): what queen_renew checks the caller's privilege
+-- on before it extends anything.
+SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1;
+
+-- name: renew
+-- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the
+-- new expiry, or no row when the lease is no longer active. The lease is its cursor rows' (one
+-- per partition it covers, found through cursors_lease), locked as an ack locks them. Hint
+-- rows another transaction holds are skipped (the next pop that looks moves them).
+WITH c AS MATERIALIZED (
+    SELECT partition_id, consumer_group, queue_id, lease_expires_at FROM queen.cursors
+     WHERE lease_id = $1 AND lease_expires_at > clock_timestamp()
+       FOR UPDATE
+), secs AS MATERIALIZED (
+    SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = (SELECT queue_id FROM c LIMIT 1)
+                          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1), 300) AS s
+), new AS MATERIALIZED (
+    SELECT greatest((SELECT max(lease_expires_at) FROM c), clock_timestamp() + make_interval(secs => secs.s)) AS e
+      FROM secs WHERE EXISTS (SELECT 1 FROM c)
+), cursors AS (
+    UPDATE queen.cursors u SET lease_expires_at = new.e FROM c, new
+     WHERE u.partition_id = c.partition_id AND u.consumer_group = c.consumer_group AND u.lease_id = $1
+), hints AS (
+    UPDATE queen.ready r SET ready_at = new.e, txid = queen.txid() FROM new WHERE r.ctid IN (
+        SELECT r2.ctid FROM queen.ready r2, c
+         WHERE r2.partition_id = c.partition_id AND r2.consumer_group = c.consumer_group
+           FOR UPDATE OF r2 SKIP LOCKED)
+)
+SELECT e AS expires_at FROM new;
+
+-- name: seek
+-- Move group $2's cursor in every partition of queue $1 to just before the first message
+-- created at or after $3 (NULL: after the last stored message), keeping as pending the
+-- transactions running now below that point (the caller's own among them, whose messages do
+-- not count as stored: SPEC §3.1); release the group's leases on the queue; make the position
+-- the group's subscription (for partitions created later); restart its discovery there, and
+-- hint every partition. Returns the number of partitions set.
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x FROM (SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x
+                                UNION SELECT z.own WHERE z.own IS NOT NULL) AS u(x) ORDER BY x) AS xip,
+           z.own
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
+),
+parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
+-- The cursor rows it creates are created under their pairs' advisory locks (state.sql
+-- try_lock_pair), waited for, in partition order: a pop never waits on the uncommitted insert.
+pairs_locked AS MATERIALIZED (
+    SELECT count(pg_advisory_xact_lock(1364542798, hashtext(o.partition_id::text || '/' || $2))) AS n
+      FROM (SELECT partition_id FROM parts ORDER BY partition_id) AS o
+),
+pos AS MATERIALIZED (
+    SELECT p.partition_id, COALESCE(f.txid, l.txid, 0) AS txid, COALESCE(f.seq, l.seq, 0) AS seq
+      FROM parts p CROSS JOIN snap
+      LEFT JOIN LATERAL (
+            SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m
+             WHERE m.partition_id = p.partition_id AND $3::timestamptz IS NOT NULL AND m.created_at >= $3
+               AND m.txid IS DISTINCT FROM snap.own
+             ORDER BY m.txid, m.seq LIMIT 1) f ON true
+      LEFT JOIN LATERAL (
+            SELECT m.txid, m.seq FROM queen.messages m
+             WHERE m.partition_id = p.partition_id AND m.txid IS DISTINCT FROM snap.own
+             ORDER BY m.txid DESC, m.seq DESC LIMIT 1) l ON true
+),
+-- The point of the 'new' subscription a seek to the end makes, as effective_subscriptions
+-- reads it (the running transactions below its xmax), which the cursors record.
+point AS MATERIALIZED (
+    SELECT CASE WHEN $3::timestamptz IS NULL THEN snap.xmax END AS xmax,
+           CASE WHEN $3::timestamptz IS NULL THEN ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < snap.xmax) END AS xip
+      FROM snap
+),
+subs AS (
+    DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2
+),
+sub AS (
+    INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip)
+    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3, snap.xmax, snap.xip
+      FROM snap
+),
+disc AS (
+    DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2
+),
+-- The group's hints give way to one due now per partition (rows another transaction holds
+-- are skipped and stay): a seek does not add to them.
+unhinted AS (
+    DELETE FROM queen.ready WHERE ctid IN (
+        SELECT ctid FROM queen.ready WHERE queue_id = $1 AND consumer_group = $2 FOR UPDATE SKIP LOCKED)
+),
+hints AS (
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
+    SELECT $1, $2, partition_id, clock_timestamp(), queen.txid() FROM pos
+),
+set AS (
+    INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq,
+                                    pending_txid, pending_seq, sub_xmax, sub_xip)
+    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)]),
+           point.xmax, point.xip
+      FROM pos CROSS JOIN point CROSS JOIN snap CROSS JOIN pairs_locked CROSS JOIN LATERAL (
+            SELECT ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+       SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,
+           pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
+           ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,
+           retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_txid = NULL,
+           lease_seq = NULL, lease_xip = NULL, sub_xmax = EXCLUDED.sub_xmax,
+           sub_xip = EXCLUDED.sub_xip, updated_at = clock_timestamp()
+    RETURNING 1
+)
+SELECT count(*) AS partitions_set FROM set;
+
+-- name: delete_group
+-- Forget group $1 on queue $2 (NULL: every queue): cursors (and their leases), subscriptions, dead
+-- letters, hints, discovery points. Returns the number of (logical) cursors removed: one per
+-- partition of each queue the group was subscribed to.
+WITH subs AS MATERIALIZED (
+    SELECT DISTINCT queue_id FROM queen.subscriptions
+     WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), counted AS (
+    SELECT count(DISTINCT p.partition_id) AS n FROM queen.partitions p JOIN subs USING (queue_id)
+), c AS (DELETE FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), s AS (DELETE FROM queen.subscriptions WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), d AS (DELETE FROM queen.dead_letters WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), r AS (DELETE FROM queen.ready WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+), x AS (DELETE FROM queen.discovery WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+)
+SELECT n AS cursors_removed FROM counted;
+
+-- name: delete_queue
+-- Drop queue $1 with everything in it; whether it existed.
+WITH existed AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1)
+        OR EXISTS (SELECT 1 FROM queen.partitions WHERE queue_id = $1) AS e
+), m AS (DELETE FROM queen.messages WHERE queue_id = $1
+), p AS (DELETE FROM queen.partitions WHERE queue_id = $1
+), q AS (DELETE FROM queen.queues WHERE queue_id = $1
+), c AS (DELETE FROM queen.cursors WHERE queue_id = $1
+), s AS (DELETE FROM queen.subscriptions WHERE queue_id = $1
+), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1
+), r AS (DELETE FROM queen.ready WHERE queue_id = $1
+), x AS (DELETE FROM queen.discovery WHERE queue_id = $1
+)
+SELECT e AS existed FROM existed;

@@ -1,0 +1,35 @@
+-- Queries of privileges (src/privilege.rs): the extension's owner, the grants on a queue, and
+-- granting and revoking. Sections are prepared once per backend.
+
+-- name: owner
+-- The role that owns the extension (queen's queries run as it) and the installed schema's
+-- version (the library refuses a schema it was not built for). Read as the caller:
+-- pg_extension is readable by every role.
+SELECT extowner AS owner, extversion AS version FROM pg_catalog.pg_extension WHERE extname = 'queen';
+
+-- name: grants_of
+-- The grants on queue $1 and on every queue ('*').
+SELECT role::oid AS role, queue, privilege FROM queen.privileges WHERE queue = $1 OR queue = '*';
+
+-- name: grant
+-- Grant privileges $3 on queue $1 ('*': every queue, present and future) to role $2; how many
+-- were not granted before.
+WITH added AS (
+    INSERT INTO queen.privileges (role, queue, privilege)
+    SELECT $2::regrole, $1, p FROM unnest($3::text[]) AS p
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT count(*) AS changed FROM added;
+
+-- name: revoke
+-- Revoke privileges $3 on queue $1 from role $2; how many there were.
+WITH removed AS (
+    DELETE FROM queen.privileges WHERE role = $2::regrole AND queue = $1 AND privilege = ANY ($3::text[])
+    RETURNING 1
+)
+SELECT count(*) AS changed FROM removed;
+
+-- name: queue_name
+-- A queue's name, by id (for the message of a refused ack).
+SELECT name FROM queen.queues WHERE queue_id = $1 ORDER BY created_at LIMIT 1;

@@ -1,0 +1,291 @@
+//! Who may do what on which queue (SPEC §11), and running queen's own SQL as the extension's
+//! owner.
+//!
+//! **The model.** queen's tables are closed: only the extension's owner (and superusers) can
+//! read or write them. Every SQL function checks the calling role (`current_user`) against
+//! `queen.privileges` — `push`, `pop` (with ack and renew), `configure` (configure, seek,
+//! delete group, delete queue) and `read` (the views), per queue or for every queue (`'*'`),
+//! granted with `queen_grant` — and then runs its queries as the extension's owner
+//! ([`AsOwner`], entered by `spi::connect`). A role holding a granted role holds its grants too
+//! (`has_privs_of_role`, as for table privileges). Superusers and members of the owner's role
+//! hold every privilege.
+//!
+//! Why not SECURITY DEFINER functions: inside one, `current_user` is the owner, and Postgres
+//! keeps the caller only in fmgr's stack frame; the role outside every security-definer
+//! function (`GetOuterUserId`) is not the caller when queen is called from another role's
+//! SECURITY DEFINER function. Switching in Rust after the check keeps the caller exact, and
+//! Postgres itself restores the user when a transaction or subtransaction aborts. Why not
+//! row-level security: the queries would still read the tables as the caller, so every role
+//! would need table privileges and every query a policy; a pop also writes rows (cursors,
+//! hints) that belong to no queue a policy could name.
+//!
+//! **The cost.** The grants of a queue are read once per backend and kept (cache.rs), retired
+//! by `queen_grant` and `queen_revoke` in every backend when they commit; a check is then a
+//! lookup and `has_privs_of_role` for each grant of that queue (Postgres caches role
+//! membership itself). Superusers and the owner are never looked up.
+
+use crate::error::{QueenError, QueenResult};
+use crate::names;
+use crate::spi::types::{TEXT, TEXTS, UUID};
+use crate::spi::{Query, Spi};
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+
+const SQL: &str = include_str!("../sql/queries/privilege.sql");
+const GRANTS_OF: Query = Query { file: SQL, name: "grants_of", args: &[TEXT] };
+const GRANT: Query = Query { file: SQL, name: "grant", args: &[TEXT, crate::spi::types::OID, TEXTS] };
+const REVOKE: Query = Query { file: SQL, name: "revoke", args: &[TEXT, crate::spi::types::OID, TEXTS] };
+const QUEUE_NAME: Query = Query { file: SQL, name: "queue_name", args: &[UUID] };
+const OWNER: Query = Query { file: SQL, name: "owner", args: &[] };
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    Push,
+    Pop,
+    Configure,
+    Read,
+}
+
+impl Privilege {
+    pub const ALL: [Privilege; 4] = [Privilege::Push, Privilege::Pop, Privilege::Configure, Privilege::Read];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Privilege::Push => "push",
+            Privilege::Pop => "pop",
+            Privilege::Configure => "configure",
+            Privilege::Read => "read",
+        }
+    }
+
+    pub fn parse(what: &str, value: &str) -> QueenResult<Privilege> {
+        Privilege::ALL.into_iter().find(|p| p.name() == value).ok_or_else(|| {
+            QueenError::invalid(
+                what,
+                format!("must be 'push', 'pop', 'configure' or 'read', got \"{}\"", crate::error::shorten(value)),
+            )
+        })
+    }
+}
+
+/// The role calling: `current_user`, as `SET ROLE` and SECURITY DEFINER functions make it.
+pub fn caller() -> pg_sys::Oid {
+    // SAFETY: GetUserId reads the backend's current user id, set in every backend.
+    unsafe { pg_sys::GetUserId() }
+}
+
+fn has_privs_of_role(member: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog lookup by oid (through Postgres's membership cache); called inside a
+    // transaction, as every queen function runs.
+    unsafe { pg_sys::has_privs_of_role(member, role) }
+}
+
+/// The extension's owner: every query of queen runs as this role. Read once per backend (and
+/// again after the extension was re-created: the schema's oid changes).
+///
+/// The installed schema must be the version this library was built for (SPEC §12): a library
+/// installed over an older schema refuses every call, telling to run `ALTER EXTENSION queen
+/// UPDATE`, rather than run queries against tables that are not what it expects. Only a
+/// matching version is remembered, so the first call after the update goes through.
+pub fn owner(s: &mut Spi) -> pg_sys::Oid {
+    thread_local!(static OWNER_OF: RefCell<Option<(pg_sys::Oid, pg_sys::Oid)>> = const { RefCell::new(None) });
+    let schema = crate::cluster::schema_oid();
+    if let Some((for_schema, owner)) = OWNER_OF.with(|o| *o.borrow()) {
+        if for_schema == schema {
+            return owner;
+        }
+    }
+    let Some(row) = OWNER.run(s, &[]).next() else {
+        QueenError::NotInstalled.report("queen");
+    };
+    let (owner, version) = (row.req::<pg_sys::Oid>("owner"), row.req::<String>("version"));
+    if version != LIBRARY_VERSION {
+        QueenError::SchemaVersion { installed: version, library: LIBRARY_VERSION }.report("queen");
+    }
+    OWNER_OF.with(|o| *o.borrow_mut() = Some((schema, owner)));
+    owner
+}
+
+/// The schema version this library was built for (queen.control's default_version).
+pub const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A superuser, or a role with the privileges of the extension's owner.
+pub fn is_admin(s: &mut Spi, role: pg_sys::Oid) -> bool {
+    superuser(role) || has_privs_of_role(role, owner(s))
+}
+
+fn superuser(role: pg_sys::Oid) -> bool {
+    // SAFETY: superuser_arg looks the role up in the catalog cache; inside a transaction.
+    unsafe { pg_sys::superuser_arg(role) }
+}
+
+/// While alive, this backend runs as the extension's owner (restored on drop; an error that
+/// aborts the transaction or a subtransaction restores it too, in Postgres's own clean-up).
+pub struct AsOwner {
+    user: pg_sys::Oid,
+    context: i32,
+}
+
+impl AsOwner {
+    pub fn enter(s: &mut Spi) -> AsOwner {
+        let owner = owner(s);
+        let (mut user, mut context) = (pg_sys::Oid::INVALID, 0);
+        // SAFETY: reads and sets the backend's user id and security context, as
+        // SECURITY DEFINER functions do (fmgr_security_definer); SECURITY_LOCAL_USERID_CHANGE
+        // marks the change as local, so SET ROLE and SET SESSION AUTHORIZATION are refused
+        // while it lasts. `owner` is an existing role (the extension's owner).
+        unsafe {
+            pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+            pg_sys::SetUserIdAndSecContext(owner, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+        }
+        AsOwner { user, context }
+    }
+}
+
+impl Drop for AsOwner {
+    fn drop(&mut self) {
+        // SAFETY: puts back what `enter` read.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
+    }
+}
+
+/// A grant as the checks read it: a role, a queue (None: every queue), a privilege.
+#[derive(Clone, Debug)]
+struct Grant {
+    role: pg_sys::Oid,
+    queue_id: Option<uuid::Uuid>,
+    privilege: Privilege,
+}
+
+thread_local! {
+    static GRANTS: RefCell<crate::cache::Map<String, Vec<Grant>>> = RefCell::new(crate::cache::Map::new());
+}
+
+/// The grants on `queue` and on every queue (`'*'`).
+fn grants_of(s: &mut Spi, queue: &str) -> Vec<Grant> {
+    let ticket = crate::cache::ticket();
+    if let Some(t) = &ticket {
+        if let Some(g) = GRANTS.with(|m| m.borrow().get(&queue.to_string(), t)) {
+            return g;
+        }
+    }
+    let args: [DatumWithOid; 1] = [queue.into()];
+    let grants: Vec<Grant> = GRANTS_OF
+        .run(s, &args)
+        .map(|r| {
+            let q = r.req::<String>("queue");
+            Grant {
+                role: r.req("role"),
+                queue_id: (q != "*").then(|| names::queue_id(&q)),
+                privilege: Privilege::parse("privilege", &r.req::<String>("privilege"))
+                    .expect("queen: stored privileges are checked"),
+            }
+        })
+        .collect();
+    if let Some(t) = ticket {
+        GRANTS.with(|m| m.borrow_mut().put(queue.to_string(), t, grants.clone()));
+    }
+    grants
+}
+
+/// Whether `role` holds `privilege` on `queue`.
+pub fn allowed(s: &mut Spi, role: pg_sys::Oid, queue: &str, privilege: Privilege) -> bool {
+    is_admin(s, role) || grants_of(s, queue).iter().any(|g| g.privilege == privilege && has_privs_of_role(role, g.role))
+}
+
+/// Whether `role` holds `privilege` on every queue (`'*'`).
+pub fn allowed_everywhere(s: &mut Spi, role: pg_sys::Oid, privilege: Privilege) -> bool {
+    is_admin(s, role)
+        || grants_of(s, "*")
+            .iter()
+            .any(|g| g.queue_id.is_none() && g.privilege == privilege && has_privs_of_role(role, g.role))
+}
+
+fn denied(queue: &str, privilege: Privilege) -> QueenError {
+    QueenError::PermissionDenied { queue: queue.to_string(), privilege: privilege.name() }
+}
+
+/// Whether the caller is an admin (for the views): a superuser is answered without SPI.
+pub fn admin_now() -> bool {
+    let role = caller();
+    superuser(role) || crate::spi::connect(|s| is_admin(s, role))
+}
+
+/// Whether the caller holds `privilege` on `queue` (for the views, called once a row): a
+/// superuser, the owner and a cached grant list are answered without a statement.
+pub fn allowed_now(queue: &str, privilege: Privilege) -> bool {
+    let role = caller();
+    if superuser(role) {
+        return true;
+    }
+    crate::spi::connect(|s| allowed(s, role, queue, privilege))
+}
+
+/// 42501 unless the caller holds `privilege` on each of `queues`. Checked before anything is
+/// written, so a refused call changes nothing.
+pub fn require(queues: &[&str], privilege: Privilege) -> QueenResult<()> {
+    let role = caller();
+    crate::spi::connect(|s| {
+        for q in queues {
+            if !allowed(s, role, q, privilege) {
+                return Err(denied(q, privilege));
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The same for queues known by id (an ack finds its messages' queues), inside a connection.
+/// `role` is the caller, read before the connection switched to the owner.
+pub fn require_ids(s: &mut Spi, role: pg_sys::Oid, queue_ids: &[pgrx::Uuid], privilege: Privilege) -> QueenResult<()> {
+    if is_admin(s, role) {
+        return Ok(());
+    }
+    for id in queue_ids {
+        let args: [DatumWithOid; 1] = [(*id).into()];
+        let name = QUEUE_NAME.run(s, &args).next().and_then(|r| r.get::<String>("name"));
+        let name = name.unwrap_or_else(|| names::from_pg(*id).to_string());
+        if !allowed(s, role, &name, privilege) {
+            return Err(denied(&name, privilege));
+        }
+    }
+    Ok(())
+}
+
+/// 42501 unless the caller holds `privilege` on every queue (`'*'`): for calls that reach every
+/// queue (`queen_delete_group` without a queue).
+pub fn require_everywhere(privilege: Privilege) -> QueenResult<()> {
+    let role = caller();
+    crate::spi::connect(|s| match allowed_everywhere(s, role, privilege) {
+        true => Ok(()),
+        false => Err(denied("*", privilege)),
+    })
+}
+
+/// 42501 unless the caller is a superuser or has the owner's privileges (or, with `monitor`,
+/// is a member of `pg_monitor`): for grants, maintenance and the diagnostics that show pids.
+pub fn require_admin(function: &'static str, monitor: bool) -> QueenResult<()> {
+    let role = caller();
+    let ok = crate::spi::connect(|s| {
+        is_admin(s, role) || (monitor && has_privs_of_role(role, pg_sys::Oid::from(pg_sys::ROLE_PG_MONITOR)))
+    });
+    match ok {
+        true => Ok(()),
+        false => Err(QueenError::AdminOnly { function, monitor }),
+    }
+}
+
+/// `queen_grant` / `queen_revoke`: add or remove `privileges` of `role` on `queue` (`'*'`: every
+/// queue, present and future). Returns how many grants were added or removed.
+pub fn change(queue: &str, role: pg_sys::Oid, privileges: &[String], grant: bool) -> QueenResult<i64> {
+    for p in privileges {
+        Privilege::parse("argument \"privileges\"", p)?;
+    }
+    crate::cache::changed();
+    let args: [DatumWithOid; 3] = [queue.into(), role.into(), privileges.to_vec().into()];
+    Ok(crate::spi::connect(|s| {
+        let q = if grant { &GRANT } else { &REVOKE };
+        q.run(s, &args).first().req::<i64>("changed")
+    }))
+}
