@@ -8,6 +8,7 @@
 //! - a transaction (or subtransaction) that leased messages, when it rolls back;
 //! - `COMMIT PREPARED`, after it committed (every waiter of the database: which queues the
 //!   prepared transaction touched died with its backend).
+//!
 //! A woken pop looks again with a new snapshot; if another got the message first, it sleeps
 //! again. Messages that become deliverable by time (a retry delay, delayedProcessing,
 //! windowBuffer, a lease expiring) have a hint due then: a waiting pop sleeps no later than
