@@ -206,27 +206,31 @@ fn denied(queue: &str, privilege: Privilege) -> QueenError {
     QueenError::PermissionDenied { queue: queue.to_string(), privilege: privilege.name() }
 }
 
-/// Whether the caller is an admin (for the views): a superuser is answered without SPI.
-pub fn admin_now() -> bool {
-    let role = caller();
-    superuser(role) || crate::spi::connect(|s| is_admin(s, role))
-}
-
-/// Whether the caller holds `privilege` on `queue` (for the views, called once a row): a
-/// superuser, the owner and a cached grant list are answered without a statement.
-pub fn allowed_now(queue: &str, privilege: Privilege) -> bool {
+/// Run `check` for the caller in an SPI connection, unless the caller is a superuser, who holds
+/// every privilege: every push and pop checks, and a superuser's call (make bench's) then opens
+/// no connection for it.
+fn for_caller<T>(superuser_answer: T, check: impl FnOnce(&mut Spi, pg_sys::Oid) -> T) -> T {
     let role = caller();
     if superuser(role) {
-        return true;
+        return superuser_answer;
     }
-    crate::spi::connect(|s| allowed(s, role, queue, privilege))
+    crate::spi::connect(|s| check(s, role))
+}
+
+/// Whether the caller is an admin (for the views).
+pub fn admin_now() -> bool {
+    for_caller(true, is_admin)
+}
+
+/// Whether the caller holds `privilege` on `queue` (for the views, called once a row).
+pub fn allowed_now(queue: &str, privilege: Privilege) -> bool {
+    for_caller(true, |s, role| allowed(s, role, queue, privilege))
 }
 
 /// 42501 unless the caller holds `privilege` on each of `queues`. Checked before anything is
 /// written, so a refused call changes nothing.
 pub fn require(queues: &[&str], privilege: Privilege) -> QueenResult<()> {
-    let role = caller();
-    crate::spi::connect(|s| {
+    for_caller(Ok(()), |s, role| {
         for q in queues {
             if !allowed(s, role, q, privilege) {
                 return Err(denied(q, privilege));
@@ -256,8 +260,7 @@ pub fn require_ids(s: &mut Spi, role: pg_sys::Oid, queue_ids: &[pgrx::Uuid], pri
 /// 42501 unless the caller holds `privilege` on every queue (`'*'`): for calls that reach every
 /// queue (`queen_delete_group` without a queue).
 pub fn require_everywhere(privilege: Privilege) -> QueenResult<()> {
-    let role = caller();
-    crate::spi::connect(|s| match allowed_everywhere(s, role, privilege) {
+    for_caller(Ok(()), |s, role| match allowed_everywhere(s, role, privilege) {
         true => Ok(()),
         false => Err(denied("*", privilege)),
     })
@@ -266,8 +269,7 @@ pub fn require_everywhere(privilege: Privilege) -> QueenResult<()> {
 /// 42501 unless the caller is a superuser or has the owner's privileges (or, with `monitor`,
 /// is a member of `pg_monitor`): for grants, maintenance and the diagnostics that show pids.
 pub fn require_admin(function: &'static str, monitor: bool) -> QueenResult<()> {
-    let role = caller();
-    let ok = crate::spi::connect(|s| {
+    let ok = for_caller(true, |s, role| {
         is_admin(s, role) || (monitor && has_privs_of_role(role, pg_sys::Oid::from(pg_sys::ROLE_PG_MONITOR)))
     });
     match ok {

@@ -211,11 +211,9 @@ pub(crate) struct Msg {
 pub(crate) struct Look {
     pub(crate) row: CursorRow,
     pub(crate) stored: bool,
-    /// The stored row was derived from an older subscription point: `row` is brought up to
-    /// date and must be saved.
-    pub(crate) stale: bool,
-    /// `row` differs from the stored row (it was `stale`, or pending transactions resolved):
-    /// a pop that holds the row saves it even if it delivers nothing.
+    /// `row` differs from the stored row — it was derived from an older subscription point
+    /// (the look's `stale`: brought up to date), or pending transactions resolved — so a pop
+    /// that holds the row saves it even if it delivers nothing.
     pub(crate) changed: bool,
     /// The reading snapshot, as queen reads it (the caller's own transaction among the
     /// running ones): its xmin, xmax and running transactions.
@@ -255,7 +253,7 @@ impl Look {
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
 /// and up to `limit` next messages, with what the reading snapshot says. `sub` is the point
 /// of the group's 'new' subscription, which a row derived from an older point is brought up
-/// to (`Look::stale`).
+/// to (`Look::changed`).
 pub(crate) fn look(
     s: &mut Spi,
     partition: Uuid,
@@ -283,8 +281,7 @@ pub(crate) fn look(
     let mut look = Look {
         row: parse(&r),
         stored: r.req("stored"),
-        stale: r.req("stale"),
-        changed: false,
+        changed: r.req("stale"),
         xip: r.get("xip").unwrap_or_default(),
         pending_visible: r.get("pending_visible").unwrap_or_default(),
         pending_left: r.get("pending_left").unwrap_or_default(),
@@ -296,7 +293,6 @@ pub(crate) fn look(
         msgs: Vec::with_capacity(rows.len().saturating_sub(1)),
         created: Vec::with_capacity(rows.len().saturating_sub(1)),
     };
-    look.changed = look.stale;
     for r in rows {
         let created_at: TimestampWithTimeZone = r.req("created_at");
         look.created.push(micros(created_at));

@@ -63,12 +63,7 @@ fn privileges(function: &'static str, privileges: Option<Vec<Option<String>>>) -
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn queen_grant(queue: Option<&str>, role: Option<RegRole>, privileges: Option<Vec<Option<String>>>) -> i64 {
-    const F: &str = "queen_grant";
-    let queue = queue_or_all(F, queue);
-    let role = role.ok_or(QueenError::NullValue { argument: "role" }).or_report(F).0;
-    let list = self::privileges(F, privileges);
-    privilege::require_admin(F, false).or_report(F);
-    privilege::change(queue, role, &list, true).or_report(F)
+    change("queen_grant", queue, role, privileges, true)
 }
 
 /// `queen_revoke(queue, role, privileges)`: take back what `queen_grant` gave (the same queue
@@ -76,12 +71,22 @@ fn queen_grant(queue: Option<&str>, role: Option<RegRole>, privileges: Option<Ve
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn queen_revoke(queue: Option<&str>, role: Option<RegRole>, privileges: Option<Vec<Option<String>>>) -> i64 {
-    const F: &str = "queen_revoke";
-    let queue = queue_or_all(F, queue);
-    let role = role.ok_or(QueenError::NullValue { argument: "role" }).or_report(F).0;
-    let list = self::privileges(F, privileges);
-    privilege::require_admin(F, false).or_report(F);
-    privilege::change(queue, role, &list, false).or_report(F)
+    change("queen_revoke", queue, role, privileges, false)
+}
+
+/// The body of both: check the arguments, then the caller, then change the grants.
+fn change(
+    f: &'static str,
+    queue: Option<&str>,
+    role: Option<RegRole>,
+    privileges: Option<Vec<Option<String>>>,
+    grant: bool,
+) -> i64 {
+    let queue = queue_or_all(f, queue);
+    let role = role.ok_or(QueenError::NullValue { argument: "role" }).or_report(f).0;
+    let list = self::privileges(f, privileges);
+    privilege::require_admin(f, false).or_report(f);
+    privilege::change(queue, role, &list, grant).or_report(f)
 }
 
 #[pgrx::pg_schema]
