@@ -94,7 +94,9 @@ SELECT q.name AS queue,
        d.error,
        d.attempts,
        m.created_at,
-       d.failed_at
+       d.failed_at,
+       d.partition_id,
+       m.trace_id
   FROM queen.dead_letters d
   LEFT JOIN queen.messages m ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq
   LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = d.queue_id ORDER BY created_at LIMIT 1) q ON true

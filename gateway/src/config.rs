@@ -1,0 +1,59 @@
+//! The command line (every flag also an environment variable, for containers and systemd units).
+
+use std::net::SocketAddr;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "queen-gateway", version, about = "Queen MQ's HTTP API over the queen PostgreSQL extension")]
+pub struct Args {
+    /// PostgreSQL connection URL (postgresql://user:password@host:port/database) of a database
+    /// with the queen extension. Connect as a role granted the queues it serves (queen_grant).
+    #[arg(long, env = "QUEEN_GATEWAY_DATABASE_URL")]
+    pub database_url: String,
+
+    /// Address to listen on (6632 is Queen's port, which its clients default to in examples).
+    #[arg(long, env = "QUEEN_GATEWAY_LISTEN", default_value = "0.0.0.0:6632")]
+    pub listen: SocketAddr,
+
+    /// Connections for every request except waiting pops.
+    #[arg(long, env = "QUEEN_GATEWAY_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+
+    /// Connections for waiting pops (wait=true): each holds one for up to its timeout, so they
+    /// get a pool of their own and can never starve the pushes that would wake them.
+    #[arg(long, env = "QUEEN_GATEWAY_WAIT_POOL_SIZE", default_value_t = 32)]
+    pub wait_pool_size: usize,
+
+    /// How long a request waits for a free connection before it is answered 503.
+    #[arg(long, env = "QUEEN_GATEWAY_POOL_TIMEOUT_MS", default_value_t = 10_000)]
+    pub pool_timeout_ms: u64,
+
+    /// statement_timeout of the gateway's statements (a waiting pop gets its wait on top).
+    #[arg(long, env = "QUEEN_GATEWAY_STATEMENT_TIMEOUT_MS", default_value_t = 30_000)]
+    pub statement_timeout_ms: u64,
+
+    /// The longest a pop may wait (its `timeout` is cut to this).
+    #[arg(long, env = "QUEEN_GATEWAY_MAX_WAIT_MS", default_value_t = 60_000)]
+    pub max_wait_ms: u64,
+
+    /// The largest request body accepted (a push of many or large messages).
+    #[arg(long, env = "QUEEN_GATEWAY_MAX_BODY_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// After SIGTERM or SIGINT the gateway stops accepting connections and lets requests in
+    /// flight finish (a waiting pop runs to its timeout); past this it exits anyway. Work cut
+    /// short is rolled back by the database: nothing is lost.
+    #[arg(long, env = "QUEEN_GATEWAY_SHUTDOWN_TIMEOUT_MS", default_value_t = 65_000)]
+    pub shutdown_timeout_ms: u64,
+
+    /// Log lines as JSON objects (default) or as text.
+    #[arg(long, env = "QUEEN_GATEWAY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}

@@ -1,0 +1,54 @@
+//! The HTTP surface: Queen MQ's routes, each a few lines that parse Queen's shape, call one
+//! queen function and answer in Queen's shape.
+
+pub mod ack;
+pub mod configure;
+pub mod lease;
+pub mod ops;
+pub mod pop;
+pub mod push;
+pub mod resources;
+pub mod transaction;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{delete, get, post};
+use axum::Router;
+
+use crate::db::Db;
+use crate::metrics::Metrics;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Arc<Db>,
+    pub metrics: Arc<Metrics>,
+    pub max_wait_ms: u64,
+}
+
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/health", get(ops::health))
+        .route("/metrics", get(ops::metrics))
+        .route("/api/v1/push", post(push::push))
+        .route("/api/v1/pop", get(pop::pop_namespace))
+        .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
+        .route("/api/v1/pop/queue/{queue}/partition/{partition}", get(pop::pop_partition))
+        .route("/api/v1/ack", post(ack::ack_one))
+        .route("/api/v1/ack/batch", post(ack::ack_batch))
+        .route("/api/v1/transaction", post(transaction::transaction))
+        .route("/api/v1/lease/{lease}/extend", post(lease::extend))
+        .route("/api/v1/configure", post(configure::configure))
+        .route("/api/v1/resources/queues", get(resources::list_queues))
+        .route("/api/v1/resources/queues/{queue}", get(resources::get_queue).delete(resources::delete_queue))
+        .route("/api/v1/dlq", get(resources::dlq))
+        .route("/api/v1/consumer-groups", get(resources::list_groups))
+        .route("/api/v1/consumer-groups/{group}", delete(resources::delete_group))
+        .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(resources::delete_group_queue))
+        .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(resources::seek))
+        .route("/api/v1/traces", post(ops::trace))
+        .fallback(|| async { crate::error::ApiError::not_found("no such route") })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}

@@ -1,0 +1,192 @@
+//! `GET /api/v1/pop/queue/{queue}[/partition/{partition}]`: queen_pop with Queen's query
+//! parameters; 204 when nothing is deliverable (after waiting, with `wait=true`, up to
+//! `timeout` ms for a push).
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::db::{CancelOnDrop, Use};
+use crate::error::{ApiError, ApiResult};
+use crate::routes::AppState;
+use crate::{sql, wire};
+
+/// A pop request in queen's terms.
+#[derive(Debug, PartialEq)]
+pub struct PopArgs {
+    pub group: Option<String>,
+    pub batch: i32,
+    pub partitions: i32,
+    pub wait_ms: i32,
+    pub auto_ack: bool,
+    pub mode: Option<&'static str>,
+    pub from: Option<DateTime<Utc>>,
+}
+
+pub async fn pop_queue(
+    State(st): State<AppState>,
+    Path(queue): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    pop(st, queue, None, q).await
+}
+
+pub async fn pop_partition(
+    State(st): State<AppState>,
+    Path((queue, partition)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    pop(st, queue, Some(partition), q).await
+}
+
+/// `GET /api/v1/pop?namespace=…&task=…`: Queen's pop across the queues of a namespace or task.
+/// queen has no namespaces; the answer says so rather than pretending the queue set is empty.
+pub async fn pop_namespace() -> ApiError {
+    ApiError::not_found("pop by namespace or task is not supported: queen has no namespaces; pop a queue (/api/v1/pop/queue/{queue})")
+}
+
+async fn pop(st: AppState, queue: String, partition: Option<String>, q: HashMap<String, String>) -> ApiResult<Response> {
+    let a = args(&q, st.max_wait_ms)?;
+    let which = if a.wait_ms > 0 { Use::Wait } else { Use::Request };
+    let client = st.db.get(which).await?;
+    let statement = client.prepare_cached(sql::POP).await?;
+    let cancel = CancelOnDrop::arm(&client);
+    let rows = client
+        .query(
+            &statement,
+            &[&queue, &a.group, &a.batch, &partition, &a.partitions, &a.wait_ms, &a.auto_ack, &a.mode, &a.from],
+        )
+        .await;
+    cancel.disarm();
+    let rows = rows?;
+    let Some(first) = rows.first() else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let mut claimed: Vec<Uuid> = rows.iter().map(|r| r.get("partition_id")).collect();
+    claimed.dedup();
+    let lease: Option<Uuid> = first.get("lease_id");
+    let body = json!({
+        "success": true,
+        "queue": first.get::<_, String>("queue"),
+        "partition": first.get::<_, String>("partition"),
+        "partitionId": first.get::<_, Uuid>("partition_id"),
+        "leaseId": lease,
+        "consumerGroup": wire::show_group(a.group.clone()),
+        "partitionsClaimed": claimed.len(),
+        "messages": rows.iter().map(wire::message).collect::<Vec<Value>>(),
+    });
+    st.metrics.popped.inc_by(rows.len() as u64);
+    Ok((StatusCode::OK, Json(body)).into_response())
+}
+
+/// Queen's query parameters → queen_pop's arguments.
+pub fn args(q: &HashMap<String, String>, max_wait_ms: u64) -> ApiResult<PopArgs> {
+    let int = |key: &str, default: i64, min: i64| -> ApiResult<i64> {
+        match q.get(key).map(String::as_str) {
+            None | Some("") => Ok(default),
+            Some(s) => match s.parse::<i64>() {
+                Ok(n) if n >= min => Ok(n),
+                _ => Err(ApiError::bad_request(format!("{key} must be an integer of at least {min}, got \"{}\"", wire::shorten(s)))),
+            },
+        }
+    };
+    let flag = |key: &str| -> ApiResult<bool> {
+        match q.get(key).map(String::as_str) {
+            None | Some("") | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") => Ok(true),
+            Some(s) => Err(ApiError::bad_request(format!("{key} must be true or false, got \"{}\"", wire::shorten(s)))),
+        }
+    };
+    // queen_pop checks the upper bounds (batch and partitions up to 10 000) and says so.
+    let clamp = |n: i64| n.min(i32::MAX as i64) as i32;
+    let batch = clamp(int("batch", 1, 1)?);
+    let partitions = clamp(int("partitions", 1, 1)?);
+    let wait = flag("wait")?;
+    let timeout = int("timeout", 30_000, 0)?;
+    let wait_ms = if wait { clamp(timeout.min(max_wait_ms as i64)) } else { 0 };
+    let auto_ack = flag("autoAck")?;
+    let group = wire::group(q.get("consumerGroup").map(String::as_str)).map(str::to_string);
+    // Queen's modes: `new` (and `new-only`, its docs' name) start at the group's first pop;
+    // anything that means "from the beginning" is queen's `all`, the default.
+    let mut mode = match q.get("subscriptionMode").map(String::as_str) {
+        None | Some("") | Some("all") | Some("from_beginning") | Some("from-beginning") => None,
+        Some("new") | Some("new-only") | Some("new_only") => Some("new"),
+        Some(m) => {
+            return Err(ApiError::bad_request(format!(
+                "subscriptionMode must be all, from_beginning, new or new-only, got \"{}\"",
+                wire::shorten(m)
+            )))
+        }
+    };
+    let from = match q.get("subscriptionFrom").map(String::as_str) {
+        None | Some("") => None,
+        Some("now") => {
+            mode = Some("new");
+            None
+        }
+        Some(s) => Some(wire::parse_time("subscriptionFrom", s)?),
+    };
+    if from.is_some() {
+        mode = None;
+    }
+    Ok(PopArgs { group, batch, partitions, wait_ms, auto_ack, mode, from })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn what_the_client_sends() {
+        let a = args(&q(&[("batch", "10"), ("wait", "true"), ("timeout", "30000")]), 60_000).unwrap();
+        assert_eq!(
+            a,
+            PopArgs { group: None, batch: 10, partitions: 1, wait_ms: 30_000, auto_ack: false, mode: None, from: None }
+        );
+        let a = args(&q(&[("wait", "false"), ("timeout", "30000"), ("consumerGroup", "g"), ("partitions", "3")]), 60_000)
+            .unwrap();
+        assert_eq!((a.wait_ms, a.group.as_deref(), a.partitions, a.batch), (0, Some("g"), 3, 1));
+        assert_eq!(args(&q(&[("consumerGroup", "__QUEUE_MODE__")]), 1).unwrap().group, None);
+        assert!(args(&q(&[("autoAck", "true")]), 1).unwrap().auto_ack);
+    }
+
+    #[test]
+    fn the_wait_is_capped() {
+        assert_eq!(args(&q(&[("wait", "true"), ("timeout", "600000")]), 60_000).unwrap().wait_ms, 60_000);
+        assert_eq!(args(&q(&[("wait", "true")]), 60_000).unwrap().wait_ms, 30_000);
+    }
+
+    #[test]
+    fn subscription_modes() {
+        let mode = |m: &str| args(&q(&[("subscriptionMode", m)]), 1).map(|a| a.mode);
+        assert_eq!(mode("all").unwrap(), None);
+        assert_eq!(mode("from_beginning").unwrap(), None);
+        assert_eq!(mode("new").unwrap(), Some("new"));
+        assert_eq!(mode("new-only").unwrap(), Some("new"));
+        assert_eq!(mode("sometimes").unwrap_err().status, 400);
+        let now = args(&q(&[("subscriptionFrom", "now")]), 1).unwrap();
+        assert_eq!((now.mode, now.from), (Some("new"), None));
+        let from = args(&q(&[("subscriptionFrom", "2025-01-01T00:00:00.123456Z"), ("subscriptionMode", "new")]), 1).unwrap();
+        assert_eq!(from.mode, None);
+        assert_eq!(from.from.map(wire::micros).as_deref(), Some("2025-01-01T00:00:00.123456Z"));
+    }
+
+    #[test]
+    fn bad_numbers_are_400() {
+        for (k, v) in [("batch", "0"), ("batch", "x"), ("partitions", "-1"), ("timeout", "soon"), ("wait", "maybe")] {
+            let e = args(&q(&[(k, v)]), 1).unwrap_err();
+            assert_eq!(e.status, 400, "{k}={v}");
+            assert!(e.message.starts_with(k), "{}", e.message);
+        }
+    }
+}
