@@ -3,13 +3,14 @@
 #   make test   install what is missing, run every test
 #   make stop   stop the server `make run` started
 #   make bench  the benchmarks (bench/)
+#   make gateway-test  Queen MQ's Python client suite against queen-gateway (part of make test)
 #   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
 SHELL := /bin/bash
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench explore run stop test unit-test integration-test upgrade-test install install-debug bootstrap psql
+.PHONY: bench explore run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -56,7 +57,7 @@ stop:
 psql:
 	@dir=$$(scripts/state-dir run-cluster); psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)
 
-test: unit-test integration-test upgrade-test
+test: unit-test integration-test gateway-test upgrade-test
 
 # Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
 unit-test: bootstrap
@@ -66,6 +67,12 @@ unit-test: bootstrap
 # Real connections to a server of their own (scripts/integration-tests).
 integration-test: install-debug
 	scripts/integration-tests
+
+# The HTTP gateway (gateway/): its unit tests, then Queen MQ's own Python client test suite
+# (queen-mq 0.15.0 from PyPI) and tests/gateway's own tests against it (scripts/gateway-test).
+gateway-test: install-debug
+	cargo test -q -p queen-gateway
+	scripts/gateway-test
 
 # ALTER EXTENSION queen UPDATE from the previous release (its git tag, built here) to this
 # tree, on a filled database (scripts/upgrade-test). Last: it installs the old release for a

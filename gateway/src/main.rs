@@ -24,9 +24,11 @@ use crate::config::{Args, LogFormat};
 async fn main() -> ExitCode {
     let args = Args::parse();
     let filter = EnvFilter::try_from_env("QUEEN_GATEWAY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only on a terminal: a log file or journald gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     match args.log_format {
         LogFormat::Json => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
-        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Text => tracing_subscriber::fmt().with_ansi(ansi).with_env_filter(filter).init(),
     }
     match serve(args).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,251 @@
+"""The gateway's own behaviour, beyond what Queen's client suite checks: errors that tell a
+client whether to retry, transactions that refuse an ack whose lease was lost, a waiting pop
+cancelled when its client goes away, the DLQ's filters, seek, configure's replace semantics,
+/health and /metrics. Run by scripts/gateway-test against the gateway it starts; the database
+is checked directly (QUEEN_TEST_PG_DSN, as the superuser)."""
+
+import asyncio
+import os
+import uuid
+
+import asyncpg
+import httpx
+import pytest
+
+URL = os.environ.get("QUEEN_URL", "http://localhost:6632")
+DSN = os.environ.get("QUEEN_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def name(what):
+    return f"test-gw-{what}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def http():
+    async with httpx.AsyncClient(base_url=URL, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+async def db():
+    conn = await asyncpg.connect(DSN)
+    yield conn
+    await conn.close()
+
+
+async def until(check, what, seconds=20):
+    """Await a condition (no fixed sleeps): poll `check` until it is true."""
+    for _ in range(int(seconds * 20)):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def push(http, queue, *payloads, partition="Default"):
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": partition, "payload": p} for p in payloads]})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+async def pop(http, queue, **params):
+    params = {"batch": 1, "wait": "false", **params}
+    r = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
+    assert r.status_code in (200, 204), r.text
+    return r.json()["messages"] if r.status_code == 200 else []
+
+
+def ack_of(m, status="completed", **extra):
+    return {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+            "leaseId": m["leaseId"], "status": status, **extra}
+
+
+async def test_bad_input_is_4xx_with_the_error(http):
+    cases = [
+        ("POST", "/api/v1/push", {}, 400, "items array is required"),
+        ("POST", "/api/v1/push", {"items": [{"queue": 5}]}, 400, "items[0].queue must be a string"),
+        ("POST", "/api/v1/push", {"items": [{"queue": "test-gw-x", "traceId": "nope"}]}, 400, "traceId"),
+        ("POST", "/api/v1/ack", {"transactionId": "t"}, 400, "partitionId is required"),
+        ("POST", "/api/v1/ack", {"transactionId": "t", "partitionId": "nope"}, 400, "partitionId"),
+        ("POST", "/api/v1/ack/batch", {"acknowledgments": 3}, 400, "acknowledgments array is required"),
+        ("POST", "/api/v1/transaction", {"operations": []}, 400, "operations array cannot be empty"),
+        ("POST", "/api/v1/transaction", {"operations": [{"type": "nap"}]}, 400, "operations[0].type"),
+        ("POST", "/api/v1/lease/not-a-uuid/extend", None, 400, "leaseId must be a uuid"),
+        ("POST", "/api/v1/configure", {"options": {}}, 400, "queue is required"),
+        ("POST", "/api/v1/configure", {"queue": "test-gw-c", "options": {"leaseTime": "soon"}}, 400, "leaseTime"),
+        ("GET", "/api/v1/pop/queue/test-gw-x?batch=0", None, 400, "batch"),
+        ("GET", "/api/v1/pop/queue/test-gw-x?subscriptionMode=sometimes", None, 400, "subscriptionMode"),
+        ("GET", "/api/v1/pop/queue/test-gw-x?batch=20000", None, 400, "batch"),
+        ("GET", "/api/v1/dlq?limit=-1", None, 400, "limit"),
+        ("GET", "/api/v1/pop?namespace=ns", None, 404, "namespace"),
+        ("GET", "/api/v1/nowhere", None, 404, "no such route"),
+    ]
+    for method, path, body, status, text in cases:
+        r = await http.request(method, path, json=body)
+        assert r.status_code == status, (path, body, r.status_code, r.text)
+        assert text in r.json()["error"], (path, r.json())
+    # Not JSON at all.
+    r = await http.post("/api/v1/push", content=b"{", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]
+
+
+async def test_a_full_queue_is_409_and_the_push_leaves_nothing(http):
+    q = name("full")
+    r = await http.post("/api/v1/configure", json={"queue": q, "options": {"maxSize": 2}})
+    assert r.status_code == 200
+    r = await http.post("/api/v1/push", json={"items": [{"queue": q, "payload": i} for i in range(3)]})
+    assert r.status_code == 409, r.text
+    assert "maxSize" in r.json()["error"] or "full" in r.json()["error"]
+    assert await pop(http, q, batch=10) == []
+    await push(http, q, "a", "b")
+    assert [m["data"] for m in await pop(http, q, batch=10)] == ["a", "b"]
+
+
+async def test_a_transaction_whose_lease_ran_out_is_refused_whole(http, db):
+    a, b = name("txa"), name("txb")
+    await http.post("/api/v1/configure", json={"queue": a, "options": {"leaseTime": 1}})
+    await push(http, a, {"n": 1})
+    [m1] = await pop(http, a)
+    # The first worker's lease runs out; a second worker takes the message.
+    await until(lambda: db.fetchval(
+        "SELECT bool_and(lease_id IS NULL) FROM queen.group_lag WHERE queue = $1", a), "the lease to expire")
+    [m2] = await pop(http, a)
+    assert m2["transactionId"] == m1["transactionId"] and m2["leaseId"] != m1["leaseId"]
+    # The first worker commits its work: the ack is under its lost lease, so nothing happens.
+    r = await http.post("/api/v1/transaction", json={
+        "operations": [{"type": "push", "items": [{"queue": b, "payload": {"from": m1["transactionId"]}}]},
+                       {"type": "ack", "transactionId": m1["transactionId"], "partitionId": m1["partitionId"],
+                        "status": "completed"}],
+        "requiredLeases": [m1["leaseId"]]})
+    assert r.status_code == 409, r.text
+    assert r.json()["success"] is False and "lease" in r.json()["error"]
+    assert await pop(http, b) == []
+    # The second worker's ack still applies.
+    r = await http.post("/api/v1/ack", json=ack_of(m2))
+    assert r.json()[0]["success"] is True, r.text
+
+
+async def test_a_transaction_matches_each_ack_to_its_lease(http):
+    a, b, c = name("ma"), name("mb"), name("mc")
+    await push(http, a, 1)
+    await push(http, b, 2)
+    [ma] = await pop(http, a)
+    [mb] = await pop(http, b)
+    ops = [{"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"]} for m in (ma, mb)]
+    ops.append({"type": "push", "items": [{"queue": c, "payload": 3}]})
+    r = await http.post("/api/v1/transaction", json={"operations": ops, "requiredLeases": [mb["leaseId"], ma["leaseId"]]})
+    assert r.status_code == 200 and r.json()["success"] is True, r.text
+    assert [x["type"] for x in r.json()["results"]] == ["ack", "ack", "push"]
+    assert await pop(http, a) == [] and await pop(http, b) == []
+    assert [m["data"] for m in await pop(http, c)] == [3]
+
+
+async def test_a_waiting_pop_whose_client_leaves_takes_nothing(db):
+    q = name("gone")
+    async with httpx.AsyncClient(base_url=URL, timeout=1.0) as impatient:
+        with pytest.raises(httpx.ReadTimeout):
+            await impatient.get(f"/api/v1/pop/queue/{q}", params={"wait": "true", "timeout": 20000})
+    # The gateway cancels the pop in the database once its client is gone: well before the end
+    # of its 20 s wait.
+    await until(lambda: db.fetchval(
+        "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'queen-gateway' "
+        "AND state = 'active' AND query LIKE '%queen_pop%'"), "the waiting pop to be cancelled", seconds=5)
+    async with httpx.AsyncClient(base_url=URL, timeout=30) as http:
+        await push(http, q, "x")
+        # Had the pop gone on, it would hold the message under a lease nobody will ack.
+        [m] = await pop(http, q)
+        assert m["data"] == "x" and m["attempt"] == 1
+
+
+async def test_a_waiting_pop_is_woken_by_a_push(http):
+    q = name("wake")
+    waiting = asyncio.create_task(http.get(f"/api/v1/pop/queue/{q}", params={"wait": "true", "timeout": 20000}))
+    await asyncio.sleep(0.2)
+    await push(http, q, "hello")
+    r = await asyncio.wait_for(waiting, 10)
+    assert r.status_code == 200 and r.json()["messages"][0]["data"] == "hello"
+
+
+async def test_dead_letters_with_filters_and_total(http):
+    q = name("dlq")
+    await http.post("/api/v1/configure", json={"queue": q, "options": {"retryLimit": 0}})
+    for p in ("p1", "p2", "p3"):
+        await push(http, q, {"p": p}, partition=p)
+    for _ in range(3):
+        [m] = await pop(http, q)
+        r = await http.post("/api/v1/ack", json=ack_of(m, "failed", error=f"bad {m['partition']}"))
+        assert r.json()[0]["dlq"] is True, r.text
+    r = await http.get("/api/v1/dlq", params={"queue": q, "limit": 2})
+    body = r.json()
+    assert body["total"] == 3 and len(body["messages"]) == 2
+    d = body["messages"][0]
+    assert d["errorMessage"].startswith("bad p") and d["consumerGroup"] == "__QUEUE_MODE__"
+    assert d["partitionId"] and d["transactionId"] and d["data"]["p"] == d["partition"]
+    r = await http.get("/api/v1/dlq", params={"queue": q, "partition": "p2"})
+    assert [x["data"] for x in r.json()["messages"]] == [{"p": "p2"}]
+    r = await http.get("/api/v1/dlq", params={"queue": q, "consumerGroup": "other"})
+    assert r.json()["total"] == 0
+    r = await http.get("/api/v1/dlq", params={"queue": q, "offset": 2})
+    assert r.json()["total"] == 3 and len(r.json()["messages"]) == 1
+
+
+async def test_seek_replays_and_skips_and_deleting_a_group_starts_it_afresh(http):
+    q, g = name("seek"), "test-gw-group"
+    await push(http, q, 1, 2, 3)
+    got = await pop(http, q, batch=10, consumerGroup=g, autoAck="true")
+    assert [m["data"] for m in got] == [1, 2, 3] and got[0]["leaseId"] is None
+    r = await http.post(f"/api/v1/consumer-groups/{g}/queues/{q}/seek", json={"timestamp": "2000-01-01T00:00:00Z"})
+    assert r.status_code == 200 and r.json()["partitions"] == 1, r.text
+    assert [m["data"] for m in await pop(http, q, batch=10, consumerGroup=g, autoAck="true")] == [1, 2, 3]
+    r = await http.post(f"/api/v1/consumer-groups/{g}/queues/{q}/seek", json={"toEnd": True})
+    assert r.status_code == 200
+    await push(http, q, 4)
+    assert [m["data"] for m in await pop(http, q, batch=10, consumerGroup=g)] == [4]
+    r = await http.post(f"/api/v1/consumer-groups/{g}/queues/{q}/seek")
+    assert r.status_code == 400
+    r = await http.delete(f"/api/v1/consumer-groups/{g}", params={"deleteMetadata": "true"})
+    assert r.status_code == 200 and r.json()["deletedPartitions"] == 1, r.text
+    assert [m["data"] for m in await pop(http, q, batch=10, consumerGroup=g)] == [1, 2, 3, 4]
+    r = await http.delete("/api/v1/consumer-groups/test-gw-never-seen")
+    assert r.status_code == 200 and r.json()["deletedPartitions"] == 0
+
+
+async def test_configure_replaces_and_echoes_what_queen_has_no_use_for(http):
+    q = name("conf")
+    r = await http.post("/api/v1/configure", json={"queue": q, "namespace": "ns", "options": {
+        "leaseTime": 10, "priority": 7, "encryptionEnabled": True, "ttl": 60, "somethingNew": "x"}})
+    o = r.json()["options"]
+    assert (o["leaseTime"], o["priority"], o["encryptionEnabled"], o["ttl"], o["somethingNew"]) == (10, 7, True, 60, "x")
+    assert r.json()["namespace"] == "ns"
+    # Queen's configure replaces: what is not given goes back to its default.
+    r = await http.post("/api/v1/configure", json={"queue": q, "options": {"retryLimit": 1}})
+    o = r.json()["options"]
+    assert (o["leaseTime"], o["retryLimit"], o["priority"]) == (300, 1, 0)
+    r = await http.get(f"/api/v1/resources/queues/{q}")
+    assert r.status_code == 200 and r.json()["name"] == q
+    assert (await http.get("/api/v1/resources/queues/test-gw-nope")).status_code == 404
+
+
+async def test_lease_extend(http):
+    q = name("renew")
+    await http.post("/api/v1/configure", json={"queue": q, "options": {"leaseTime": 5}})
+    await push(http, q, 1)
+    [m] = await pop(http, q)
+    r = await http.post(f"/api/v1/lease/{m['leaseId']}/extend")
+    assert r.status_code == 200 and r.json()["success"] is True and r.json()["newExpiresAt"] >= m["leaseExpiresAt"]
+    r = await http.post(f"/api/v1/lease/{m['leaseId']}/extend", json={"seconds": 120})
+    assert r.json()["newExpiresAt"] > m["leaseExpiresAt"]
+    await http.post("/api/v1/ack", json=ack_of(m))
+    r = await http.post(f"/api/v1/lease/{m['leaseId']}/extend")
+    assert r.status_code == 404 and "not active" in r.json()["error"]
+
+
+async def test_health_and_metrics(http):
+    r = await http.get("/health")
+    assert r.status_code == 200 and r.json()["status"] == "healthy" and r.json()["queen"]
+    await http.get("/api/v1/pop/queue/test-gw-metrics", params={"wait": "false"})
+    text = (await http.get("/metrics")).text
+    assert 'queen_gateway_requests_total{method="GET",route="/api/v1/pop/queue/{queue}",status="204"}' in text
+    assert 'queen_gateway_pool_connections{pool="requests",state="max"} 16' in text
+    assert "queen_gateway_request_duration_seconds_bucket" in text
