@@ -47,17 +47,17 @@ impl Conn {
 }
 
 /// One run: messages handled, the time it took, each call's latency.
-struct Outcome {
+pub struct Outcome {
     units: usize,
     secs: f64,
     lat: Vec<Duration>,
 }
 
 impl Outcome {
-    fn per_sec(&self) -> f64 {
+    pub fn per_sec(&self) -> f64 {
         self.units as f64 / self.secs
     }
-    fn pct(&self, p: f64) -> f64 {
+    pub fn pct(&self, p: f64) -> f64 {
         if self.lat.is_empty() {
             return f64::NAN;
         }
@@ -67,7 +67,7 @@ impl Outcome {
     }
 }
 
-type Op<'a> = &'a (dyn Fn(&mut Conn, usize, usize) -> usize + Sync);
+pub type Op<'a> = &'a (dyn Fn(&mut Conn, usize, usize) -> usize + Sync);
 
 /// How many messages the consume workloads fill (QUEEN_BENCH_FILL, default 300 000).
 fn fill_size() -> usize {
@@ -80,7 +80,7 @@ fn seconds() -> f64 {
 
 /// Run `op(conn, client, iteration)` on `clients` connections at once for the bench's
 /// duration. `consume`: an op that returns 0 has drained its input, and its client stops.
-fn drive(clients: usize, consume: bool, op: Op) -> Outcome {
+pub fn drive(clients: usize, consume: bool, op: Op) -> Outcome {
     let secs = seconds();
     let barrier = Barrier::new(clients + 1);
     let results = Mutex::new(Vec::new());
@@ -222,7 +222,7 @@ fn row(name: &str, clients: usize, raw: &Outcome, queen: &Outcome, pgq: Option<&
 }
 
 /// The client counts (QUEEN_BENCH_CLIENTS, e.g. "4" or "1,4,16", the default).
-fn client_counts() -> Vec<usize> {
+pub fn client_counts() -> Vec<usize> {
     std::env::var("QUEEN_BENCH_CLIENTS")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())

@@ -6,6 +6,7 @@
 //! QUEEN_BENCH_PORT (scripts/bench starts a server).
 
 mod clients;
+mod gateway;
 
 use postgres::{Client, NoTls};
 use serde_json::{json, Value};
@@ -674,6 +675,9 @@ fn main() {
     }
     if args.is_empty() || args.iter().any(|a| a.starts_with("clients")) {
         clients::run(&mut c, &want);
+    }
+    if args.iter().any(|a| a == "gateway") {
+        gateway::run(&mut c);
     }
     if want("ack") {
         header("Pop + ack (one client; raw SQL reads the next 100 after a cursor and moves it)");

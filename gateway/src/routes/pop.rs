@@ -9,12 +9,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::db::{CancelOnDrop, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
+use crate::wire::Message;
 use crate::{sql, wire};
 
 /// A pop request in queen's terms.
@@ -65,24 +66,40 @@ async fn pop(st: AppState, queue: String, partition: Option<String>, q: HashMap<
         .await;
     cancel.disarm();
     let rows = rows?;
-    let Some(first) = rows.first() else {
+    if rows.is_empty() {
         return Ok(StatusCode::NO_CONTENT.into_response());
-    };
-    let mut claimed: Vec<Uuid> = rows.iter().map(|r| r.get("partition_id")).collect();
+    }
+    let messages: Vec<Message> = rows.iter().map(Message::from_row).collect();
+    let first = &messages[0];
+    let mut claimed: Vec<Uuid> = messages.iter().map(|m| m.partition_id).collect();
     claimed.dedup();
-    let lease: Option<Uuid> = first.get("lease_id");
-    let body = json!({
-        "success": true,
-        "queue": first.get::<_, String>("queue"),
-        "partition": first.get::<_, String>("partition"),
-        "partitionId": first.get::<_, Uuid>("partition_id"),
-        "leaseId": lease,
-        "consumerGroup": wire::show_group(a.group.clone()),
-        "partitionsClaimed": claimed.len(),
-        "messages": rows.iter().map(wire::message).collect::<Vec<Value>>(),
-    });
-    st.metrics.popped.inc_by(rows.len() as u64);
+    let body = PopResponse {
+        success: true,
+        queue: first.queue.clone(),
+        partition: first.partition.clone(),
+        partition_id: first.partition_id,
+        lease_id: first.lease_id,
+        consumer_group: wire::show_group(a.group),
+        partitions_claimed: claimed.len(),
+        messages,
+    };
+    st.metrics.popped.inc_by(body.messages.len() as u64);
     Ok((StatusCode::OK, Json(body)).into_response())
+}
+
+/// A pop's answer as Queen's server sends it: the first partition's name, id and lease at the
+/// top, every message below.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PopResponse {
+    success: bool,
+    queue: String,
+    partition: String,
+    partition_id: Uuid,
+    lease_id: Option<Uuid>,
+    consumer_group: String,
+    partitions_claimed: usize,
+    messages: Vec<Message>,
 }
 
 /// Queen's query parameters → queen_pop's arguments.

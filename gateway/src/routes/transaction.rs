@@ -7,40 +7,70 @@
 //! lease is no longer held refuses the whole transaction (409), and nothing of it happens. With
 //! no `requiredLeases` the acks are not checked, as an ack without a lease never is.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::db::Use;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::{ack, push, AppState};
-use crate::wire;
+use crate::routes::ack::{self, AckIn, AckResult, QueenAck};
+use crate::routes::push::{self, QueenItem};
+use crate::routes::AppState;
+use crate::wire::{self, Raw};
 
-enum Op {
-    Push(Vec<Value>),
-    Ack(Value),
+#[derive(Deserialize)]
+struct TxBody<'a> {
+    #[serde(borrow)]
+    operations: Raw<'a>,
+    #[serde(borrow, rename = "requiredLeases")]
+    required_leases: Raw<'a>,
+}
+
+/// An operation: its type, a push's items, an ack's fields.
+#[derive(Deserialize)]
+struct OpIn<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Raw<'a>,
+    #[serde(borrow)]
+    items: Raw<'a>,
+    #[serde(borrow, rename = "transactionId")]
+    transaction_id: Raw<'a>,
+    #[serde(borrow, rename = "partitionId")]
+    partition_id: Raw<'a>,
+    #[serde(borrow, rename = "leaseId")]
+    lease_id: Raw<'a>,
+    #[serde(borrow)]
+    status: Raw<'a>,
+    #[serde(borrow)]
+    error: Raw<'a>,
+    #[serde(borrow, rename = "consumerGroup")]
+    consumer_group: Raw<'a>,
+}
+
+enum Op<'a> {
+    Push(Vec<QueenItem<'a>>),
+    Ack(QueenAck<'a>),
 }
 
 pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = wire::object(&body)?;
-    let Some(Value::Array(ops)) = body.get("operations") else {
+    let b: TxBody = wire::body(&body)?;
+    let Some(ops) = wire::array(b.operations) else {
         return Err(ApiError::bad_request("operations array required"));
     };
     if ops.is_empty() {
         return Err(ApiError::bad_request("operations array cannot be empty"));
     }
     let ops = ops.iter().enumerate().map(|(i, op)| parse(i, op)).collect::<ApiResult<Vec<Op>>>()?;
-    let leases: Vec<String> = match body.get("requiredLeases") {
-        None | Some(Value::Null) => vec![],
-        Some(Value::Array(l)) => l
-            .iter()
-            .map(|l| l.as_str().map(str::to_string).ok_or_else(|| ApiError::bad_request("requiredLeases must hold strings")))
-            .collect::<ApiResult<_>>()?,
-        Some(_) => return Err(ApiError::bad_request("requiredLeases must be an array")),
+    let leases: Vec<String> = match b.required_leases {
+        None => vec![],
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|_| ApiError::bad_request("requiredLeases must be an array of strings"))?,
     };
 
     let mut client = st.db.get(Use::Request).await?;
@@ -54,24 +84,23 @@ pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<J
             Op::Push(items) => {
                 for r in push::run(&tx, &items).await? {
                     results.push(json!({"index": i, "type": "push", "success": true,
-                        "transactionId": r["transaction_id"], "messageId": r["message_id"],
-                        "partitionId": r["partition_id"], "queueName": r["queueName"], "status": r["status"]}));
+                        "transactionId": r.transaction_id, "messageId": r.message_id,
+                        "partitionId": r.partition_id, "queueName": r.queue_name, "status": r.status}));
                 }
             }
             Op::Ack(entry) => {
                 let r = ack_under_lease(&tx, entry, &leases, &mut matched).await?;
-                let ok = r["success"] == json!(true);
-                results.push(json!({"index": i, "type": "ack", "success": ok,
-                    "transactionId": r["transactionId"], "error": r["error"], "dlq": r["dlq"]}));
-                if !ok {
+                results.push(json!({"index": i, "type": "ack", "success": r.success,
+                    "transactionId": r.transaction_id, "error": r.error, "dlq": r.dlq}));
+                if !r.success {
                     // Dropping `tx` rolls back everything done so far.
                     let mut e = ApiError::new(
                         StatusCode::CONFLICT,
                         format!(
                             "ACK operation failed: transactionId {} in partition {}: {}",
-                            r["transactionId"],
-                            r["partitionId"],
-                            r["error"].as_str().unwrap_or("refused")
+                            r.transaction_id,
+                            r.partition_id,
+                            r.error.as_deref().unwrap_or("refused")
                         ),
                     );
                     let mut extra = Map::new();
@@ -93,11 +122,11 @@ pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<J
 /// so trying the next is safe. With no leases, the ack goes in unchecked.
 async fn ack_under_lease<C: deadpool_postgres::GenericClient>(
     client: &C,
-    entry: Value,
+    entry: QueenAck<'_>,
     leases: &[String],
     matched: &mut HashMap<String, String>,
-) -> ApiResult<Value> {
-    let partition = entry["partitionId"].as_str().unwrap_or_default().to_string();
+) -> ApiResult<AckResult> {
+    let partition = entry.partition_id.to_string();
     let mut order: Vec<&String> = matched.get(&partition).into_iter().collect();
     order.extend(leases.iter().filter(|l| Some(*l) != matched.get(&partition)));
     if order.is_empty() {
@@ -106,16 +135,16 @@ async fn ack_under_lease<C: deadpool_postgres::GenericClient>(
     let mut refusal = None;
     for lease in order {
         let mut e = entry.clone();
-        e["leaseId"] = json!(lease);
         // The lease decides the group; the op's own group (if any) must match it.
+        e.lease_id = Some(Cow::Owned(lease.clone()));
         let r = ack::run(client, &[e]).await?.remove(0);
-        if r["success"] == json!(true) {
+        if r.success {
             matched.insert(partition, lease.clone());
             return Ok(r);
         }
         // 'lease not held' means this lease is not the message's: try the next. Any other
         // refusal (expired, already acknowledged, not found) is the answer.
-        if r["error"] != json!("lease not held") {
+        if r.error.as_deref() != Some("lease not held") {
             return Ok(r);
         }
         refusal = Some(r);
@@ -123,21 +152,26 @@ async fn ack_under_lease<C: deadpool_postgres::GenericClient>(
     Ok(refusal.expect("at least one lease was tried"))
 }
 
-fn parse(i: usize, op: &Value) -> ApiResult<Op> {
-    let Value::Object(op) = op else {
-        return Err(ApiError::bad_request(format!("operations[{i}] must be an object")));
-    };
-    match op.get("type").and_then(Value::as_str) {
+fn parse<'a>(i: usize, raw: &'a serde_json::value::RawValue) -> ApiResult<Op<'a>> {
+    let op: OpIn = wire::element(raw, &format!("operations[{i}]"))?;
+    match wire::text(op.kind, &format!("operations[{i}].type"))?.as_deref() {
         Some("push") => {
-            let Some(Value::Array(items)) = op.get("items") else {
+            let Some(items) = wire::array(op.items) else {
                 return Err(ApiError::bad_request(format!("operations[{i}].items array is required")));
             };
-            Ok(Op::Push(push::queen_items(items)?))
+            Ok(Op::Push(push::queen_items(&items, &format!("operations[{i}].items"))?))
         }
         Some("ack") => {
             // Queen's transaction ack names its group under consumerGroup; none is queue mode.
-            let group = wire::opt_str(op, "consumerGroup", &format!("operations[{i}].consumerGroup"))?;
-            Ok(Op::Ack(ack::entry(op, group, &format!("operations[{i}]."))?))
+            let a = AckIn {
+                transaction_id: op.transaction_id,
+                partition_id: op.partition_id,
+                lease_id: op.lease_id,
+                status: op.status,
+                error: op.error,
+                consumer_group: op.consumer_group,
+            };
+            Ok(Op::Ack(ack::entry(&a, None, &format!("operations[{i}]."))?))
         }
         _ => Err(ApiError::bad_request(format!("operations[{i}].type must be \"push\" or \"ack\""))),
     }
