@@ -3,6 +3,7 @@
 #   make test   install what is missing, run every test
 #   make stop   stop the server `make run` started
 #   make bench  the benchmarks (bench/)
+#   make gateway  queen-gateway (Queen MQ's HTTP API) on port 6632 over make run's server
 #   make gateway-test  Queen MQ's Python client suite against queen-gateway (part of make test)
 #   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
 SHELL := /bin/bash
@@ -10,7 +11,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench explore run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
+.PHONY: bench explore gateway run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -50,6 +51,18 @@ run: install
 	echo "  connect:  psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)"; \
 	echo "       or:  psql 'postgresql://postgres@127.0.0.1:$(RUN_PORT)/$(RUN_DB)'"; \
 	echo "  stop:     make stop"
+
+# queen-gateway in the foreground (Ctrl-C stops it) over the server of `make run`, connected as
+# the role `gateway`, created here and granted every queue (docs/gateway.md).
+GATEWAY_PORT ?= 6632
+gateway:
+	@cargo build --release -q -p queen-gateway
+	@psql="psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p $(RUN_PORT) -U postgres -d $(RUN_DB)"; \
+	$$psql -c "DO \$$\$$BEGIN CREATE ROLE gateway LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$$\$$" \
+	       -o /dev/null -c "SELECT queen_grant('*', 'gateway', ARRAY['push', 'pop', 'configure', 'read'])"; \
+	echo "queen-gateway on http://127.0.0.1:$(GATEWAY_PORT) (Ctrl-C stops it): Queen(\"http://localhost:$(GATEWAY_PORT)\")"; \
+	target/release/queen-gateway --database-url postgresql://gateway@127.0.0.1:$(RUN_PORT)/$(RUN_DB) \
+	  --listen 0.0.0.0:$(GATEWAY_PORT) --log-format text
 
 stop:
 	@scripts/cluster stop "$$(scripts/state-dir run-cluster)"

@@ -65,11 +65,8 @@ fn every_query_on_messages_is_checked() {
     assert!(missing.is_empty(), "add these to QUERIES with their parameter types: {missing:?}");
 }
 
-#[test]
-fn no_kept_plan_reads_the_whole_messages_table() {
-    let db = TestDb::new("plans");
-    let mut c = db.connect();
-    // 30 000 messages over 300 partitions, some consumed, with statistics.
+/// 30 000 messages over 300 partitions, some consumed, with statistics; kept plans generic.
+fn filled(c: &mut postgres::Client) {
     for k in 0..30 {
         let items: Vec<Value> = (0..1000)
             .map(|i| json!({"queue": "q", "partition": format!("p{}", (k * 1000 + i) % 300), "payload": i}))
@@ -79,6 +76,13 @@ fn no_kept_plan_reads_the_whole_messages_table() {
     c.execute("SELECT count(*) FROM queen_pop('q', 'g', batch => 500, partitions => 50, auto_ack => true)", &[])
         .unwrap();
     c.batch_execute("ANALYZE; SET plan_cache_mode = force_generic_plan").unwrap();
+}
+
+#[test]
+fn no_kept_plan_reads_the_whole_messages_table() {
+    let db = TestDb::new("plans");
+    let mut c = db.connect();
+    filled(&mut c);
     let mut scans = Vec::new();
     for (file, name, types) in QUERIES {
         let nulls = vec!["NULL"; types.len()].join(", ");
@@ -94,4 +98,36 @@ fn no_kept_plan_reads_the_whole_messages_table() {
         }
     }
     assert!(scans.is_empty(), "kept plans that read all messages:\n{}", scans.join("\n\n"));
+}
+
+/// An ack that names its message as Queen's clients do, by (transactionId, partitionId), costs
+/// one probe of the unique index on (partition_id, transaction_id), and a keyless message (its
+/// transaction id is its message id) one probe of the message id's: docs/api.md, "Addressing".
+#[test]
+fn an_ack_by_transaction_id_is_one_index_probe() {
+    let db = TestDb::new("plans_ack");
+    let mut c = db.connect();
+    filled(&mut c);
+    prepare_query(&mut c, "ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]"]);
+    let plan: Vec<String> = c
+        .query("EXPLAIN (COSTS OFF) EXECUTE ack_find (NULL, NULL, NULL, NULL)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(plan.contains("Index Scan using messages_transaction_id on messages"), "{plan}");
+    assert!(plan.contains("Index Scan using messages_message_id on messages"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    // And it finds them: every message of a partition by its transaction id.
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM queen_ack((SELECT jsonb_agg(jsonb_build_object('transactionId', transaction_id,
+                 'partitionId', partition_id, 'consumerGroup', 'h')) FROM queen_pop('q', 'h', batch => 100)))
+              WHERE success",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 100);
 }
