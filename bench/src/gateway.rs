@@ -167,8 +167,10 @@ pub fn run(c: &mut Client) {
             let msgs = body["messages"].as_array().unwrap();
             let acks: Vec<Value> = msgs
                 .iter()
-                .map(|m| json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                                "leaseId": m["leaseId"], "status": "completed"}))
+                .map(|m| {
+                    json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                                "leaseId": m["leaseId"], "status": "completed"})
+                })
                 .collect();
             let r = post(&agents[k], &ack_url, &json!({"acknowledgments": acks, "consumerGroup": GROUP}));
             assert!(r.as_array().unwrap().iter().all(|e| e["success"] == json!(true)), "{r}");

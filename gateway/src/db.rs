@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use deadpool_postgres::{GenericClient, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    GenericClient, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
+};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{CancelToken, NoTls, Row};
 
@@ -45,8 +47,7 @@ impl Db {
 }
 
 fn build(args: &Args, size: usize, statement_timeout_ms: u64) -> Result<Pool, String> {
-    let mut pg: tokio_postgres::Config =
-        args.database_url.parse().map_err(|e| format!("--database-url: {e}"))?;
+    let mut pg: tokio_postgres::Config = args.database_url.parse().map_err(|e| format!("--database-url: {e}"))?;
     if pg.get_application_name().is_none() {
         pg.application_name("queen-gateway");
     }
@@ -65,7 +66,9 @@ fn build(args: &Args, size: usize, statement_timeout_ms: u64) -> Result<Pool, St
             Box::pin(async move {
                 let rows = client.query(sql::SETUP, &[]).await.map_err(HookError::Backend)?;
                 if rows.is_empty() {
-                    return Err(HookError::message("the queen extension is not installed in this database (CREATE EXTENSION queen)"));
+                    return Err(HookError::message(
+                        "the queen extension is not installed in this database (CREATE EXTENSION queen)",
+                    ));
                 }
                 Ok(())
             })

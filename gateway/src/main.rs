@@ -49,10 +49,8 @@ async fn serve(args: Args) -> Result<(), String> {
     let app = routes::router(state, args.max_body_bytes);
     // TCP_NODELAY on every connection: a response goes out as soon as it is written, not after
     // the client's delayed ACK of the previous segment (up to 40 ms on Linux).
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("listen on {}: {e}", args.listen))?
-        .tap_io(|tcp| {
+    let listener =
+        TcpListener::bind(args.listen).await.map_err(|e| format!("listen on {}: {e}", args.listen))?.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
     tracing::info!(listen = %args.listen, pool_size = args.pool_size, wait_pool_size = args.wait_pool_size, "queen-gateway listening");

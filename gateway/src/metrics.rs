@@ -6,7 +6,9 @@ use std::time::Instant;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 use crate::db::Db;
 use crate::routes::AppState;
@@ -30,21 +32,31 @@ impl Metrics {
         .expect("valid metric");
         // Buckets from 0.5 ms (a push) to 60 s (a waiting pop).
         let latency = HistogramVec::new(
-            HistogramOpts::new("queen_gateway_request_duration_seconds", "Time to answer a request, by route")
-                .buckets(vec![0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
+            HistogramOpts::new("queen_gateway_request_duration_seconds", "Time to answer a request, by route").buckets(
+                vec![0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0],
+            ),
             &["route", "method"],
         )
         .expect("valid metric");
         let pushed = IntCounter::new("queen_gateway_messages_pushed_total", "Messages pushed (queued or duplicate)")
             .expect("valid metric");
-        let popped = IntCounter::new("queen_gateway_messages_popped_total", "Messages returned by pops").expect("valid metric");
+        let popped =
+            IntCounter::new("queen_gateway_messages_popped_total", "Messages returned by pops").expect("valid metric");
         let pool = IntGaugeVec::new(
-            Opts::new("queen_gateway_pool_connections", "Database connections by pool and state (max, open, idle, waiting requests)"),
+            Opts::new(
+                "queen_gateway_pool_connections",
+                "Database connections by pool and state (max, open, idle, waiting requests)",
+            ),
             &["pool", "state"],
         )
         .expect("valid metric");
-        for c in [Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>, Box::new(latency.clone()),
-                  Box::new(pushed.clone()), Box::new(popped.clone()), Box::new(pool.clone())] {
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(latency.clone()),
+            Box::new(pushed.clone()),
+            Box::new(popped.clone()),
+            Box::new(pool.clone()),
+        ] {
             registry.register(c).expect("metric names are unique");
         }
         Metrics { registry, requests, latency, pushed, popped, pool }
@@ -70,7 +82,8 @@ impl Metrics {
 /// Count and time every request, and log it (debug; warn for a 5xx).
 pub async fn track(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let route =
+        req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
     let method = req.method().to_string();
     let response = next.run(req).await;
     let seconds = start.elapsed().as_secs_f64();

@@ -107,7 +107,10 @@ pub async fn ack_batch(State(st): State<AppState>, body: Bytes) -> ApiResult<Jso
 
 /// Apply acks on `client`, in its transaction if one is open; Queen's result entries, in input
 /// order.
-pub async fn run<C: deadpool_postgres::GenericClient>(client: &C, entries: &[QueenAck<'_>]) -> ApiResult<Vec<AckResult>> {
+pub async fn run<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    entries: &[QueenAck<'_>],
+) -> ApiResult<Vec<AckResult>> {
     let rows = db::query(client, sql::ACK, &[&tokio_postgres::types::Json(entries)]).await?;
     Ok(rows
         .iter()
@@ -139,7 +142,8 @@ pub fn entry<'a>(a: &AckIn<'a>, group: Option<Cow<'a, str>>, at: &str) -> ApiRes
     let Some(partition_id) = field(a.partition_id, "partitionId")? else {
         return Err(ApiError::bad_request(format!("{at}partitionId is required to ensure message uniqueness")));
     };
-    let consumer_group = field(a.consumer_group, "consumerGroup")?.or(group).filter(|g| wire::group(Some(g.as_ref())).is_some());
+    let consumer_group =
+        field(a.consumer_group, "consumerGroup")?.or(group).filter(|g| wire::group(Some(g.as_ref())).is_some());
     let status = match a.status {
         None => &**wire::COMPLETED,
         Some(s) if s.get().starts_with('"') || s.get() == "true" || s.get() == "false" => s,
@@ -183,8 +187,9 @@ mod tests {
         let e = entry_of(json!({"transactionId": "t", "partitionId": "p"}), Some("g")).unwrap();
         assert_eq!((e["consumerGroup"].clone(), e["status"].clone()), (json!("g"), json!("completed")));
         assert!(e.get("leaseId").is_none());
-        let e = entry_of(json!({"transactionId": "t", "partitionId": "p", "consumerGroup": "__QUEUE_MODE__"}), Some("g"))
-            .unwrap();
+        let e =
+            entry_of(json!({"transactionId": "t", "partitionId": "p", "consumerGroup": "__QUEUE_MODE__"}), Some("g"))
+                .unwrap();
         assert_eq!(e["consumerGroup"], Value::Null);
         let e = entry_of(json!({"transactionId": "t", "partitionId": "p", "leaseId": ""}), None).unwrap();
         assert!(e.get("leaseId").is_none());

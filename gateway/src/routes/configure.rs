@@ -98,8 +98,12 @@ mod tests {
 
     #[test]
     fn every_option_with_queens_default() {
-        let o = queen_options(json!({"leaseTime": 60, "retryLimit": 5, "priority": 7, "maxSize": 5000,
-                                     "encryptionEnabled": true}).as_object().unwrap());
+        let o = queen_options(
+            json!({"leaseTime": 60, "retryLimit": 5, "priority": 7, "maxSize": 5000,
+                                     "encryptionEnabled": true})
+            .as_object()
+            .unwrap(),
+        );
         assert_eq!(
             Value::Object(o),
             json!({"leaseTime": 60, "retryLimit": 5, "retryDelay": 1000, "delayedProcessing": 0,

@@ -49,10 +49,17 @@ pub async fn pop_partition(
 /// `GET /api/v1/pop?namespace=…&task=…`: Queen's pop across the queues of a namespace or task.
 /// queen has no namespaces; the answer says so rather than pretending the queue set is empty.
 pub async fn pop_namespace() -> ApiError {
-    ApiError::not_found("pop by namespace or task is not supported: queen has no namespaces; pop a queue (/api/v1/pop/queue/{queue})")
+    ApiError::not_found(
+        "pop by namespace or task is not supported: queen has no namespaces; pop a queue (/api/v1/pop/queue/{queue})",
+    )
 }
 
-async fn pop(st: AppState, queue: String, partition: Option<String>, q: HashMap<String, String>) -> ApiResult<Response> {
+async fn pop(
+    st: AppState,
+    queue: String,
+    partition: Option<String>,
+    q: HashMap<String, String>,
+) -> ApiResult<Response> {
     let a = args(&q, st.max_wait_ms)?;
     let which = if a.wait_ms > 0 { Use::Wait } else { Use::Request };
     let client = st.db.get(which).await?;
@@ -109,7 +116,10 @@ pub fn args(q: &HashMap<String, String>, max_wait_ms: u64) -> ApiResult<PopArgs>
             None | Some("") => Ok(default),
             Some(s) => match s.parse::<i64>() {
                 Ok(n) if n >= min => Ok(n),
-                _ => Err(ApiError::bad_request(format!("{key} must be an integer of at least {min}, got \"{}\"", wire::shorten(s)))),
+                _ => Err(ApiError::bad_request(format!(
+                    "{key} must be an integer of at least {min}, got \"{}\"",
+                    wire::shorten(s)
+                ))),
             },
         }
     };
@@ -170,8 +180,9 @@ mod tests {
             a,
             PopArgs { group: None, batch: 10, partitions: 1, wait_ms: 30_000, auto_ack: false, mode: None, from: None }
         );
-        let a = args(&q(&[("wait", "false"), ("timeout", "30000"), ("consumerGroup", "g"), ("partitions", "3")]), 60_000)
-            .unwrap();
+        let a =
+            args(&q(&[("wait", "false"), ("timeout", "30000"), ("consumerGroup", "g"), ("partitions", "3")]), 60_000)
+                .unwrap();
         assert_eq!((a.wait_ms, a.group.as_deref(), a.partitions, a.batch), (0, Some("g"), 3, 1));
         assert_eq!(args(&q(&[("consumerGroup", "__QUEUE_MODE__")]), 1).unwrap().group, None);
         assert!(args(&q(&[("autoAck", "true")]), 1).unwrap().auto_ack);
@@ -193,7 +204,8 @@ mod tests {
         assert_eq!(mode("sometimes").unwrap_err().status, 400);
         let now = args(&q(&[("subscriptionFrom", "now")]), 1).unwrap();
         assert_eq!((now.mode, now.from), (Some("new"), None));
-        let from = args(&q(&[("subscriptionFrom", "2025-01-01T00:00:00.123456Z"), ("subscriptionMode", "new")]), 1).unwrap();
+        let from =
+            args(&q(&[("subscriptionFrom", "2025-01-01T00:00:00.123456Z"), ("subscriptionMode", "new")]), 1).unwrap();
         assert_eq!(from.mode, None);
         assert_eq!(from.from.map(wire::micros).as_deref(), Some("2025-01-01T00:00:00.123456Z"));
     }

@@ -16,8 +16,8 @@ use uuid::Uuid;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
-use crate::wire::{self, Raw};
 use crate::sql;
+use crate::wire::{self, Raw};
 
 #[derive(Deserialize)]
 struct PushBody<'a> {
@@ -85,7 +85,10 @@ pub async fn push(State(st): State<AppState>, body: Bytes) -> ApiResult<(StatusC
 
 /// Push queen items (already checked) on `client`, in its transaction if it has one open; the
 /// results in item order.
-pub async fn run<C: deadpool_postgres::GenericClient>(client: &C, items: &[QueenItem<'_>]) -> ApiResult<Vec<PushResult>> {
+pub async fn run<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    items: &[QueenItem<'_>],
+) -> ApiResult<Vec<PushResult>> {
     let rows = db::query(client, sql::PUSH, &[&tokio_postgres::types::Json(items)]).await?;
     Ok(rows
         .iter()

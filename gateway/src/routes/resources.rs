@@ -59,11 +59,9 @@ pub async fn dlq(State(st): State<AppState>, Query(q): Query<HashMap<String, Str
     let num = |k: &str, default: i64| -> ApiResult<i64> {
         match s(k) {
             None => Ok(default),
-            Some(v) => v
-                .parse::<i64>()
-                .ok()
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| ApiError::bad_request(format!("{k} must be an integer of at least 0, got \"{}\"", wire::shorten(v)))),
+            Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                ApiError::bad_request(format!("{k} must be an integer of at least 0, got \"{}\"", wire::shorten(v)))
+            }),
         }
     };
     let limit = num("limit", 100)?.max(1);
@@ -74,12 +72,8 @@ pub async fn dlq(State(st): State<AppState>, Query(q): Query<HashMap<String, Str
     let from = s("from").map(|v| wire::parse_time("from", v)).transpose()?;
     let to = s("to").map(|v| wire::parse_time("to", v)).transpose()?;
     let client = st.db.get(Use::Request).await?;
-    let rows = db::query(
-        &client,
-        sql::DLQ,
-        &[&s("queue"), &group, &by_group, &partition, &from, &to, &limit, &offset],
-    )
-    .await?;
+    let rows = db::query(&client, sql::DLQ, &[&s("queue"), &group, &by_group, &partition, &from, &to, &limit, &offset])
+        .await?;
     let total: i64 = rows.first().map(|r| r.get("total")).unwrap_or(0);
     Ok(Json(json!({
         "messages": rows.iter().map(wire::dead_letter).collect::<Vec<_>>(),

@@ -32,25 +32,13 @@ struct TxBody<'a> {
     required_leases: Raw<'a>,
 }
 
-/// An operation: its type, a push's items, an ack's fields.
+/// An operation's type and, for a push, its items (an ack's fields are read as an `AckIn`).
 #[derive(Deserialize)]
-struct OpIn<'a> {
+struct OpHead<'a> {
     #[serde(borrow, rename = "type")]
     kind: Raw<'a>,
     #[serde(borrow)]
     items: Raw<'a>,
-    #[serde(borrow, rename = "transactionId")]
-    transaction_id: Raw<'a>,
-    #[serde(borrow, rename = "partitionId")]
-    partition_id: Raw<'a>,
-    #[serde(borrow, rename = "leaseId")]
-    lease_id: Raw<'a>,
-    #[serde(borrow)]
-    status: Raw<'a>,
-    #[serde(borrow)]
-    error: Raw<'a>,
-    #[serde(borrow, rename = "consumerGroup")]
-    consumer_group: Raw<'a>,
 }
 
 enum Op<'a> {
@@ -153,7 +141,7 @@ async fn ack_under_lease<C: deadpool_postgres::GenericClient>(
 }
 
 fn parse<'a>(i: usize, raw: &'a serde_json::value::RawValue) -> ApiResult<Op<'a>> {
-    let op: OpIn = wire::element(raw, &format!("operations[{i}]"))?;
+    let op: OpHead = wire::element(raw, &format!("operations[{i}]"))?;
     match wire::text(op.kind, &format!("operations[{i}].type"))?.as_deref() {
         Some("push") => {
             let Some(items) = wire::array(op.items) else {
@@ -163,14 +151,7 @@ fn parse<'a>(i: usize, raw: &'a serde_json::value::RawValue) -> ApiResult<Op<'a>
         }
         Some("ack") => {
             // Queen's transaction ack names its group under consumerGroup; none is queue mode.
-            let a = AckIn {
-                transaction_id: op.transaction_id,
-                partition_id: op.partition_id,
-                lease_id: op.lease_id,
-                status: op.status,
-                error: op.error,
-                consumer_group: op.consumer_group,
-            };
+            let a: AckIn = wire::element(raw, &format!("operations[{i}]"))?;
             Ok(Op::Ack(ack::entry(&a, None, &format!("operations[{i}]."))?))
         }
         _ => Err(ApiError::bad_request(format!("operations[{i}].type must be \"push\" or \"ack\""))),
