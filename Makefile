@@ -5,13 +5,15 @@
 #   make bench  the benchmarks (bench/)
 #   make gateway  queen-gateway (Queen MQ's HTTP API) on port 6632 over make run's server
 #   make gateway-test  Queen MQ's Python client suite against queen-gateway (part of make test)
+#   make examples  the Python, Node and Rust worker examples, checked (part of make test)
+#   make package  a Debian package of the extension (target/package/*.deb)
 #   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
 SHELL := /bin/bash
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench explore gateway run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
+.PHONY: bench examples explore exporter-test gateway package package-test run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -70,7 +72,7 @@ stop:
 psql:
 	@dir=$$(scripts/state-dir run-cluster); psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)
 
-test: unit-test integration-test gateway-test upgrade-test
+test: unit-test integration-test gateway-test examples upgrade-test package-test
 
 # Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
 unit-test: bootstrap
@@ -86,6 +88,26 @@ integration-test: install-debug
 gateway-test: install-debug
 	cargo test -q -p queen-gateway
 	scripts/gateway-test
+
+# The worker examples (examples/python, node, rust), each against a server of its own, with
+# the outcome checked: every order invoiced exactly once, retries, a clean SIGTERM.
+examples: install-debug
+	scripts/examples-test
+
+# examples/monitoring/queries.yaml through Debian's prometheus-postgres-exporter, scraped and
+# checked against a known state.
+exporter-test: install-debug
+	scripts/exporter-test
+
+# The Debian package (release build): target/package/postgresql-15-queen_<version>-1_<arch>.deb.
+package: bootstrap
+	scripts/package
+
+# The package installed with dpkg on a machine state without the build tree's files, used, and
+# removed; then the build tree's debug build is installed again. Last in make test.
+package-test: bootstrap
+	scripts/package-test
+	$(MAKE) --no-print-directory install-debug
 
 # ALTER EXTENSION queen UPDATE from the previous release (its git tag, built here) to this
 # tree, on a filled database (scripts/upgrade-test). Last: it installs the old release for a
