@@ -72,7 +72,7 @@ stop:
 psql:
 	@dir=$$(scripts/state-dir run-cluster); psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)
 
-test: unit-test integration-test gateway-test examples upgrade-test package-test
+test: unit-test integration-test gateway-test examples exporter-test upgrade-test package-test
 
 # Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
 unit-test: bootstrap
