@@ -158,10 +158,12 @@ async def test_a_waiting_pop_whose_client_leaves_takes_nothing(db):
         assert m["data"] == "x" and m["attempt"] == 1
 
 
-async def test_a_waiting_pop_is_woken_by_a_push(http):
+async def test_a_waiting_pop_is_woken_by_a_push(http, db):
     q = name("wake")
     waiting = asyncio.create_task(http.get(f"/api/v1/pop/queue/{q}", params={"wait": "true", "timeout": 20000}))
-    await asyncio.sleep(0.2)
+    # Push only once the pop waits in the database (its queue does not exist yet, so it is the
+    # only waiter here): a push first would test no wake-up at all.
+    await until(lambda: db.fetchval("SELECT count(*) > 0 FROM queen_waiting_pops()"), "the pop to wait")
     await push(http, q, "hello")
     r = await asyncio.wait_for(waiting, 10)
     assert r.status_code == 200 and r.json()["messages"][0]["data"] == "hello"

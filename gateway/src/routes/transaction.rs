@@ -65,12 +65,15 @@ pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<J
     let tx = client.transaction().await?;
     let id = uuid::Uuid::now_v7();
     let mut results = Vec::with_capacity(ops.len());
+    let mut pushed = 0;
     // partitionId → the lease that matched there, tried first for the next ack of that partition.
     let mut matched: HashMap<String, String> = HashMap::new();
     for (i, op) in ops.into_iter().enumerate() {
         match op {
             Op::Push(items) => {
-                for r in push::run(&tx, &items).await? {
+                let rows = push::run(&tx, &items).await?;
+                pushed += rows.len() as u64;
+                for r in rows {
                     results.push(json!({"index": i, "type": "push", "success": true,
                         "transactionId": r.transaction_id, "messageId": r.message_id,
                         "partitionId": r.partition_id, "queueName": r.queue_name, "status": r.status}));
@@ -102,6 +105,7 @@ pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<J
         }
     }
     tx.commit().await?;
+    st.metrics.pushed.inc_by(pushed);
     Ok(Json(json!({"transactionId": id, "success": true, "results": results})))
 }
 
