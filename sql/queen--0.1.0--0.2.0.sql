@@ -1,6 +1,7 @@
 -- queen 0.1.0 → 0.2.0 (SPEC §11, §12): privileges per queue (queen.privileges, queen_grant,
 -- queen_revoke, the view queen.grants), views that show a role only the queues it may read,
--- a fixed search_path on every function, and queen's id functions closed to PUBLIC. The
+-- a fixed search_path on every function, queen's id functions closed to PUBLIC, a record of
+-- maintenance passes (queen.maintenance_stats), a cheaper group_lag.oldest_pending. The
 -- library refuses a schema of another version until this script has run.
 --
 -- Written by hand from the difference between the two versions' generated install scripts
@@ -110,7 +111,25 @@ SELECT q.name AS queue,
        NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
        p.name AS partition,
        greatest(after.n + behind.n + by_time.n + taken_up.n - pos.ahead, 0) AS pending,
-       least(after.oldest, behind.oldest, by_time.oldest, taken_up.oldest) AS oldest_pending,
+       -- The head of the line: the first message in delivery order the group has yet to finish
+       -- there (messages finished ahead of the frontier skipped). Read as one row per piece, not
+       -- as min(created_at) over every pending message, which read each pending row: 42 s for
+       -- 10 M pending instead of an index-only count (examples/monitoring/README.md).
+       least((SELECT m.created_at FROM queen.messages m
+               WHERE m.partition_id = p.partition_id AND (m.txid, m.seq) > (pos.t, pos.q)
+                 AND NOT pos.from_time
+                 AND NOT EXISTS (SELECT FROM unnest(c.ahead_txid, c.ahead_seq) AS a(t, s)
+                                  WHERE a.t = m.txid AND a.s = m.seq)
+               ORDER BY m.txid, m.seq LIMIT 1),
+             (SELECT min(h.created_at) FROM unnest(pos.pt, pos.ps) AS x(t, s)
+               CROSS JOIN LATERAL (
+                     SELECT m.created_at FROM queen.messages m
+                      WHERE m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
+                        AND NOT pos.from_time
+                        AND NOT EXISTS (SELECT FROM unnest(c.ahead_txid, c.ahead_seq) AS a(t, s)
+                                         WHERE a.t = m.txid AND a.s = m.seq)
+                      ORDER BY m.seq LIMIT 1) h),
+             by_time.oldest, taken_up.oldest) AS oldest_pending,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
   FROM queen.effective_subscriptions s
@@ -129,10 +148,10 @@ SELECT q.name AS queue,
                coalesce(cardinality(c.ahead_txid), 0) AS ahead,
                (c.partition_id IS NULL AND s.mode = 'from') AS from_time) pos
   CROSS JOIN LATERAL (
-        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
+        SELECT count(*) AS n FROM queen.messages m
          WHERE m.partition_id = p.partition_id AND (m.txid, m.seq) > (pos.t, pos.q) AND NOT pos.from_time) after
   CROSS JOIN LATERAL (
-        SELECT count(*) AS n, min(m.created_at) AS oldest
+        SELECT count(*) AS n
           FROM unnest(pos.pt, pos.ps) AS x(t, s)
           JOIN queen.messages m ON m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
          WHERE NOT pos.from_time) behind
@@ -187,3 +206,36 @@ REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset() FR
 -- The waiting pops show backend pids: for superusers, the owner and pg_monitor
 -- (queen_waiting_pops checks it too).
 GRANT SELECT ON queen.waiting_pops TO pg_monitor;
+
+-- What maintenance has done in this database (src/maintain.rs), read through the view
+-- queen.maintenance_stats: one row, which the last unit of every pass (the worker's or
+-- queen_maintain()'s) creates or adds its report to, and which a failed pass of the worker
+-- notes. Totals since the extension was created (or restored: the row is dumped); a pass that
+-- stops midway (skipped, failed) adds nothing of what its committed units did.
+CREATE TABLE queen.maintenance_totals (
+    singleton                   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    passes                      bigint      NOT NULL DEFAULT 0,
+    failed_passes               bigint      NOT NULL DEFAULT 0,
+    retention_deleted           bigint      NOT NULL DEFAULT 0,
+    completed_retention_deleted bigint      NOT NULL DEFAULT 0,
+    max_wait_dead_lettered      bigint      NOT NULL DEFAULT 0,
+    registry_rows_folded        bigint      NOT NULL DEFAULT 0,
+    partitions_removed          bigint      NOT NULL DEFAULT 0,
+    partitions_restored         bigint      NOT NULL DEFAULT 0,
+    last_pass_at                timestamptz,
+    last_pass_seconds           float8,
+    last_report                 jsonb,
+    last_failure_at             timestamptz,
+    last_error                  text
+);
+SELECT pg_catalog.pg_extension_config_dump('queen.maintenance_totals', '');
+
+-- What maintenance has done in this database (queen.maintenance_totals): no row before the
+-- first pass. Totals over every queue: for pg_monitor, superusers and the owner, as the
+-- waiting pops are.
+CREATE VIEW queen.maintenance_stats AS
+SELECT passes, failed_passes, retention_deleted, completed_retention_deleted,
+       max_wait_dead_lettered, registry_rows_folded, partitions_removed, partitions_restored,
+       last_pass_at, last_pass_seconds, last_report, last_failure_at, last_error
+  FROM queen.maintenance_totals;
+GRANT SELECT ON queen.maintenance_stats TO pg_monitor;

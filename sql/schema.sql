@@ -293,6 +293,28 @@ CREATE TABLE queen.privileges (
 );
 CREATE INDEX privileges_queue ON queen.privileges (queue);
 
+-- What maintenance has done in this database (src/maintain.rs), read through the view
+-- queen.maintenance_stats: one row, which the last unit of every pass (the worker's or
+-- queen_maintain()'s) creates or adds its report to, and which a failed pass of the worker
+-- notes. Totals since the extension was created (or restored: the row is dumped); a pass that
+-- stops midway (skipped, failed) adds nothing of what its committed units did.
+CREATE TABLE queen.maintenance_totals (
+    singleton                   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    passes                      bigint      NOT NULL DEFAULT 0,
+    failed_passes               bigint      NOT NULL DEFAULT 0,
+    retention_deleted           bigint      NOT NULL DEFAULT 0,
+    completed_retention_deleted bigint      NOT NULL DEFAULT 0,
+    max_wait_dead_lettered      bigint      NOT NULL DEFAULT 0,
+    registry_rows_folded        bigint      NOT NULL DEFAULT 0,
+    partitions_removed          bigint      NOT NULL DEFAULT 0,
+    partitions_restored         bigint      NOT NULL DEFAULT 0,
+    last_pass_at                timestamptz,
+    last_pass_seconds           float8,
+    last_report                 jsonb,
+    last_failure_at             timestamptz,
+    last_error                  text
+);
+
 -- Every table's rows are data (SPEC §12): pg_dump dumps them, pg_restore restores them. The
 -- one row CREATE EXTENSION inserts (queen.cluster) is dumped too: restored next to the new
 -- one, it tells the first call that the ids came from another cluster.
@@ -308,3 +330,4 @@ SELECT pg_catalog.pg_extension_config_dump('queen.dead_letters', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.queue_counts', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.retired_partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.privileges', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.maintenance_totals', '');

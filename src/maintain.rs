@@ -9,7 +9,7 @@
 
 use crate::cursor::{Batch, Key};
 use crate::discovery::{next_point, Point};
-use crate::spi::types::{INT8, INT8S, TSTZ, UUID};
+use crate::spi::types::{FLOAT8, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -26,7 +26,11 @@ const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention
 const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
 const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
 const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
-const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[crate::spi::types::FLOAT8] };
+const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8] };
+/// The report goes as text (serde_json writes it; the query casts it to jsonb).
+const RECORD_PASS: Query =
+    Query { file: SQL, name: "record_pass", args: &[INT8, INT8, INT8, INT8, INT8, INT8, FLOAT8, TEXT] };
+const RECORD_FAILURE: Query = Query { file: SQL, name: "record_failure", args: &[TEXT] };
 
 /// How many new messages of a queue one pass counts (the count catches up over passes).
 const COUNT_CHUNK: i64 = 1_000_000;
@@ -92,18 +96,54 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
 /// One maintenance pass, unit by unit. Returns what it did, or `{"skipped": ...}` when another
 /// pass holds the database's maintenance lock (a pass that meets one midway stops there).
 pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
-    match pass_units(units, partition_idle_seconds) {
-        Ok(r) => json!({
-            "queues": r.queues,
-            "retention_deleted": r.retention_deleted,
-            "completed_retention_deleted": r.completed_retention_deleted,
-            "max_wait_dead_lettered": r.max_wait_dead_lettered,
-            "registry_rows_folded": r.registry_rows_folded,
-            "partitions_removed": r.partitions_removed,
-            "partitions_restored": r.partitions_restored,
-        }),
-        Err(Skipped) => json!({"skipped": "another maintenance pass is running"}),
+    let started = std::time::Instant::now();
+    let done = pass_units(units, partition_idle_seconds).and_then(|r| {
+        let report = r.to_json();
+        record(units, &r, &report, started.elapsed().as_secs_f64())?;
+        Ok(report)
+    });
+    done.unwrap_or_else(|Skipped| json!({"skipped": "another maintenance pass is running"}))
+}
+
+impl Report {
+    fn to_json(&self) -> Value {
+        json!({
+            "queues": self.queues,
+            "retention_deleted": self.retention_deleted,
+            "completed_retention_deleted": self.completed_retention_deleted,
+            "max_wait_dead_lettered": self.max_wait_dead_lettered,
+            "registry_rows_folded": self.registry_rows_folded,
+            "partitions_removed": self.partitions_removed,
+            "partitions_restored": self.partitions_restored,
+        })
     }
+}
+
+/// The pass's last unit: add its report to the database's totals (queen.maintenance_stats),
+/// so that monitoring sees what maintenance does without reading the server log. One row,
+/// updated once a pass.
+fn record(units: &mut dyn Units, r: &Report, report: &Value, seconds: f64) -> Result<(), Skipped> {
+    unit(units, |s| {
+        let args: [DatumWithOid; 8] = [
+            r.retention_deleted.into(),
+            r.completed_retention_deleted.into(),
+            r.max_wait_dead_lettered.into(),
+            r.registry_rows_folded.into(),
+            r.partitions_removed.into(),
+            r.partitions_restored.into(),
+            seconds.into(),
+            report.to_string().into(),
+        ];
+        RECORD_PASS.run(s, &args).first().req::<i64>("passes")
+    })
+    .map(|_| ())
+}
+
+/// Note a pass that failed with `error` (the worker, after rolling the failed unit back), for
+/// queen.maintenance_stats. Skipped when another pass holds the maintenance lock.
+pub fn record_failure(units: &mut dyn Units, error: &str) {
+    // Skipped or not, there is nothing more to do: the failure is in the server log either way.
+    let _noted = unit(units, |s| RECORD_FAILURE.run(s, &[error.into()]).first().req::<i64>("failed_passes"));
 }
 
 /// A queue as `maintain_queues` reads it: the options maintenance applies.

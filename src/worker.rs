@@ -7,6 +7,7 @@
 use crate::gucs;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use std::time::Duration;
 
@@ -119,6 +120,21 @@ fn pass(db: &str) {
         // AbortCurrentTransaction is what Postgres runs after an error: it releases the locks,
         // snapshots and SPI state of the failed transaction, and does nothing outside one.
         unsafe { pg_sys::AbortCurrentTransaction() };
+        note_failure(&e);
     })
     .execute();
+}
+
+/// Count the failed pass in queen.maintenance_stats, in a transaction of its own. If that
+/// fails too (the extension was dropped meanwhile, say), the warning above is all there is.
+fn note_failure(e: &CaughtError) {
+    let message = match e {
+        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => {
+            r.message().to_string()
+        }
+    };
+    PgTryBuilder::new(|| crate::maintain::record_failure(&mut OwnTransactions, &message))
+        // SAFETY: as above.
+        .catch_others(|_| unsafe { pg_sys::AbortCurrentTransaction() })
+        .execute();
 }

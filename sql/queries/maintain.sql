@@ -244,3 +244,35 @@ SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS re
 
 -- name: ago
 SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;
+
+-- name: record_pass
+-- Add a finished pass's report to the database's totals (queen.maintenance_totals): $1..$6
+-- what it did, $7 how long it took in seconds, $8 the report.
+INSERT INTO queen.maintenance_totals AS t
+       (passes, retention_deleted, completed_retention_deleted, max_wait_dead_lettered,
+        registry_rows_folded, partitions_removed, partitions_restored,
+        last_pass_at, last_pass_seconds, last_report)
+VALUES (1, $1, $2, $3, $4, $5, $6, clock_timestamp(), $7, $8::jsonb)
+    ON CONFLICT (singleton) DO UPDATE
+   SET passes = t.passes + 1,
+       retention_deleted = t.retention_deleted + excluded.retention_deleted,
+       completed_retention_deleted = t.completed_retention_deleted + excluded.completed_retention_deleted,
+       max_wait_dead_lettered = t.max_wait_dead_lettered + excluded.max_wait_dead_lettered,
+       registry_rows_folded = t.registry_rows_folded + excluded.registry_rows_folded,
+       partitions_removed = t.partitions_removed + excluded.partitions_removed,
+       partitions_restored = t.partitions_restored + excluded.partitions_restored,
+       last_pass_at = excluded.last_pass_at,
+       last_pass_seconds = excluded.last_pass_seconds,
+       last_report = excluded.last_report
+RETURNING t.passes;
+
+-- name: record_failure
+-- Note a pass of the worker that failed ($1 the error's message), in a transaction of its own
+-- after the failed one was rolled back.
+INSERT INTO queen.maintenance_totals AS t (failed_passes, last_failure_at, last_error)
+VALUES (1, clock_timestamp(), $1)
+    ON CONFLICT (singleton) DO UPDATE
+   SET failed_passes = t.failed_passes + 1,
+       last_failure_at = excluded.last_failure_at,
+       last_error = excluded.last_error
+RETURNING t.failed_passes;

@@ -462,6 +462,57 @@ fn deleting_groups_and_queues_and_the_views() {
     }
 }
 
+/// group_lag's `oldest_pending` is the head of the line: the `created_at` of the first message
+/// the group has yet to finish in the partition, past completions made out of order, through a
+/// transaction the cursor left pending, and NULL once nothing is pending.
+#[test]
+fn oldest_pending_is_the_first_unfinished_message() {
+    let db = TestDb::new("oldestpending");
+    let mut c = db.connect();
+    let push = |c: &mut Client, payload: Value| {
+        c.query_one("SELECT message_id FROM queen_push('q', $1, 'p')", &[&payload]).unwrap();
+    };
+    // (pending, the payload of the message whose created_at oldest_pending is)
+    let lag = |c: &mut Client| -> (i64, Option<Value>) {
+        let r = c
+            .query_one(
+                "SELECT l.pending,
+                        (SELECT m.payload FROM queen.messages m
+                          WHERE m.partition = l.partition AND m.created_at = l.oldest_pending)
+                   FROM queen.group_lag l WHERE l.queue = 'q' AND l.consumer_group = 'g'",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    for i in 0..4 {
+        push(&mut c, json!(i));
+    }
+    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 1, auto_ack => true)").len() == 1);
+    assert_eq!(lag(&mut c), (3, Some(json!(1))));
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    assert_eq!(ack_one(&mut c, &rows[1], "completed"), (true, None, false, false));
+    assert_eq!(lag(&mut c), (2, Some(json!(1))), "a completion ahead of the frontier leaves the head");
+    assert_eq!(ack_one(&mut c, &rows[0], "completed"), (true, None, true, false));
+    assert_eq!(lag(&mut c), (1, Some(json!(3))));
+
+    // A transaction that took its xid before the next push commits after the group passed it:
+    // the cursor keeps it pending, and its message becomes the head once it commits.
+    let mut t = db.connect();
+    t.batch_execute("BEGIN").unwrap();
+    push(&mut t, json!("late"));
+    push(&mut c, json!(4));
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    assert_eq!(payloads(&rows), vec![3, 4]);
+    assert!(ack_batch(&mut c, &rows, &["completed", "completed"])[1].2);
+    assert_eq!(lag(&mut c), (0, None), "the running transaction's message is not visible yet");
+    t.batch_execute("COMMIT").unwrap();
+    assert_eq!(lag(&mut c), (1, Some(json!("late"))));
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(lag(&mut c), (0, None));
+}
+
 /// SPEC §6.5: consumers that do their writes and their `completed` ack in one transaction see
 /// each message's effect applied exactly once per group, through rollbacks and lease expiries.
 #[test]

@@ -82,7 +82,7 @@ fn a_role_without_grants_is_refused_everywhere_sees_nothing_and_changes_nothing(
         refused(&mut c, sql, names);
     }
     // The tables are closed; the views show nothing of a queue the role may not read.
-    for t in ["messages", "cursors", "queues", "subscriptions", "ready", "dead_letters", "privileges"] {
+    for t in ["messages", "cursors", "queues", "subscriptions", "ready", "dead_letters", "privileges", "maintenance_totals"] {
         let e = c.batch_execute(&format!("SELECT * FROM queen.{t}")).expect_err(t);
         assert_eq!(sqlstate(&e), "42501", "queen.{t}: {e}");
         let e = c.batch_execute(&format!("DELETE FROM queen.{t}")).expect_err(t);
@@ -236,16 +236,21 @@ fn a_hostile_search_path_is_never_followed() {
 }
 
 #[test]
-fn waiting_pops_are_for_superusers_the_owner_and_pg_monitor() {
+fn waiting_pops_and_maintenance_stats_are_for_superusers_the_owner_and_pg_monitor() {
     let db = TestDb::new("monitor");
     let mut admin = db.connect();
+    admin.query_one("SELECT queen_maintain()", &[]).unwrap();
     let role = db.role("watcher");
     let mut c = db.connect_as(&role);
     refused(&mut c, "SELECT * FROM queen_waiting_pops()", &["queen_waiting_pops", "pg_monitor"]);
-    let e = c.batch_execute("SELECT * FROM queen.waiting_pops").unwrap_err();
-    assert_eq!(sqlstate(&e), "42501");
+    for v in ["waiting_pops", "maintenance_stats"] {
+        let e = c.batch_execute(&format!("SELECT * FROM queen.{v}")).unwrap_err();
+        assert_eq!(sqlstate(&e), "42501", "queen.{v}");
+    }
     admin.batch_execute(&format!("GRANT pg_monitor TO {role}")).unwrap();
     c.query("SELECT * FROM queen_waiting_pops()", &[]).unwrap();
     c.query("SELECT * FROM queen.waiting_pops", &[]).unwrap();
+    let passes: i64 = c.query_one("SELECT passes FROM queen.maintenance_stats", &[]).unwrap().get(0);
+    assert_eq!(passes, 1);
     refused(&mut c, "SELECT queen_maintain()", &["queen_maintain"]);
 }

@@ -178,8 +178,23 @@ fn retention_and_queue_stats() {
     // A queue without retention keeps everything.
     push(&mut c, "keep", "p", json!(1));
     thread::sleep(Duration::from_millis(1100));
-    maintain(&mut c);
+    let third = maintain(&mut c)["retention_deleted"].as_i64().unwrap();
     assert_eq!(count(&mut c, "SELECT messages FROM queen.queue_stats WHERE queue = 'keep'"), 1);
+    // Each pass adds its report to queen.maintenance_stats.
+    let r = c
+        .query_one(
+            "SELECT passes, failed_passes, retention_deleted, last_report, last_pass_seconds >= 0,
+                    last_pass_at <= clock_timestamp(), last_error IS NULL
+               FROM queen.maintenance_stats",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2)), (3, 0, 5 + third));
+    assert_eq!(r.get::<_, Value>(3)["queues"], json!(2), "the last pass's report");
+    assert!(r.get::<_, bool>(4) && r.get::<_, bool>(5) && r.get::<_, bool>(6));
+    // A pass rolled back with its caller's transaction leaves no count.
+    c.batch_execute("BEGIN; SELECT queen_maintain(); ROLLBACK").unwrap();
+    assert_eq!(count(&mut c, "SELECT passes FROM queen.maintenance_stats"), 3);
 }
 
 #[test]
@@ -318,7 +333,22 @@ fn the_background_worker_maintains_its_database() {
     // constraint), see that nothing happens, then mend it.
     c.batch_execute("ALTER TABLE queen.queue_counts ADD CONSTRAINT broken CHECK (counted < 0) NOT VALID").unwrap();
     push(&mut c, "q", "p", json!(2));
-    thread::sleep(Duration::from_millis(2500));
+    // The failures are counted in queen.maintenance_stats, with the error.
+    let stats = "SELECT coalesce(max(passes), 0)::bigint, coalesce(max(failed_passes), 0)::bigint, max(last_error)
+                   FROM queen.maintenance_stats";
+    let passed = c.query_one(stats, &[]).unwrap().get::<_, i64>(0);
+    assert!(passed > 0, "the worker's passes are counted");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let error: String = loop {
+        let r = c.query_one(stats, &[]).unwrap();
+        if r.get::<_, i64>(1) >= 2 {
+            assert_eq!(r.get::<_, i64>(0), passed, "a failed pass was counted as a pass");
+            break r.get(2);
+        }
+        assert!(Instant::now() < deadline, "the worker's failed passes are not counted");
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert!(error.contains("broken"), "last_error: {error}");
     assert_eq!(count(&mut c, "SELECT count(*) FROM queen.messages"), 1, "failed passes changed nothing");
     c.batch_execute("ALTER TABLE queen.queue_counts DROP CONSTRAINT broken").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

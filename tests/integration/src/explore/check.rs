@@ -13,7 +13,8 @@
 //!   delivered before that one's, and a transaction's messages in push order (per partition);
 //! - **exclusive lease**: no pop gets a partition while another lease of its group is active
 //!   there (not released by a committed ack, not expired by the server's clock);
-//! - `group_lag` at 0 after the drain (the drain reports a strand), dead letters accounted for
+//! - `group_lag` at 0 after the drain (the drain reports a strand), its `oldest_pending` set
+//!   exactly where `pending` > 0 at every step of the drain, dead letters accounted for
 //!   (each belongs to a committed push and a checked group);
 //! - a pop never returns its own transaction's pushes;
 //! - **no trace of refused calls**: a subscription or cursor row exists only for a group (and

@@ -718,14 +718,22 @@ impl<'a> Run<'a> {
             if !empty {
                 continue;
             }
-            let lag: i64 = k
+            let row = k
                 .query_one(
-                    "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
+                    "SELECT coalesce(sum(pending), 0)::bigint,
+                            count(*) FILTER (WHERE (pending > 0) <> (oldest_pending IS NOT NULL))
+                       FROM queen.group_lag
                       WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2",
                     &[&QUEUE, &g.name()],
                 )
-                .unwrap()
-                .get(0);
+                .unwrap();
+            let (lag, headless): (i64, i64) = (row.get(0), row.get(1));
+            if headless > 0 {
+                self.violation(
+                    "lag head",
+                    format!("group {:?}: {headless} partitions where pending > 0 and oldest_pending disagree", g),
+                );
+            }
             if lag == 0 {
                 return;
             }
