@@ -53,7 +53,17 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
             // is where a process's main loop re-reads the configuration files on SIGHUP.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
+        // SAFETY: between passes, as above. A background worker has no idle loop that reports
+        // for it: without these, pg_stat_activity showed it idle during its passes and, worse,
+        // the rows retention deleted never reached pg_stat_all_tables (n_dead_tup) until the
+        // worker exited, so autovacuum did not know to vacuum after them.
+        unsafe { pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"queen maintenance pass".as_ptr()) };
         pass(&db);
+        // SAFETY: the pass has ended, committed or rolled back: no transaction is open.
+        unsafe {
+            pg_sys::pgstat_report_stat(true);
+            pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, std::ptr::null());
+        }
     }
     log!("queen: maintenance worker for database \"{db}\" stopped");
     // Exit code 1: the postmaster starts the worker again after its restart time. A worker

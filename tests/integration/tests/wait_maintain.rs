@@ -329,6 +329,13 @@ fn the_background_worker_maintains_its_database() {
         assert!(Instant::now() < deadline, "the worker never applied retention");
         thread::sleep(Duration::from_millis(100));
     }
+    // ... and reports it to the statistics autovacuum reads (a background worker has to: its
+    // deletes were invisible there until it exited).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT n_tup_del FROM pg_stat_all_tables WHERE relid = 'queen.messages'::regclass") < 1 {
+        assert!(Instant::now() < deadline, "the worker's deletes never reached pg_stat_all_tables");
+        thread::sleep(Duration::from_millis(100));
+    }
     // It survives errors in its passes: make every pass fail (the count it saves breaks a
     // constraint), see that nothing happens, then mend it.
     c.batch_execute("ALTER TABLE queen.queue_counts ADD CONSTRAINT broken CHECK (counted < 0) NOT VALID").unwrap();
