@@ -6,7 +6,9 @@
 #   make gateway  queen-gateway (Queen MQ's HTTP API) on port 6632 over make run's server
 #   make gateway-test  Queen MQ's Python client suite against queen-gateway (part of make test)
 #   make examples  the Python, Node and Rust worker examples, checked (part of make test)
-#   make package  a Debian package of the extension (target/package/*.deb)
+#   make exporter-test  postgres_exporter with examples/monitoring/queries.yaml (part of make test)
+#   make package  a Debian package of the extension (target/package/*.deb); make package-test
+#                 installs it with dpkg and uses it (last in make test)
 #   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
 SHELL := /bin/bash
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
@@ -110,8 +112,8 @@ package-test: bootstrap
 	$(MAKE) --no-print-directory install-debug
 
 # ALTER EXTENSION queen UPDATE from the previous release (its git tag, built here) to this
-# tree, on a filled database (scripts/upgrade-test). Last: it installs the old release for a
-# while, then this tree again.
+# tree, on a filled database (scripts/upgrade-test). It installs the old release for a while,
+# then this tree again (make test runs it before package-test, which does the same).
 upgrade-test: bootstrap
 	scripts/upgrade-test
 

@@ -27,9 +27,9 @@ const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", arg
 const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
 const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
 const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8] };
-/// The report goes as text (serde_json writes it; the query casts it to jsonb).
-const RECORD_PASS: Query =
-    Query { file: SQL, name: "record_pass", args: &[INT8, INT8, INT8, INT8, INT8, INT8, FLOAT8, TEXT] };
+/// The report goes as text (serde_json writes it; the query casts it to jsonb and adds up its
+/// counts).
+const RECORD_PASS: Query = Query { file: SQL, name: "record_pass", args: &[TEXT, FLOAT8] };
 const RECORD_FAILURE: Query = Query { file: SQL, name: "record_failure", args: &[TEXT] };
 
 /// How many new messages of a queue one pass counts (the count catches up over passes).
@@ -99,7 +99,7 @@ pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
     let started = std::time::Instant::now();
     let done = pass_units(units, partition_idle_seconds).and_then(|r| {
         let report = r.to_json();
-        record(units, &r, &report, started.elapsed().as_secs_f64())?;
+        record(units, &report, started.elapsed().as_secs_f64())?;
         Ok(report)
     });
     done.unwrap_or_else(|Skipped| json!({"skipped": "another maintenance pass is running"}))
@@ -122,21 +122,9 @@ impl Report {
 /// The pass's last unit: add its report to the database's totals (queen.maintenance_stats),
 /// so that monitoring sees what maintenance does without reading the server log. One row,
 /// updated once a pass.
-fn record(units: &mut dyn Units, r: &Report, report: &Value, seconds: f64) -> Result<(), Skipped> {
-    unit(units, |s| {
-        let args: [DatumWithOid; 8] = [
-            r.retention_deleted.into(),
-            r.completed_retention_deleted.into(),
-            r.max_wait_dead_lettered.into(),
-            r.registry_rows_folded.into(),
-            r.partitions_removed.into(),
-            r.partitions_restored.into(),
-            seconds.into(),
-            report.to_string().into(),
-        ];
-        RECORD_PASS.run(s, &args).first().req::<i64>("passes")
-    })
-    .map(|_| ())
+fn record(units: &mut dyn Units, report: &Value, seconds: f64) -> Result<(), Skipped> {
+    unit(units, |s| RECORD_PASS.run(s, &[report.to_string().into(), seconds.into()]).first().req::<i64>("passes"))
+        .map(|_| ())
 }
 
 /// Note a pass that failed with `error` (the worker, after rolling the failed unit back), for

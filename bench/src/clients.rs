@@ -183,6 +183,14 @@ fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T 
         .map(|r| r.get(0))
         .collect();
     println!("  bookkeeping after the run: {}", sizes.join(", "));
+    print_top_statements(admin);
+    println!();
+    out
+}
+
+/// The 8 statements of database `bench` that took the most time since pg_stat_statements was
+/// last reset.
+pub fn print_top_statements(admin: &mut Client) {
     let top = admin
         .query(
             "SELECT round(total_exec_time::numeric, 0)::text || ' ms, ' || calls || ' calls, '
@@ -196,8 +204,6 @@ fn with_profile<T>(admin: &mut Client, label: &str, f: impl FnOnce() -> T) -> T 
     for r in top {
         println!("  - {}", r.get::<_, String>(0));
     }
-    println!();
-    out
 }
 
 fn payload(i: usize) -> Value {

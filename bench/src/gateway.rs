@@ -13,6 +13,7 @@ use postgres::Client;
 use serde_json::{json, Value};
 
 use crate::clients::{client_counts, drive, Conn, Outcome};
+use crate::fresh;
 
 const QUEUE: &str = "gw";
 const PARTS: usize = 16;
@@ -101,10 +102,6 @@ fn acks(msgs: &[(String, String, Option<String>, String)], by_id: bool) -> Value
             })
             .collect(),
     )
-}
-
-fn fresh(c: &mut Client) {
-    c.batch_execute("DROP EXTENSION IF EXISTS queen CASCADE; CREATE EXTENSION queen;").unwrap();
 }
 
 fn row(name: &str, clients: usize, gw: &Outcome, direct: &Outcome) {
@@ -210,18 +207,7 @@ pub fn run(c: &mut Client) {
         .collect();
     println!("\nInside the gateway (its /metrics), mean per request: {}", means.join("; "));
     if std::env::var("QUEEN_BENCH_PROFILE").is_ok() {
-        for r in c
-            .query(
-                "SELECT calls || ' calls, ' || round((total_exec_time / greatest(calls, 1))::numeric, 3) || ' ms each: '
-                        || regexp_replace(left(query, 90), '\\s+', ' ', 'g')
-                   FROM pg_stat_statements WHERE toplevel AND calls > 100
-                  ORDER BY total_exec_time DESC LIMIT 8",
-                &[],
-            )
-            .unwrap()
-        {
-            println!("  - {}", r.get::<_, String>(0));
-        }
+        crate::clients::print_top_statements(c);
     }
 }
 

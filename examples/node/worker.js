@@ -53,10 +53,8 @@ async function batch(client, name) {
         note = `, order ${order.order_id} failed on attempt 1`;
         break;
       }
-      await client.query(
-        'INSERT INTO invoices (order_id, amount, worker, attempt) VALUES ($1, $2, $3, $4)',
-        [order.order_id, order.amount, name, message.attempt],
-      );
+      // The ack first: a lease lost meanwhile is refused before any business write (the invoice
+      // would otherwise meet the one the lease's new holder wrote).
       const result = await ack(client, message, 'completed');
       if (!result.success) {
         // The lease is no longer ours (it expired and another worker may have the messages):
@@ -64,6 +62,10 @@ async function batch(client, name) {
         await client.query('ROLLBACK');
         return `ack refused (${result.error}), batch rolled back`;
       }
+      await client.query(
+        'INSERT INTO invoices (order_id, amount, worker, attempt) VALUES ($1, $2, $3, $4)',
+        [order.order_id, order.amount, name, message.attempt],
+      );
       invoiced++;
     }
     await client.query('COMMIT');

@@ -25,7 +25,7 @@ def ack(conn, message, status, error=None):
         "SELECT success, error FROM queen_ack(%s, %s, %s, %s)",
         (message["message_id"], message["lease_id"], status, error),
     ).fetchone()
-    return None if row["success"] else row["error"]
+    return None if row["success"] else (row["error"] or "refused")
 
 
 def handle_batch(conn, name):
@@ -50,13 +50,16 @@ def handle_batch(conn, name):
                 failed = order_id
                 refused = ack(conn, message, "failed", "simulated failure")
             else:
-                conn.execute(
-                    "INSERT INTO invoices (order_id, amount, worker, attempt)"
-                    " VALUES (%s, %s, %s, %s)",
-                    (order_id, message["payload"]["amount"], name, message["attempt"]),
-                )
-                invoiced.append(order_id)
+                # The ack first: a lease lost meanwhile is refused before any business write
+                # (the invoice would otherwise meet the one the lease's new holder wrote).
                 refused = ack(conn, message, "completed")
+                if not refused:
+                    conn.execute(
+                        "INSERT INTO invoices (order_id, amount, worker, attempt)"
+                        " VALUES (%s, %s, %s, %s)",
+                        (order_id, message["payload"]["amount"], name, message["attempt"]),
+                    )
+                    invoiced.append(order_id)
             if refused:
                 # The lease is no longer ours (it expired, say): undo the whole batch (leaving
                 # the `with` block by Rollback rolls back); its messages are delivered again.

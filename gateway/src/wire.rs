@@ -89,13 +89,20 @@ pub type Raw<'a> = Option<&'a RawValue>;
 /// A request body read into `T` (whose fields are `Raw`); an empty body is `{}`.
 pub fn body<'a, T: Deserialize<'a>>(body: &'a Bytes) -> ApiResult<T> {
     let text: &'a [u8] = if body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { body };
-    serde_json::from_slice(text).map_err(|e| {
-        if e.is_data() {
-            ApiError::bad_request("the request body must be a JSON object")
-        } else {
-            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
-        }
-    })
+    from_object(text, "the request body", "must be a JSON object")
+}
+
+/// `text` read into `T` if it is a JSON object, else `{what} {not_object}`: serde reads a
+/// struct from an array too (its fields in order), which no body or item may be. Bad JSON, or
+/// an object serde refuses (a duplicate field), is bad input that says why.
+fn from_object<'a, T: Deserialize<'a>>(text: &'a [u8], what: &str, not_object: &str) -> ApiResult<T> {
+    let object = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    match serde_json::from_slice(text) {
+        Err(e) if e.is_syntax() || e.is_eof() => Err(ApiError::bad_request(format!("{what} is not valid JSON: {e}"))),
+        Ok(t) if object => Ok(t),
+        Err(e) if object => Err(ApiError::bad_request(format!("{what} is not valid: {e}"))),
+        _ => Err(ApiError::bad_request(format!("{what} {not_object}"))),
+    }
 }
 
 /// A string field; absent or null is None, another type is bad input (`{what} must be a string`).
@@ -118,7 +125,7 @@ pub fn array<'a>(raw: Raw<'a>) -> Option<Vec<&'a RawValue>> {
 
 /// One element of an array field read into `T`, or `{what} must be an object`.
 pub fn element<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> ApiResult<T> {
-    serde_json::from_str(raw.get()).map_err(|_| ApiError::bad_request(format!("{what} must be an object")))
+    from_object(raw.get().as_bytes(), what, "must be an object")
 }
 
 /// `"completed"`, an ack's status when it gives none.
@@ -200,6 +207,28 @@ mod tests {
         assert_eq!(object(&Bytes::from_static(b"{\"a\":1}")).unwrap()["a"], 1);
         assert_eq!(object(&Bytes::from_static(b"[1]")).unwrap_err().status, 400);
         assert!(object(&Bytes::from_static(b"{")).unwrap_err().message.contains("not valid JSON"));
+    }
+
+    /// serde reads a struct from an array (its fields in order): a body or an item that is an
+    /// array is still refused.
+    #[test]
+    fn a_struct_is_read_from_an_object_only() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Two<'a> {
+            #[serde(borrow)]
+            a: Raw<'a>,
+            b: Raw<'a>,
+        }
+        let e = body::<Two>(&Bytes::from_static(b" [1, 2]")).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert_eq!(e.message, "the request body must be a JSON object");
+        let raw: Box<RawValue> = serde_json::from_str("[1, 2]").unwrap();
+        assert_eq!(element::<Two>(&raw, "items[0]").unwrap_err().message, "items[0] must be an object");
+        let e = body::<Two>(&Bytes::from_static(b"{\"a\": 1, \"a\": 2}")).unwrap_err();
+        assert!(e.message.starts_with("the request body is not valid: duplicate field"), "{}", e.message);
+        assert!(body::<Two>(&Bytes::from_static(b"{\"a\": [1]}")).unwrap().a.is_some());
+        assert!(body::<Two>(&Bytes::from_static(b"[1,")).unwrap_err().message.contains("not valid JSON"));
     }
 
     #[test]

@@ -246,13 +246,17 @@ SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS re
 SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;
 
 -- name: record_pass
--- Add a finished pass's report to the database's totals (queen.maintenance_totals): $1..$6
--- what it did, $7 how long it took in seconds, $8 the report.
+-- Add a finished pass's report ($1: what queen_maintain() returns) to the database's totals
+-- (queen.maintenance_totals); $2 how long the pass took, in seconds.
 INSERT INTO queen.maintenance_totals AS t
        (passes, retention_deleted, completed_retention_deleted, max_wait_dead_lettered,
         registry_rows_folded, partitions_removed, partitions_restored,
         last_pass_at, last_pass_seconds, last_report)
-VALUES (1, $1, $2, $3, $4, $5, $6, clock_timestamp(), $7, $8::jsonb)
+SELECT 1, (r->>'retention_deleted')::bigint, (r->>'completed_retention_deleted')::bigint,
+       (r->>'max_wait_dead_lettered')::bigint, (r->>'registry_rows_folded')::bigint,
+       (r->>'partitions_removed')::bigint, (r->>'partitions_restored')::bigint,
+       clock_timestamp(), $2, r
+  FROM (SELECT $1::jsonb AS r) AS report
     ON CONFLICT (singleton) DO UPDATE
    SET passes = t.passes + 1,
        retention_deleted = t.retention_deleted + excluded.retention_deleted,

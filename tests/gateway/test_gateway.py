@@ -7,6 +7,7 @@ is checked directly (QUEEN_TEST_PG_DSN, as the superuser)."""
 import asyncio
 import os
 import uuid
+from datetime import datetime
 
 import asyncpg
 import httpx
@@ -126,7 +127,7 @@ async def test_a_transaction_whose_lease_ran_out_is_refused_whole(http, db):
     assert r.json()[0]["success"] is True, r.text
 
 
-async def test_a_transaction_matches_each_ack_to_its_lease(http):
+async def test_a_transaction_matches_each_ack_to_its_lease(http, db):
     a, b, c = name("ma"), name("mb"), name("mc")
     await push(http, a, 1)
     await push(http, b, 2)
@@ -138,6 +139,8 @@ async def test_a_transaction_matches_each_ack_to_its_lease(http):
     assert r.status_code == 200 and r.json()["success"] is True, r.text
     assert [x["type"] for x in r.json()["results"]] == ["ack", "ack", "push"]
     assert await pop(http, a) == [] and await pop(http, b) == []
+    # Both acks applied (their messages are finished, not merely still leased).
+    assert await db.fetchval("SELECT sum(pending) FROM queen.group_lag WHERE queue = ANY($1)", [a, b]) == 0
     assert [m["data"] for m in await pop(http, c)] == [3]
 
 
@@ -238,6 +241,9 @@ async def test_lease_extend(http):
     assert r.status_code == 200 and r.json()["success"] is True and r.json()["newExpiresAt"] >= m["leaseExpiresAt"]
     r = await http.post(f"/api/v1/lease/{m['leaseId']}/extend", json={"seconds": 120})
     assert r.json()["newExpiresAt"] > m["leaseExpiresAt"]
+    # 120 s from now, not the queue's 5 s.
+    extended = datetime.fromisoformat(r.json()["newExpiresAt"]) - datetime.fromisoformat(m["leaseExpiresAt"])
+    assert extended.total_seconds() > 100, r.text
     await http.post("/api/v1/ack", json=ack_of(m))
     r = await http.post(f"/api/v1/lease/{m['leaseId']}/extend")
     assert r.status_code == 404 and "not active" in r.json()["error"]
@@ -251,3 +257,5 @@ async def test_health_and_metrics(http):
     assert 'queen_gateway_requests_total{method="GET",route="/api/v1/pop/queue/{queue}",status="204"}' in text
     assert 'queen_gateway_pool_connections{pool="requests",state="max"} 16' in text
     assert "queen_gateway_request_duration_seconds_bucket" in text
+    # The pop above is timed under its route.
+    assert 'queen_gateway_request_duration_seconds_count{method="GET",route="/api/v1/pop/queue/{queue}"}' in text

@@ -171,26 +171,26 @@ async fn handle(tx: &Transaction<'_>, name: &str, message: &Row) -> Result<Step>
 
     // A flaky downstream: orders ending in 3 fail on their first attempt.
     let fails = order_id % 10 == 3 && attempt == 1;
-    let ack = if fails {
-        tx.query_one(
-            "SELECT success, error FROM queen_ack($1, $2, 'failed', 'simulated failure')",
-            &[&message_id, &lease_id],
-        )
-        .await?
-    } else {
-        tx.execute(
-            "INSERT INTO invoices (order_id, amount, worker, attempt) \
-             VALUES ($1, ($2::jsonb ->> 'amount')::numeric, $3, $4)",
-            &[&order_id, &payload, &name, &attempt],
-        )
+    let status = if fails { "failed" } else { "completed" };
+    let error = fails.then_some("simulated failure");
+    // The ack first: a lease lost meanwhile is refused before any business write (the invoice
+    // would otherwise meet the one the lease's new holder wrote).
+    let ack = tx
+        .query_one("SELECT success, error FROM queen_ack($1, $2, $3, $4)", &[&message_id, &lease_id, &status, &error])
         .await?;
-        tx.query_one("SELECT success, error FROM queen_ack($1, $2, 'completed')", &[&message_id, &lease_id]).await?
-    };
-
     // A refusal is a row, not an error: it must be checked.
     if !ack.get::<_, bool>("success") {
         let error: Option<String> = ack.get("error");
         return Ok(Step::Refused(error.unwrap_or_default()));
     }
-    Ok(if fails { Step::Failed(order_id) } else { Step::Invoiced })
+    if fails {
+        return Ok(Step::Failed(order_id));
+    }
+    tx.execute(
+        "INSERT INTO invoices (order_id, amount, worker, attempt) \
+         VALUES ($1, ($2::jsonb ->> 'amount')::numeric, $3, $4)",
+        &[&order_id, &payload, &name, &attempt],
+    )
+    .await?;
+    Ok(Step::Invoiced)
 }
