@@ -21,17 +21,21 @@ CREATE SCHEMA queen;
 
 COMMENT ON SCHEMA queen IS 'queen broker state; read it through the views, change it through the queen_* functions';
 
--- The cluster whose transaction ids the stored ones are (src/cluster.rs): its system
--- identifier, and the offset from its xid8 values to stored ones (0 unless the database was
--- restored from another cluster). A restore adds the dumped row next to the one CREATE
--- EXTENSION inserted; the first queen call then sees a row of another cluster, and rebases.
+-- The mapping of stored transaction ids to this cluster's counter (src/cluster.rs): stored ids
+-- are this cluster's xid8 + xid_offset. One verified row is a settled mapping; a restore adds
+-- the dumped row beside the one CREATE EXTENSION inserts, and rows that arrive in the tables
+-- holding ids from outside queen mark it unverified (sql/restore.sql): the first queen call
+-- after it has it settled, in a transaction of its own, by the counter (a rebase moves the
+-- offset above every stored id when this counter is behind). system_identifier: the cluster
+-- that settled it last (for people; it decides nothing).
 CREATE TABLE queen.cluster (
     system_identifier bigint      NOT NULL,
     xid_offset        bigint      NOT NULL,
-    rebased_at        timestamptz
+    rebased_at        timestamptz,
+    verified          boolean     NOT NULL DEFAULT false
 );
-INSERT INTO queen.cluster (system_identifier, xid_offset)
-SELECT system_identifier, 0 FROM pg_catalog.pg_control_system();
+INSERT INTO queen.cluster (system_identifier, xid_offset, verified)
+SELECT system_identifier, 0, true FROM pg_catalog.pg_control_system();
 
 -- One row per queue (duplicates possible, see rule 1). Option columns are NULL until
 -- queen_configure sets them; NULL means the default of SPEC §4. The effective row is the one
@@ -96,7 +100,9 @@ CREATE INDEX messages_queue_log ON queen.messages (queue_id, txid, seq) INCLUDE 
 -- consumer_group '__QUEUE_MODE__' is queue mode. mode 'new' starts after the transactions
 -- visible at subscription: start_xmax and start_xip are that snapshot's xmax and in-progress
 -- list (the subscribing transaction's own xid among them). Several rows when first pops ran at
--- once (rule 1): effective_subscriptions says what they add up to.
+-- once (rule 1): effective_subscriptions says what they add up to. `seek`: the row a
+-- queen_seek wrote, which replaces every subscription of the group that began before it (SPEC
+-- §3.2) — also a first pop's row that was not visible to the seek and commits after it.
 CREATE TABLE queen.subscriptions (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
@@ -104,41 +110,49 @@ CREATE TABLE queen.subscriptions (
     from_ts        timestamptz,
     start_xmax     bigint,
     start_xip      bigint[],
-    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    seek           boolean     NOT NULL DEFAULT false
 );
 CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consumer_group, created_at);
 
--- What a group's subscription rows add up to (SPEC §3.2): the oldest row's mode; for 'new',
--- the earliest point of all its 'new' rows — a transaction is new when any of their snapshots
--- did not see it: the least xmax, and below it every transaction one of them saw running —;
--- for 'from', the earliest time. sub_key names the result: state derived from the
--- subscription (discovery points, cursor rows) records what it was derived from, and is
--- brought up to date when a first pop that subscribed earlier commits later.
+-- What a group's subscription rows add up to (SPEC §3.2). The rows that count: the latest
+-- seek's alone, if the group has one (a row beside it was written by a first pop that did not
+-- see the seek: it began before the seek, and the seek replaces it); otherwise every first
+-- pop's row, and then the oldest row's mode, and for 'new' the earliest point of all — a
+-- transaction is new when any of their snapshots did not see it: the least xmax, and below it
+-- every transaction one of them saw running —, for 'from' the earliest time. sub_key names
+-- the result, with the time of the row that heads it: state derived from the subscription
+-- (discovery points, a pop's carried point) records what it was derived from, and starts
+-- again when it changes (a seek, a delete and a new first pop, an earlier first pop that
+-- commits later).
 CREATE VIEW queen.effective_subscriptions AS
-SELECT o.queue_id, o.consumer_group, o.mode, f.from_ts, n.start_xmax,
-       CASE WHEN o.mode = 'new' THEN ARRAY(
-            SELECT DISTINCT x FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS x
-             WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.mode = 'new'
-               AND x < n.start_xmax ORDER BY x) ELSE '{}'::bigint[] END AS start_xip,
-       o.mode || ':' || COALESCE(extract(epoch FROM f.from_ts)::text, '') || ':' || COALESCE(n.start_xmax::text, '') || ':'
-         || COALESCE((SELECT string_agg(x::text, ',' ORDER BY x) FROM (
-                SELECT DISTINCT x FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS x
-                 WHERE o.mode = 'new' AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group
-                   AND s.mode = 'new' AND x < n.start_xmax) AS d), '') AS sub_key
-  FROM (SELECT DISTINCT ON (queue_id, consumer_group) queue_id, consumer_group, mode
-          FROM queen.subscriptions ORDER BY queue_id, consumer_group, created_at) AS o
-  LEFT JOIN LATERAL (
-        SELECT min(s.start_xmax) AS start_xmax FROM queen.subscriptions s
-         WHERE o.mode = 'new' AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group
-           AND s.mode = 'new') AS n ON true
-  LEFT JOIN LATERAL (
-        SELECT min(s.from_ts) AS from_ts FROM queen.subscriptions s
-         WHERE o.mode = 'from' AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group
-           AND s.mode = 'from') AS f ON true;
+SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
+       o.mode || ':' || COALESCE(extract(epoch FROM c.from_ts)::text, '') || ':'
+         || COALESCE(c.start_xmax::text, '') || ':' || array_to_string(x.xip, ',') || ':'
+         || extract(epoch FROM o.since)::text || CASE WHEN o.seek THEN ':seek' ELSE '' END AS sub_key
+  FROM (SELECT DISTINCT ON (queue_id, consumer_group) queue_id, consumer_group, mode, seek, created_at AS since
+          FROM queen.subscriptions
+         ORDER BY queue_id, consumer_group, seek DESC, CASE WHEN seek THEN created_at END DESC NULLS LAST,
+                  created_at) AS o
+  CROSS JOIN LATERAL (
+        SELECT min(s.start_xmax) FILTER (WHERE s.mode = 'new') AS start_xmax,
+               min(s.from_ts) FILTER (WHERE s.mode = 'from') AS from_ts
+          FROM queen.subscriptions s
+         WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.mode = o.mode
+           AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)) AS c
+  CROSS JOIN LATERAL (
+        SELECT CASE WHEN o.mode = 'new' THEN ARRAY(
+                    SELECT DISTINCT u.x FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS u(x)
+                     WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.mode = 'new'
+                       AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)
+                       AND u.x < c.start_xmax ORDER BY u.x)
+                    ELSE '{}'::bigint[] END AS xip) AS x;
 
 -- Per (partition, group): where the group is and what it holds. Created lazily by the first
 -- pop of that partition (a subscribed group has a logical cursor on every partition; the row
--- appears when it is first needed). Unique: claiming a partition is exactly the place where
+-- appears when it is first needed), and keeps the start it was made with: a first pop that
+-- subscribed earlier and commits later never adds to a partition messages that come before
+-- ones already delivered there (SPEC §3.2, order wins). Unique: claiming a partition is exactly the place where
 -- one of two competitors must lose, and pops take it without waiting (SKIP LOCKED, advisory
 -- try-locks).
 --   done_txid/done_seq  frontier: every message at or before it is finished...
@@ -154,8 +168,6 @@ SELECT o.queue_id, o.consumer_group, o.mode, f.from_ts, n.start_xmax,
 --                       lease lives here and nowhere else: a pop writes it with the row it
 --                       claims, the ack that releases it clears it with the row it moves (one
 --                       write each per cycle; a table of leases grew with pops).
---   sub_xmax, sub_xip   the point of the 'new' subscription the row was derived from (NULL
---                       for other modes), to bring it up to date if that point moves earlier
 --   last_lease_id,      the last lease that ended here, and whether it ran out (settled by a
 --   last_lease_expired    pop) rather than being released: a late ack of it still acks for the
 --                       lease's group ('already acknowledged'), and hears 'lease expired' or
@@ -179,8 +191,6 @@ CREATE TABLE queen.cursors (
     lease_txid       bigint[],
     lease_seq        bigint[],
     lease_xip        bigint[],
-    sub_xmax         bigint,
-    sub_xip          bigint[],
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     last_lease_id    uuid,
     last_lease_expired boolean NOT NULL DEFAULT false,
@@ -317,7 +327,7 @@ CREATE TABLE queen.maintenance_totals (
 
 -- Every table's rows are data (SPEC §12): pg_dump dumps them, pg_restore restores them. The
 -- one row CREATE EXTENSION inserts (queen.cluster) is dumped too: restored next to the new
--- one, it tells the first call that the ids came from another cluster.
+-- one, it unsettles the mapping, which the first queen call has settled (src/cluster.rs).
 SELECT pg_catalog.pg_extension_config_dump('queen.cluster', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.queues', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.partitions', '');

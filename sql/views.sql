@@ -39,7 +39,7 @@ CREATE VIEW queen.group_lag AS
 SELECT q.name AS queue,
        NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
        p.name AS partition,
-       greatest(after.n + behind.n + by_time.n + taken_up.n - pos.ahead, 0) AS pending,
+       greatest(after.n + behind.n + by_time.n - pos.ahead, 0) AS pending,
        -- The head of the line: the first message in delivery order the group has yet to finish
        -- there (messages finished ahead of the frontier skipped). Read as one row per piece, not
        -- as min(created_at) over every pending message, which read each pending row: 42 s for
@@ -58,7 +58,7 @@ SELECT q.name AS queue,
                         AND NOT EXISTS (SELECT FROM unnest(c.ahead_txid, c.ahead_seq) AS a(t, s)
                                          WHERE a.t = m.txid AND a.s = m.seq)
                       ORDER BY m.seq LIMIT 1) h),
-             by_time.oldest, taken_up.oldest) AS oldest_pending,
+             by_time.oldest) AS oldest_pending,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_id END AS lease_id,
        CASE WHEN c.lease_expires_at > clock_timestamp() THEN c.lease_expires_at END AS lease_expires_at
   FROM queen.effective_subscriptions s
@@ -87,18 +87,6 @@ SELECT q.name AS queue,
   CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
          WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time
-  -- A cursor row derived from a later 'new' point than the group's (state.sql look: a first pop
-  -- that subscribed earlier committed later): what the earlier point adds, which the next pop
-  -- there takes up.
-  CROSS JOIN LATERAL (
-        SELECT count(*) AS n, min(m.created_at) AS oldest FROM queen.messages m
-         WHERE s.mode = 'new' AND c.sub_xmax IS NOT NULL
-           AND (c.sub_xmax, c.sub_xip) IS DISTINCT FROM (s.start_xmax, s.start_xip)
-           AND m.partition_id = p.partition_id
-           AND m.txid >= least(s.start_xmax, (SELECT min(x) FROM unnest(s.start_xip) AS x))
-           AND m.txid < least(c.done_txid, c.sub_xmax)
-           AND m.txid <> ALL (c.sub_xip) AND m.txid <> ALL (c.pending_txid)
-           AND (m.txid >= s.start_xmax OR m.txid = ANY (s.start_xip))) taken_up
  WHERE queen.allowed(q.name, 'read');
 
 -- Dead letters with their messages (a message retention removed shows NULL payload).
@@ -140,7 +128,7 @@ SELECT passes, failed_passes, retention_deleted, completed_retention_deleted,
 GRANT USAGE ON SCHEMA queen TO PUBLIC;
 GRANT SELECT ON queen.queue_stats, queen.group_lag, queen.dead_letters_view, queen.grants TO PUBLIC;
 -- queen's own id functions are for its queries, which run as the owner.
-REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset(), queen.written_here(bigint) FROM PUBLIC;
 -- The waiting pops show backend pids: for superusers, the owner and pg_monitor
 -- (queen_waiting_pops checks it too).
 GRANT SELECT ON queen.waiting_pops TO pg_monitor;

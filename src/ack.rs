@@ -528,14 +528,7 @@ impl<'a> Group<'a> {
             Some(sub) => crate::subscription::initial_cursor(self.s, sub, self.partition),
             None => Default::default(),
         };
-        let row = CursorRow {
-            cursor,
-            retry_at: None,
-            lease_id: None,
-            lease_expires_at: None,
-            sub_point: sub.as_ref().and_then(|s| s.new_point()).map(|(x, xip)| (x, xip.to_vec())),
-            version: None,
-        };
+        let row = CursorRow { cursor, retry_at: None, lease_id: None, lease_expires_at: None, version: None };
         ((row, state::now(self.s), opts), sub)
     }
 
@@ -548,8 +541,7 @@ impl<'a> Group<'a> {
         }
         let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
         LOCK_PAIR.run(self.s, &args);
-        let point = row.sub_point.as_ref().map(|(x, xip)| (*x, xip.as_slice()));
-        state::create(self.s, self.partition, self.group, self.queue_id, &row.cursor, point)
+        state::create(self.s, self.partition, self.group, self.queue_id, &row.cursor)
     }
 
     fn apply(

@@ -1,19 +1,30 @@
 //! A per-backend cache of what a pop reads before it looks at any partition: the group's
-//! subscription to the queue and the queue's options (subscription.rs). They change rarely
-//! (a group's first pop, `queen_configure`, `queen_seek`, deletes, maintenance folding
-//! subscription rows) and are read by every pop.
+//! subscription to the queue and the queue's options (subscription.rs), and the grants of a
+//! queue (privilege.rs). They change rarely (a group's first pop, `queen_configure`,
+//! `queen_seek`, deletes, grants, maintenance folding subscription rows) and are read by every
+//! call.
 //!
-//! **Invalidation across sessions.** Shared memory holds one generation counter. A
-//! transaction that writes subscriptions or options calls [`changed`]; when it commits, the
-//! transaction callback bumps the counter — after the commit is visible to others (Postgres
-//! calls XACT_EVENT_COMMIT after ProcArrayEndTransaction), and `COMMIT PREPARED` bumps it
-//! too (wait.rs's utility hook). A reader takes the counter *before* it reads the rows, and
-//! files what it read under that value; an entry is used only while the counter is unchanged.
-//! So a reader that read before a change committed holds an entry filed under the old value,
-//! which the bump retires; a reader that took the counter after the bump reads after the
-//! commit. What remains is the instant between a commit becoming visible and its bump: a pop
-//! then may use the state it would have read a moment earlier, as if it had run a moment
-//! earlier.
+//! **Invalidation across sessions.** Shared memory holds a generation counter and a count of
+//! the commits *in flight* that change cached state. A transaction that writes such rows calls
+//! [`changed`]; at pre-commit (before its commit is visible to anyone) it raises the in-flight
+//! count, and once the commit is visible (XACT_EVENT_COMMIT comes after
+//! ProcArrayEndTransaction) it bumps the generation and lowers the count; an abort after
+//! pre-commit does the same. `COMMIT PREPARED` does both around the commit (wait.rs's utility
+//! hook). A reader takes a [`ticket`]: the in-flight count first — if a change is in flight,
+//! it neither uses nor files an entry — then the generation, and files what it read under it;
+//! an entry is used only while the generation is the one it was read under and nothing is in
+//! flight.
+//!
+//! Why both: a bump at XACT_EVENT_COMMIT alone left a window between the commit becoming
+//! visible and the bump, in which a backend used its old entry next to rows it read that the
+//! commit had changed (after `queen_delete_group` committed, a pop used the cached `'all'`
+//! subscription of the deleted group; after `queen_revoke`, a revoked role's push went
+//! through). A bump at pre-commit alone lets a reader cache the old rows under the new
+//! generation, before the commit is visible. With the count, an entry filed under generation
+//! g was read by a snapshot taken after every commit that bumped to g was visible, and is not
+//! used once a later such commit is visible (its count is raised before, its bump done
+//! before the count is lowered). The reads are ordered (count, then generation) so that a
+//! commit finished between the two shows as a new generation.
 //!
 //! The cache is bypassed where it could give another answer than a read: without shared
 //! memory (the library not preloaded), in REPEATABLE READ and SERIALIZABLE (the transaction's
@@ -33,6 +44,11 @@ pub static GENERATION: PgAtomic<AtomicU64> =
     // SAFETY: the name is queen's own; no other shared memory of this library uses it.
     unsafe { PgAtomic::new(c"queen_cache_generation") };
 
+/// Commits that change cached state and are between their pre-commit and their bump.
+pub static IN_FLIGHT: PgAtomic<AtomicU64> =
+    // SAFETY: the name is queen's own; no other shared memory of this library uses it.
+    unsafe { PgAtomic::new(c"queen_cache_in_flight") };
+
 /// Whether the shared counter exists (the library was preloaded).
 static READY: AtomicBool = AtomicBool::new(false);
 
@@ -43,12 +59,20 @@ const MAX_ENTRIES: usize = 4096;
 thread_local! {
     /// This transaction wrote what is cached (subscriptions, options, grants).
     static DIRTY: Cell<bool> = const { Cell::new(false) };
+    /// This transaction raised the in-flight count at its pre-commit.
+    static COUNTED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Called from `_PG_init` when preloading.
 pub fn init_shared() {
     pgrx::pg_shmem_init!(GENERATION);
+    pgrx::pg_shmem_init!(IN_FLIGHT);
     READY.store(true, Ordering::Relaxed);
+}
+
+/// Whether the shared counters exist (the library was preloaded).
+pub fn shared() -> bool {
+    READY.load(Ordering::Relaxed)
 }
 
 /// What a read is filed under: the generation and the `queen` schema when it began.
@@ -67,7 +91,20 @@ pub fn ticket() -> Option<Ticket> {
     if unsafe { pg_sys::XactIsoLevel } > pg_sys::XACT_READ_COMMITTED as i32 {
         return None;
     }
-    Some(Ticket { generation: GENERATION.get().load(Ordering::Acquire), schema: crate::cluster::schema_oid() })
+    // The count first, then the generation (see the module's comment).
+    if IN_FLIGHT.get().load(Ordering::SeqCst) > 0 {
+        return None;
+    }
+    Some(Ticket { generation: GENERATION.get().load(Ordering::SeqCst), schema: crate::cluster::schema_oid() })
+}
+
+/// The generation now, if the cache may be trusted at all at this moment (preloaded, nothing
+/// in flight): for state kept outside [`Map`]s (cluster.rs).
+pub fn generation_now() -> Option<u64> {
+    if !READY.load(Ordering::Relaxed) || IN_FLIGHT.get().load(Ordering::SeqCst) > 0 {
+        return None;
+    }
+    Some(GENERATION.get().load(Ordering::SeqCst))
 }
 
 /// A backend's map of cached reads, each filed under the ticket it was read with.
@@ -129,23 +166,57 @@ pub fn changed() {
     DIRTY.set(true);
 }
 
+/// At pre-commit (before the commit is visible): a commit that changes cached state is in
+/// flight until [`at_commit`] or [`at_abort`].
+pub fn at_pre_commit() {
+    if DIRTY.get() && READY.load(Ordering::Relaxed) && !COUNTED.replace(true) {
+        IN_FLIGHT.get().fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// At commit (after the commit is visible): retire every backend's entries if this
 /// transaction changed anything.
 pub fn at_commit() {
     if DIRTY.replace(false) && READY.load(Ordering::Relaxed) {
-        GENERATION.get().fetch_add(1, Ordering::AcqRel);
+        crate::gucs::debug_commit_delay();
+        GENERATION.get().fetch_add(1, Ordering::SeqCst);
+    }
+    land();
+}
+
+/// At abort (or PREPARE, whose COMMIT PREPARED is in flight through [`in_flight`]). An abort after pre-commit
+/// retires entries too: whatever happened, nothing read meanwhile is kept.
+pub fn at_abort() {
+    if DIRTY.replace(false) && COUNTED.get() {
+        GENERATION.get().fetch_add(1, Ordering::SeqCst);
+    }
+    land();
+}
+
+/// Lower the in-flight count this transaction raised.
+fn land() {
+    if COUNTED.replace(false) {
+        IN_FLIGHT.get().fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// At abort (or PREPARE, whose COMMIT PREPARED calls [`bump`]).
-pub fn at_abort() {
-    DIRTY.set(false);
+/// A commit of another transaction (`COMMIT PREPARED`) that may change cached state: in
+/// flight while the guard lives, then every backend's entries are retired.
+pub struct InFlight(bool);
+
+pub fn in_flight() -> InFlight {
+    let on = READY.load(Ordering::Relaxed);
+    if on {
+        IN_FLIGHT.get().fetch_add(1, Ordering::SeqCst);
+    }
+    InFlight(on)
 }
 
-/// Retire every backend's entries (after `COMMIT PREPARED`: the prepared transaction may
-/// have changed them).
-pub fn bump() {
-    if READY.load(Ordering::Relaxed) {
-        GENERATION.get().fetch_add(1, Ordering::AcqRel);
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0 {
+            GENERATION.get().fetch_add(1, Ordering::SeqCst);
+            IN_FLIGHT.get().fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }

@@ -9,6 +9,19 @@
 //! Points and hints are insert-only, so concurrent pops, even in long transactions, never
 //! wait on each other; a point a long transaction has not committed yet only means that
 //! other pops read the same stretch of log again.
+//!
+//! **Progress that a rollback does not take back.** A consumer that rolls back its empty pops
+//! (`BEGIN; pop; ROLLBACK` in a worker loop) would take its discovery point back each time, and
+//! re-read the same stretch of log for ever: after a long finished stretch, a pop reads a
+//! bounded amount and gives up, and a message in a new partition further on was never reached
+//! (issue 20). So the backend *carries* what its discovery reached — the point, and the
+//! partitions it hinted since the last point it saw committed — out of a transaction that
+//! rolls back: its next scan starts from the carried point when that is ahead of the stored
+//! one, and hints those partitions again (their hints went with the rollback). A point so
+//! carried is as valid as a stored one, once its hints are written again: it was read from
+//! committed messages, with the transactions running then kept pending. What is carried is
+//! dropped when a committed point of another transaction passes it, when the subscription
+//! changes (`sub_key`), and at commit (the table holds it then).
 
 use crate::cursor::Key;
 use crate::spi::types::{BOOL, INT8, INT8S, TEXT, UUID, UUIDS};
@@ -33,7 +46,7 @@ pub fn scan_limit(batch: i64) -> i64 {
 
 const SQL: &str = include_str!("../sql/queries/discovery.sql");
 const DISCOVERY_SCAN: Query =
-    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, TEXT] };
+    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, TEXT, INT8, INT8, INT8S] };
 const DISCOVERY_RECORD: Query = Query {
     file: SQL,
     name: "discovery_record",
@@ -49,7 +62,10 @@ pub struct Point {
 
 struct Scan {
     point: Point,
+    /// The point was read from the table (`own`: one this transaction wrote) or carried.
     stored: bool,
+    own: bool,
+    carried: bool,
     xip: Vec<i64>,
     visible: Vec<bool>,
     last: Option<Key>,
@@ -63,8 +79,16 @@ struct Scan {
     read: i64,
 }
 
-fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point, limit: i64) -> Scan {
-    let args: [DatumWithOid; 7] = [
+fn scan(
+    s: &mut Spi,
+    queue_id: Uuid,
+    group: &str,
+    sub_key: &str,
+    initial: &Point,
+    carried: Option<&Point>,
+    limit: i64,
+) -> Scan {
+    let args: [DatumWithOid; 10] = [
         queue_id.into(),
         group.into(),
         initial.upto.0.into(),
@@ -72,6 +96,9 @@ fn scan(s: &mut Spi, queue_id: Uuid, group: &str, sub_key: &str, initial: &Point
         initial.pending.clone().into(),
         limit.into(),
         sub_key.into(),
+        carried.map(|p| p.upto.0).into(),
+        carried.map(|p| p.upto.1).into(),
+        carried.map(|p| p.pending.clone()).into(),
     ];
     Scan::from_row(&DISCOVERY_SCAN.run(s, &args).first())
 }
@@ -93,6 +120,8 @@ impl Scan {
                 pending: row.get::<Vec<i64>>("pending_txid").unwrap_or_default(),
             },
             stored: row.req("stored"),
+            own: row.req("own"),
+            carried: row.req("carried"),
             xmin: row.req("xmin"),
             read: row.req("log_read"),
         }
@@ -107,31 +136,118 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
     };
-    let mut sc = scan(s, queue_id, group, &sub.key, &initial, limit);
-    if !sc.stored && sub.mode == "from" {
+    let carry = carried(queue_id, group, &sub.key);
+    let mut sc = scan(s, queue_id, group, &sub.key, &initial, carry.as_ref().map(|c| &c.point), limit);
+    if !sc.stored && !sc.carried && sub.mode == "from" {
         // First discovery of a 'from' subscription: start just before its time.
         let (upto, pending) = crate::subscription::queue_start(s, queue_id, sub.from_ts);
         let from = Point { upto, pending };
-        sc = scan(s, queue_id, group, &sub.key, &from, limit);
+        sc = scan(s, queue_id, group, &sub.key, &from, None, limit);
     }
     let next = next_point(&sc.point, &sc.visible, &sc.xip, sc.last);
     let save = next != sc.point || !sc.stored;
-    if save || !sc.partitions.is_empty() {
+    // A point another transaction committed has passed what was carried: its hints cover it.
+    let carry = carry.filter(|_| sc.carried || sc.own);
+    let mut hint = Hinted { partitions: std::mem::take(&mut sc.partitions), newest: std::mem::take(&mut sc.newest) };
+    let mut xmin = sc.xmin;
+    if let (true, Some(c)) = (sc.carried, &carry) {
+        // Their hints went with the rollback that carried the point out.
+        hint.add(&c.hinted);
+        xmin = xmin.min(c.xmin);
+    }
+    if save || !hint.partitions.is_empty() {
         let args: [DatumWithOid; 10] = [
             queue_id.into(),
             group.into(),
-            sc.partitions.clone().into(),
+            hint.partitions.clone().into(),
             save.into(),
             next.upto.0.into(),
             next.upto.1.into(),
-            next.pending.into(),
+            next.pending.clone().into(),
             sub.key.as_str().into(),
-            std::mem::take(&mut sc.newest).into(),
-            sc.xmin.into(),
+            hint.newest.clone().into(),
+            xmin.into(),
         ];
         DISCOVERY_RECORD.run(s, &args);
     }
+    // What to carry out of this transaction if it rolls back: the new point, and every
+    // partition hinted since the last point seen committed.
+    let mut all = carry.map(|c| c.hinted).unwrap_or_default();
+    all.add(&hint);
+    remember(queue_id, group, &sub.key, next, all, xmin);
     sc.read >= limit
+}
+
+/// Partitions hinted, each once, with the newest transaction found in each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hinted {
+    pub partitions: Vec<Uuid>,
+    pub newest: Vec<i64>,
+}
+
+impl Hinted {
+    /// Add `other`'s partitions, keeping the newest transaction of each.
+    pub fn add(&mut self, other: &Hinted) {
+        for (p, t) in other.partitions.iter().zip(&other.newest) {
+            match self.partitions.iter().position(|q| q == p) {
+                Some(i) => self.newest[i] = self.newest[i].max(*t),
+                None => {
+                    self.partitions.push(*p);
+                    self.newest.push(*t);
+                }
+            }
+        }
+    }
+}
+
+/// What discovery reached in a transaction that may roll back (see the module's comment).
+#[derive(Debug, Clone)]
+struct Carry {
+    schema: pgrx::pg_sys::Oid,
+    queue_id: Uuid,
+    group: String,
+    sub_key: String,
+    point: Point,
+    hinted: Hinted,
+    /// The least xmin of the scans that found `hinted`: what their hints account for.
+    xmin: i64,
+}
+
+/// The most partitions a carried point may owe hints to; past it nothing is carried (the next
+/// pop reads the stretch again).
+const CARRY_MAX_PARTITIONS: usize = 4096;
+
+thread_local! {
+    static CARRIED: std::cell::RefCell<Option<Carry>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What this backend carries for (queue, group) under subscription `sub_key`, if anything.
+fn carried(queue_id: Uuid, group: &str, sub_key: &str) -> Option<Carry> {
+    let schema = crate::cluster::schema_oid();
+    CARRIED.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|c| c.schema == schema && c.queue_id == queue_id && c.group == group && c.sub_key == sub_key)
+            .cloned()
+    })
+}
+
+fn remember(queue_id: Uuid, group: &str, sub_key: &str, point: Point, hinted: Hinted, xmin: i64) {
+    let carry = (hinted.partitions.len() <= CARRY_MAX_PARTITIONS).then(|| Carry {
+        schema: crate::cluster::schema_oid(),
+        queue_id,
+        group: group.to_string(),
+        sub_key: sub_key.to_string(),
+        point,
+        hinted,
+        xmin,
+    });
+    CARRIED.with(|c| *c.borrow_mut() = carry);
+}
+
+/// At commit: what discovery reached is in the table now.
+pub fn at_commit() {
+    CARRIED.with(|c| *c.borrow_mut() = None);
 }
 
 /// How many times one pop that found nothing to deliver reads on in the log, and the most
@@ -168,6 +284,16 @@ pub fn next_point(point: &Point, visible: &[bool], xip: &[i64], last: Option<Key
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hinted_partitions_add_up_once_each_with_their_newest_transaction() {
+        let (a, b, c) = (Uuid::from_bytes([1; 16]), Uuid::from_bytes([2; 16]), Uuid::from_bytes([3; 16]));
+        let mut h = Hinted { partitions: vec![a, b], newest: vec![10, 20] };
+        h.add(&Hinted { partitions: vec![b, c], newest: vec![15, 30] });
+        assert_eq!(h, Hinted { partitions: vec![a, b, c], newest: vec![10, 20, 30] });
+        h.add(&Hinted { partitions: vec![a], newest: vec![40] });
+        assert_eq!(h.newest, vec![40, 20, 30]);
+    }
 
     #[test]
     fn the_point_keeps_running_transactions_it_passed() {

@@ -29,6 +29,14 @@ pub enum QueenError {
     SchemaVersion { installed: String, library: &'static str },
     /// 55000: the library is loaded but the extension is not installed in this database.
     NotInstalled,
+    /// 40001: the database's stored transaction ids were rebased (after a restore) while this
+    /// transaction used the mapping it read before: it must not commit, and may be retried.
+    Rebased,
+    /// 55000: this transaction wrote queen's tables from outside queen (a restore): the
+    /// mapping of its ids is decided once it commits.
+    RestoreUncommitted,
+    /// 53400: the rebase after a restore could not run (no background worker slot, say).
+    RebaseFailed { detail: String },
 }
 
 pub type QueenResult<T> = Result<T, QueenError>;
@@ -48,9 +56,11 @@ impl QueenError {
             QueenError::PermissionDenied { .. } | QueenError::AdminOnly { .. } => {
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE
             }
-            QueenError::SchemaVersion { .. } | QueenError::NotInstalled => {
+            QueenError::SchemaVersion { .. } | QueenError::NotInstalled | QueenError::RestoreUncommitted => {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
+            QueenError::Rebased => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            QueenError::RebaseFailed { .. } => PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
         }
     }
 
@@ -100,6 +110,17 @@ impl fmt::Display for QueenError {
                 "queen: permission denied for {function}: only superusers and the extension's owner{} may call it",
                 if *monitor { " (and members of pg_monitor)" } else { "" }
             ),
+            QueenError::Rebased => write!(
+                f,
+                "queen: this database's transaction ids were rebased after a restore while this transaction \
+                 used them: retry the transaction"
+            ),
+            QueenError::RestoreUncommitted => {
+                write!(f, "queen: this transaction restored rows into queen's tables: use queen once it has committed")
+            }
+            QueenError::RebaseFailed { detail } => {
+                write!(f, "queen: could not rebase this database's transaction ids after a restore: {detail}")
+            }
         }
     }
 }

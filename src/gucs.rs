@@ -25,7 +25,20 @@ pub static DEBUG_CLAIM_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// Sleep `queen.debug_claim_delay_ms`, if set (as pg_sleep does: pg_stat_activity shows the
 /// wait event PgSleep, which a test can wait for).
 pub fn debug_claim_delay() {
-    let ms = DEBUG_CLAIM_DELAY_MS.get();
+    sleep_ms(DEBUG_CLAIM_DELAY_MS.get());
+}
+
+/// Milliseconds a committing transaction that changed cached state (cache.rs) sleeps after its
+/// commit is visible and before the cache's generation moves: for tests of that window
+/// (superusers only).
+pub static DEBUG_COMMIT_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// Sleep `queen.debug_commit_delay_ms`, if set (wait event PgSleep, as pg_sleep).
+pub fn debug_commit_delay() {
+    sleep_ms(DEBUG_COMMIT_DELAY_MS.get());
+}
+
+fn sleep_ms(ms: i32) {
     if ms > 0 {
         // SAFETY: MyLatch points to this backend's own latch from process start on; WaitLatch
         // with only WL_TIMEOUT (and WL_EXIT_ON_PM_DEATH) ignores its state and just sleeps, as
@@ -80,6 +93,16 @@ pub fn init() {
         c"For tests: milliseconds a pop sleeps between looking at a partition and claiming it.",
         c"Lets a test commit another transaction in between. Never set it in production.",
         &DEBUG_CLAIM_DELAY_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"queen.debug_commit_delay_ms",
+        c"For tests: milliseconds a commit that changes cached state sleeps once it is visible.",
+        c"Lets a test run another session in that window. Never set it in production.",
+        &DEBUG_COMMIT_DELAY_MS,
         0,
         60_000,
         GucContext::Suset,

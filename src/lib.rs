@@ -50,6 +50,8 @@ pub extern "C-unwind" fn _PG_init() {
 
 // The schema comes first: every function's SQL is created after it.
 ::pgrx::extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+// The triggers that notice a restore need their function (src/api/cluster.rs).
+::pgrx::extension_sql_file!("../sql/restore.sql", name = "restore", requires = [api::cluster::queen::rows_arrived]);
 // The views and grants come last: the views call functions of schema `queen`.
 ::pgrx::extension_sql_file!("../sql/views.sql", name = "views", finalize);
 

@@ -312,17 +312,14 @@ fn max_wait_file(
         return 0;
     };
     let initial = crate::subscription::initial_cursor(s, &sub, partition);
-    let look = state::look(s, partition, group, &initial, sub.new_point(), MAX_WAIT_BATCH, 1);
+    let look = state::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
     // Take the row as looked at, never waiting (a pop or an ack holding it has the
     // partition's next moves; the next pass comes back): lock it in that version, or create
     // it under the pair's advisory lock, as pops do, so that no pop waits on the uncommitted
     // insert.
     let held = match look.row.version.as_deref().filter(|_| look.stored) {
         Some(version) => state::lock(s, partition, group, version),
-        None => {
-            state::try_lock_pair(s, partition, group)
-                && state::create(s, partition, group, queue_id, &initial, sub.new_point())
-        }
+        None => state::try_lock_pair(s, partition, group) && state::create(s, partition, group, queue_id, &initial),
     };
     if !held || look.row.lease_active(look.now) {
         return 0;

@@ -290,15 +290,7 @@ impl Pop<'_> {
     /// Look at a partition (no lock). `initial` is the state the group starts with there if
     /// it has no cursor row yet.
     fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
-        state::look(
-            s,
-            partition,
-            &self.group,
-            initial,
-            self.sub.new_point(),
-            self.remaining() as i64,
-            self.lease_seconds,
-        )
+        state::look(s, partition, &self.group, initial, self.remaining() as i64, self.lease_seconds)
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its
@@ -401,7 +393,7 @@ impl Pop<'_> {
         if !state::try_lock_pair(s, partition, &self.group) {
             return Claim::Busy;
         }
-        if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor, self.sub.new_point()) {
+        if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor) {
             Claim::Held
         } else {
             Claim::Changed // created and committed by someone else since we looked

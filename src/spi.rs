@@ -61,16 +61,25 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
 }
 
 /// Run `f` connected to SPI; the connection ends when `f` returns (or raises). Before the
-/// first query of a backend, the database's stored transaction ids are checked to belong to
-/// this cluster (cluster.rs: a restore from another one is rebased first).
+/// first query, the transaction takes the committed mapping of the database's stored
+/// transaction ids (cluster.rs: settled first after a restore), or checks that the one it
+/// took still is.
 pub fn connect<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
+    connect_raw(|s| {
+        crate::cluster::ensure(s);
+        f(s)
+    })
+}
+
+/// [`connect`] without the mapping's check: for cluster.rs itself.
+pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
     pgrx::spi::Spi::connect_mut(|_| {
         let mut s = Spi { _private: () };
         // Every query of queen runs as the extension's owner: the caller's privileges were
         // checked before (privilege.rs), and the tables are closed to other roles.
         let _as_owner = crate::privilege::AsOwner::enter(&mut s);
-        crate::cluster::ensure(&mut s);
-        f(&mut s)
+        // What queen's own queries insert into its tables is no restore (cluster.rs).
+        crate::cluster::inside(|| f(&mut s))
     })
 }
 
@@ -110,7 +119,30 @@ impl Query {
     }
 
     /// Execute the query. The rows stay readable until the next query runs.
-    pub fn run<'s>(&self, _spi: &'s mut Spi, args: &[DatumWithOid<'_>]) -> Rows<'s> {
+    pub fn run<'s>(&self, spi: &'s mut Spi, args: &[DatumWithOid<'_>]) -> Rows<'s> {
+        self.execute(spi, args, false)
+    }
+
+    /// Execute a read-only query with the latest snapshot, whatever the transaction's isolation
+    /// level (what was committed a moment ago, and this transaction's own changes).
+    pub fn run_latest<'s>(&self, spi: &'s mut Spi, args: &[DatumWithOid<'_>]) -> Rows<'s> {
+        // SAFETY: inside a transaction (an SPI connection proves it); GetLatestSnapshot returns
+        // a snapshot valid for the transaction, which PushActiveSnapshot copies if needed, and
+        // which is popped right after the read-only execution that uses it as is.
+        unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot()) };
+        struct Pop;
+        impl Drop for Pop {
+            fn drop(&mut self) {
+                // SAFETY: pops the snapshot pushed above (also when the query raised: the
+                // unwinding passes here before the transaction aborts).
+                unsafe { pg_sys::PopActiveSnapshot() };
+            }
+        }
+        let _pop = Pop;
+        self.execute(spi, args, true)
+    }
+
+    fn execute<'s>(&self, _spi: &'s mut Spi, args: &[DatumWithOid<'_>], read_only: bool) -> Rows<'s> {
         assert_eq!(args.len(), self.args.len(), "queen: query \"{}\" takes {} arguments", self.name, self.args.len());
         let plan = self.plan();
         let mut values: Vec<pg_sys::Datum> = Vec::with_capacity(args.len());
@@ -135,7 +167,7 @@ impl Query {
         // borrows the connection mutably, so the next query cannot free a table still read.
         unsafe {
             pg_sys::SPI_tuptable = std::ptr::null_mut();
-            let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), false, 0);
+            let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), read_only, 0);
             if rc < 0 {
                 panic!("queen: query \"{}\" failed (SPI code {rc})", self.name);
             }

@@ -11,14 +11,13 @@ use pgrx::Uuid;
 const SQL: &str = include_str!("../sql/queries/state.sql");
 
 const CURSOR_CREATE: Query =
-    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S, INT8, INT8S] };
+    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
 const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT, TEXT] };
 const CURSOR_UPDATE: Query = Query {
     file: SQL,
     name: "cursor_update",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        INT8, INT8S,
     ],
 };
 const CURSOR_SAVE: Query = Query {
@@ -26,7 +25,7 @@ const CURSOR_SAVE: Query = Query {
     name: "cursor_save",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        INT8, INT8S, UUID, TSTZ, UUID, BOOL,
+        UUID, TSTZ, UUID, BOOL,
     ],
 };
 
@@ -55,8 +54,6 @@ pub struct CursorRow {
     pub retry_at: Option<Micros>,
     pub lease_id: Option<Uuid>,
     pub lease_expires_at: Option<Micros>,
-    /// The point of the 'new' subscription the row was derived from (`sub_xmax`, `sub_xip`).
-    pub sub_point: Option<(i64, Vec<i64>)>,
     /// The row version (xmin), to tell whether it changed between two reads; None when the
     /// row does not exist (yet).
     pub version: Option<String>,
@@ -72,7 +69,7 @@ fn keys(t: Vec<i64>, s: Vec<i64>) -> Vec<Key> {
     t.into_iter().zip(s).collect()
 }
 
-/// Decode the cursor columns of a row, named as in `queen.cursors` (`done_txid` to `sub_xip`),
+/// Decode the cursor columns of a row, named as in `queen.cursors` (`done_txid` to `lease_xip`),
 /// and the row version (`version`, its xmin as text). Any query that reads a cursor row for
 /// pop, ack or maintenance selects them under these names.
 pub fn parse(row: &Row<'_>) -> CursorRow {
@@ -95,33 +92,17 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
         retry_at: ts("retry_at"),
         lease_id,
         lease_expires_at: ts("lease_expires_at"),
-        sub_point: row.get::<i64>("sub_xmax").map(|x| (x, arr("sub_xip"))),
         version: row.get::<String>("version"),
     }
 }
 
-/// Create the row of (partition, group) in state `c`, derived from the 'new' subscription
-/// point `sub` if any; false when it exists already. The caller holds the pair's advisory lock.
-pub fn create(
-    s: &mut Spi,
-    partition: Uuid,
-    group: &str,
-    queue_id: Uuid,
-    c: &Cursor,
-    sub: Option<(i64, &[i64])>,
-) -> bool {
+/// Create the row of (partition, group) in state `c` (where the group's subscription starts
+/// it: the row keeps that start, SPEC §3.2); false when it exists already. The caller holds
+/// the pair's advisory lock.
+pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
     let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 9] = [
-        partition.into(),
-        group.into(),
-        queue_id.into(),
-        c.done.0.into(),
-        c.done.1.into(),
-        pt.into(),
-        ps.into(),
-        sub.map(|p| p.0).into(),
-        sub.map(|p| p.1.to_vec()).into(),
-    ];
+    let args: [DatumWithOid; 7] =
+        [partition.into(), group.into(), queue_id.into(), c.done.0.into(), c.done.1.into(), pt.into(), ps.into()];
     CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
@@ -157,7 +138,7 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
     };
     let lease_id = c.lease.as_ref().and(row.lease_id);
     let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
-    let args: [DatumWithOid; 23] = [
+    let args: [DatumWithOid; 21] = [
         partition.into(),
         group.into(),
         c.done.0.into(),
@@ -175,26 +156,21 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
         lt.into(),
         ls.into(),
         lx.into(),
-        row.sub_point.as_ref().map(|p| p.0).into(),
-        row.sub_point.as_ref().map(|p| p.1.clone()).into(),
         also.queue_id.into(),
         also.hint_at.map(timestamp).into(),
         also.ended_lease.map(|l| l.0).into(),
         also.ended_lease.is_some_and(|l| l.1).into(),
     ];
     if also.hint_at.is_none() && also.ended_lease.is_none() {
-        CURSOR_UPDATE.run(s, &args[..19]);
+        CURSOR_UPDATE.run(s, &args[..17]);
     } else {
         CURSOR_SAVE.run(s, &args);
     }
 }
 
 const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[UUID, TEXT] };
-const LOOK: Query = Query {
-    file: SQL,
-    name: "look",
-    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT8, INT8S],
-};
+const LOOK: Query =
+    Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
 
 /// A message as read from a partition.
 pub(crate) struct Msg {
@@ -211,9 +187,8 @@ pub(crate) struct Msg {
 pub(crate) struct Look {
     pub(crate) row: CursorRow,
     pub(crate) stored: bool,
-    /// `row` differs from the stored row — it was derived from an older subscription point
-    /// (the look's `stale`: brought up to date), or pending transactions resolved — so a pop
-    /// that holds the row saves it even if it delivers nothing.
+    /// `row` differs from the stored row — pending transactions resolved — so a pop that holds
+    /// the row saves it even if it delivers nothing.
     pub(crate) changed: bool,
     /// The reading snapshot, as queen reads it (the caller's own transaction among the
     /// running ones): its xmin, xmax and running transactions.
@@ -251,20 +226,17 @@ impl Look {
 }
 
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
-/// and up to `limit` next messages, with what the reading snapshot says. `sub` is the point
-/// of the group's 'new' subscription, which a row derived from an older point is brought up
-/// to (`Look::changed`).
+/// and up to `limit` next messages, with what the reading snapshot says.
 pub(crate) fn look(
     s: &mut Spi,
     partition: Uuid,
     group: &str,
     initial: &Cursor,
-    sub: Option<(i64, &[i64])>,
     limit: i64,
     lease_seconds: i32,
 ) -> Look {
     let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 10] = [
+    let args: [DatumWithOid; 8] = [
         partition.into(),
         group.into(),
         initial.done.0.into(),
@@ -273,15 +245,13 @@ pub(crate) fn look(
         ps.into(),
         limit.into(),
         (lease_seconds as f64).into(),
-        sub.map(|p| p.0).into(),
-        sub.map(|p| p.1.to_vec()).into(),
     ];
     let mut rows = LOOK.run(s, &args);
     let r = rows.next().expect("queen: look returns its meta row");
     let mut look = Look {
         row: parse(&r),
         stored: r.req("stored"),
-        changed: r.req("stale"),
+        changed: false,
         xip: r.get("xip").unwrap_or_default(),
         pending_visible: r.get("pending_visible").unwrap_or_default(),
         pending_left: r.get("pending_left").unwrap_or_default(),

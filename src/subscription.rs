@@ -28,15 +28,8 @@ pub struct Subscription {
     pub key: String,
 }
 
-impl Subscription {
-    /// The point of a 'new' subscription, which cursor rows record; None for other modes.
-    pub fn new_point(&self) -> Option<(i64, &[i64])> {
-        (self.mode == "new").then_some((self.start_xmax, self.start_xip.as_slice()))
-    }
-}
-
 /// The state a group starts with on a partition it has no cursor row for, by its subscription.
-/// (Cursor rows created in this state record `sub.new_point()`.)
+/// (A cursor row created in this state keeps it: SPEC §3.2.)
 pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
     match sub.mode.as_str() {
         "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),

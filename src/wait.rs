@@ -140,12 +140,15 @@ unsafe extern "C-unwind" fn on_utility(
             && (*node).type_ == pg_sys::NodeTag::T_TransactionStmt
             && (*(node as *mut pg_sys::TransactionStmt)).kind
                 == pg_sys::TransactionStmtKind::TRANS_STMT_COMMIT_PREPARED;
+        // The prepared transaction may have changed cached state: in flight from before its
+        // commit is visible until after (cache.rs), also when the commit fails.
+        let in_flight = commit_prepared.then(crate::cache::in_flight);
         match PREV_UTILITY {
             Some(prev) => prev(pstmt, query, read_only_tree, context, params, env, dest, qc),
             None => pg_sys::standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc),
         }
+        drop(in_flight);
         if commit_prepared {
-            crate::cache::bump();
             wake_database();
         }
     }
@@ -192,10 +195,20 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             | pg_sys::XactEvent::XACT_EVENT_PREPARE
     ) {
         crate::visit::release_all();
+        crate::cluster::at_end();
     }
     match event {
+        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_PRE_COMMIT => {
+            // First: its check may read (cache.rs counts this commit in flight after).
+            crate::cluster::at_pre_commit();
+            crate::cache::at_pre_commit();
+        }
+        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
+            crate::cluster::at_pre_commit();
+        }
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
             crate::cache::at_commit();
+            crate::discovery::at_commit();
             drain(&TAKEN);
             wake(&drain(&TOUCHED));
         }

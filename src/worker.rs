@@ -57,7 +57,9 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
         // for it: without these, pg_stat_activity showed it idle during its passes and, worse,
         // the rows retention deleted never reached pg_stat_all_tables (n_dead_tup) until the
         // worker exited, so autovacuum did not know to vacuum after them.
-        unsafe { pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"queen maintenance pass".as_ptr()) };
+        unsafe {
+            pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"queen maintenance pass".as_ptr())
+        };
         pass(&db);
         // SAFETY: the pass has ended, committed or rolled back: no transaction is open.
         unsafe {
@@ -73,6 +75,30 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
     // SAFETY: proc_exit runs the backend's exit callbacks and never returns; the worker holds
     // no lock and is in no transaction between passes.
     unsafe { pg_sys::proc_exit(1) };
+}
+
+/// The rebase after a restore (cluster.rs): a dynamic background worker that a queen call
+/// starts when it finds the mapping of stored transaction ids unsettled, and waits for. It
+/// connects to the caller's database (`arg`: its oid) as the bootstrap superuser, settles the
+/// mapping in a transaction of its own, commits, and exits. An error is logged; the caller
+/// reads the mapping again and says what it found.
+#[pg_guard]
+// SAFETY: the exported symbol is the name cluster.rs gives the postmaster to look up in this
+// library; no other symbol of the process has it.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn queen_rebase_worker_main(arg: pg_sys::Datum) {
+    // SAFETY: `arg` is the bgw_main_arg cluster.rs set: an oid datum (by value), not NULL.
+    let db = unsafe { pg_sys::Oid::from_datum(arg, false) }.unwrap_or(pg_sys::InvalidOid);
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGTERM);
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    let offset = in_transaction(|| {
+        // A fixed search_path (queen's queries name their schema anyway), and a bound on how long
+        // it waits for commits that used the old mapping (a prepared transaction's may last).
+        Spi::run("SET LOCAL search_path TO pg_catalog, pg_temp").expect("queen: setting search_path");
+        Spi::run("SET LOCAL lock_timeout = '60s'").expect("queen: setting lock_timeout");
+        crate::spi::connect_raw(crate::cluster::rebase_now)
+    });
+    log!("queen: the stored transaction ids of database {} are settled: offset {offset}", db.to_u32());
 }
 
 /// Each unit of a pass in a transaction of its own: locks last milliseconds, and what a

@@ -49,7 +49,7 @@ WITH m AS MATERIALIZED (
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.sub_xmax, c.sub_xip, c.xmin::text AS version,
+       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
        clock_timestamp() AS now,
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
@@ -101,7 +101,7 @@ WITH m AS MATERIALIZED (
     SELECT x.* FROM p CROSS JOIN LATERAL (
         SELECT c.partition_id, c.queue_id, c.consumer_group, c.done_txid, c.done_seq, c.pending_txid,
                c.pending_seq, c.ahead_txid, c.ahead_seq, c.fail_txid, c.fail_seq, c.failures, c.retry_at,
-               c.lease_id, c.lease_expires_at, c.lease_txid, c.lease_seq, c.lease_xip, c.sub_xmax, c.sub_xip,
+               c.lease_id, c.lease_expires_at, c.lease_txid, c.lease_seq, c.lease_xip,
                c.xmin::text AS version
           FROM queen.cursors c
          WHERE c.partition_id = p.partition_id AND c.consumer_group = (SELECT consumer_group FROM l)

@@ -37,8 +37,10 @@ SELECT e AS expires_at FROM new;
 -- created at or after $3 (NULL: after the last stored message), keeping as pending the
 -- transactions running now below that point (the caller's own among them, whose messages do
 -- not count as stored: SPEC §3.1); release the group's leases on the queue; make the position
--- the group's subscription (for partitions created later); restart its discovery there, and
--- hint every partition. Returns the number of partitions set.
+-- the group's subscription (for partitions created later): a seek's row, which replaces every
+-- subscription of the group that began before it (effective_subscriptions) — also the row of
+-- a first pop still open now, which this statement cannot delete; restart its discovery there,
+-- and hint every partition. Returns the number of partitions set.
 WITH snap AS MATERIALIZED (
     SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
            ARRAY(SELECT x FROM (SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x
@@ -66,20 +68,14 @@ pos AS MATERIALIZED (
              WHERE m.partition_id = p.partition_id AND m.txid IS DISTINCT FROM snap.own
              ORDER BY m.txid DESC, m.seq DESC LIMIT 1) l ON true
 ),
--- The point of the 'new' subscription a seek to the end makes, as effective_subscriptions
--- reads it (the running transactions below its xmax), which the cursors record.
-point AS MATERIALIZED (
-    SELECT CASE WHEN $3::timestamptz IS NULL THEN snap.xmax END AS xmax,
-           CASE WHEN $3::timestamptz IS NULL THEN ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < snap.xmax) END AS xip
-      FROM snap
-),
 subs AS (
     DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2
 ),
+-- After the pairs' locks (a seek that waited for another's comes later, and its row wins).
 sub AS (
-    INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip)
-    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3, snap.xmax, snap.xip
-      FROM snap
+    INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip, seek)
+    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3, snap.xmax, snap.xip, true
+      FROM snap CROSS JOIN pairs_locked
 ),
 disc AS (
     DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2
@@ -96,18 +92,16 @@ hints AS (
 ),
 set AS (
     INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq,
-                                    pending_txid, pending_seq, sub_xmax, sub_xip)
-    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)]),
-           point.xmax, point.xip
-      FROM pos CROSS JOIN point CROSS JOIN snap CROSS JOIN pairs_locked CROSS JOIN LATERAL (
+                                    pending_txid, pending_seq)
+    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)])
+      FROM pos CROSS JOIN snap CROSS JOIN pairs_locked CROSS JOIN LATERAL (
             SELECT ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,
            pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
            ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,
            retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_txid = NULL,
-           lease_seq = NULL, lease_xip = NULL, sub_xmax = EXCLUDED.sub_xmax,
-           sub_xip = EXCLUDED.sub_xip, updated_at = clock_timestamp()
+           lease_seq = NULL, lease_xip = NULL, updated_at = clock_timestamp()
     RETURNING 1
 )
 SELECT count(*) AS partitions_set FROM set;

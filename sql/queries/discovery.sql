@@ -7,6 +7,8 @@
 -- The group's discovery point (or $3/$4/$5 when it has none yet for its subscription $7), the
 -- queue log after it (at most $6 entries), and the partitions found there and in pending
 -- transactions that have committed since. $1 queue id, $2 group.
+-- $8/$9/$10: the point this backend carried out of a transaction that rolled back
+-- (discovery.rs), used when it is ahead of the stored one (carried = true).
 -- The snapshot as queen reads it (every query that reads one does the same): the caller's own
 -- transaction counts as running — in xip, and xmin no later than it — because
 -- pg_current_snapshot() leaves it out (SPEC §3.1); so its own messages are neither read nor
@@ -20,14 +22,22 @@ WITH snap AS MATERIALIZED (
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 stored AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid FROM queen.discovery
+    SELECT upto_txid, upto_seq, pending_txid, queen.written_here(xmin::text::bigint) AS own FROM queen.discovery
      WHERE queue_id = $1 AND consumer_group = $2 AND sub_key = $7
      ORDER BY upto_txid DESC, upto_seq DESC LIMIT 1
 ),
-point AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid, true AS stored FROM stored
+base AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid, true AS stored, own FROM stored
     UNION ALL
-    SELECT $3::bigint, $4::bigint, $5::bigint[], false WHERE NOT EXISTS (SELECT 1 FROM stored)
+    SELECT $3::bigint, $4::bigint, $5::bigint[], false, false WHERE NOT EXISTS (SELECT 1 FROM stored)
+),
+point AS MATERIALIZED (
+    SELECT $8::bigint AS upto_txid, $9::bigint AS upto_seq, $10::bigint[] AS pending_txid, false AS stored,
+           false AS own, true AS carried
+      FROM base WHERE $8::bigint IS NOT NULL AND ($8::bigint, $9::bigint) > (base.upto_txid, base.upto_seq)
+    UNION ALL
+    SELECT base.*, false FROM base
+     WHERE NOT COALESCE($8::bigint IS NOT NULL AND ($8::bigint, $9::bigint) > (base.upto_txid, base.upto_seq), false)
 ),
 log AS MATERIALIZED (
     SELECT m.txid, m.seq, m.partition_id FROM point, snap CROSS JOIN LATERAL (
@@ -41,17 +51,31 @@ pend AS MATERIALIZED (
       FROM point CROSS JOIN LATERAL unnest(point.pending_txid) WITH ORDINALITY AS p(x, ord), snap
 ),
 last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1),
+-- What was found: the log after the point, then the messages of the committed pending
+-- transactions (one index scan over them: a join here is planned as a scan of every message,
+-- run whenever a pushing transaction was open at the last pop).
+entries AS MATERIALIZED (
+    SELECT partition_id, txid, seq, 0 AS ord FROM log
+    UNION ALL
+    SELECT m.partition_id, m.txid, m.seq, 1 FROM queen.messages m
+     WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))
+),
 -- The partitions found, each once (in the order first found), with the newest transaction
--- found there: the log after the point, then the committed pending transactions (one index
--- scan over them: a join here is planned as a scan of every message, run whenever a pushing
--- transaction was open at the last pop).
+-- found there; less those where every message found is finished for the group already: its
+-- cursor row (as committed — not one this transaction wrote, which a rollback may take back)
+-- is past the last of them, and keeps none of their transactions pending. (Messages consumed
+-- by pops of a partition by name are met here again, long after: they need no hint.)
 found AS MATERIALIZED (
-    SELECT partition_id, max(txid) AS txid, min(ord) AS ord FROM (
-        SELECT partition_id, txid, 0 AS ord FROM log
-        UNION ALL
-        SELECT m.partition_id, m.txid, 1 FROM queen.messages m
-         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS f
-     GROUP BY partition_id
+    SELECT f.partition_id, f.txid, f.ord FROM (
+        SELECT e.partition_id, max(e.txid) AS txid, min(e.txid) AS min_txid,
+               max(ARRAY[e.txid, e.seq]) AS last, min(e.ord) AS ord
+          FROM entries e GROUP BY e.partition_id) AS f
+     WHERE NOT EXISTS (
+        SELECT 1 FROM queen.cursors c
+         WHERE c.partition_id = f.partition_id AND c.consumer_group = $2
+           AND ARRAY[c.done_txid, c.done_seq] >= f.last
+           AND NOT EXISTS (SELECT 1 FROM unnest(c.pending_txid) AS p(x) WHERE p.x BETWEEN f.min_txid AND f.txid)
+           AND NOT queen.written_here(c.xmin::text::bigint))
 )
 SELECT snap.xip,
        ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
@@ -59,7 +83,7 @@ SELECT snap.xip,
        (SELECT seq FROM last) AS last_seq,
        ARRAY(SELECT partition_id FROM found ORDER BY ord, txid, partition_id) AS found_partitions,
        ARRAY(SELECT txid FROM found ORDER BY ord, txid, partition_id) AS found_txids,
-       point.upto_txid, point.upto_seq, point.pending_txid, point.stored, snap.xmin,
+       point.upto_txid, point.upto_seq, point.pending_txid, point.stored, point.own, point.carried, snap.xmin,
        (SELECT count(*) FROM log) AS log_read
   FROM snap, point;
 

@@ -169,28 +169,38 @@ SELECT p.partition_id, subs.consumer_group
 -- name: fold_registry
 -- Duplicate registry rows (two transactions created the same queue, partition or
 -- subscription at once; schema.sql, rule 1): keep the oldest; for queues, the configured one;
--- for subscriptions, the oldest with what they all add up to.
+-- for subscriptions, the one that heads them (the latest seek's, or the oldest) with what they
+-- all add up to. (Heads before: a seek's row before a first pop's; among seeks' rows the later
+-- first, among first pops' the older; then by ctid.)
 WITH p AS (
     DELETE FROM queen.partitions x WHERE EXISTS (
         SELECT 1 FROM queen.partitions o WHERE o.partition_id = x.partition_id
            AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
     RETURNING 1
 ), merged AS (
-    -- A group's subscriptions (first pops at once) become one: the oldest row takes what they
-    -- add up to (effective_subscriptions), so folding changes no group's point.
+    -- A group's subscriptions (first pops at once, a seek beside first pops that began before
+    -- it) become one: the row that heads them in effective_subscriptions (the latest seek's, or
+    -- the oldest) takes what they add up to, so folding changes no group's point (nor its
+    -- sub_key, which names the head row's time).
     UPDATE queen.subscriptions x
        SET start_xmax = e.start_xmax, start_xip = e.start_xip, from_ts = e.from_ts
       FROM queen.effective_subscriptions e
      WHERE e.queue_id = x.queue_id AND e.consumer_group = x.consumer_group
        AND NOT EXISTS (SELECT 1 FROM queen.subscriptions o
                         WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group
-                          AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
+                          AND (o.seek AND NOT x.seek
+                               OR o.seek AND x.seek AND (o.created_at > x.created_at
+                                                         OR o.created_at = x.created_at AND o.ctid < x.ctid)
+                               OR NOT o.seek AND NOT x.seek AND (o.created_at, o.ctid) < (x.created_at, x.ctid)))
        AND EXISTS (SELECT 1 FROM queen.subscriptions o
                     WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.ctid <> x.ctid)
 ), s AS (
     DELETE FROM queen.subscriptions x WHERE EXISTS (
         SELECT 1 FROM queen.subscriptions o WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group
-           AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
+           AND (o.seek AND NOT x.seek
+                               OR o.seek AND x.seek AND (o.created_at > x.created_at
+                                                         OR o.created_at = x.created_at AND o.ctid < x.ctid)
+                               OR NOT o.seek AND NOT x.seek AND (o.created_at, o.ctid) < (x.created_at, x.ctid)))
     RETURNING 1
 ), q AS (
     DELETE FROM queen.queues x WHERE EXISTS (

@@ -12,15 +12,9 @@
 -- (ahead) left out. With them, what the reading snapshot says (own transaction as running,
 -- see discovery_scan): its running transactions, which pending transactions are visible and
 -- which still have messages left, and the partition's newest message time.
--- $9/$10: the point of the group's 'new' subscription (NULL otherwise). A row written under
--- another point (a concurrent first pop that subscribed earlier committed later, SPEC §3.2)
--- is stale: the transactions new by $9/$10 but old by the row's point, with messages here,
--- become pending, and the row takes the new point. Only a point that adds to the row's makes
--- it stale: subscription rows are only ever added (until a seek rewrites rows and
--- subscription together), so of two reads of the subscription the later one adds, and a pop
--- whose read is older than the row's (read before a first pop committed, the row written
--- after) must not take the row back to it: the next pop would count the difference as
--- pending again and deliver what the group had finished.
+-- A row keeps the start it was made with, whatever the group's subscription reads now (SPEC
+-- §3.2: order wins over a first pop that commits later with an earlier point; a seek rewrote
+-- the rows it replaced).
 -- $1 partition, $2 group, $7 limit, $8 lease seconds.
 WITH snap AS MATERIALIZED (
     SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
@@ -30,46 +24,16 @@ WITH snap AS MATERIALIZED (
            z.own, clock_timestamp() AS now
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
-stored AS MATERIALIZED (
+c AS MATERIALIZED (
     SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
            fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
-           lease_xip, sub_xmax, sub_xip, xmin::text AS version,
-           ($9::bigint IS NOT NULL AND sub_xmax IS NOT NULL
-            AND ($9 < sub_xmax OR EXISTS (SELECT 1 FROM unnest($10::bigint[]) AS x
-                                           WHERE x < sub_xmax AND x <> ALL (sub_xip)))) AS stale
+           lease_xip, xmin::text AS version, true AS stored
       FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
-),
-fix AS MATERIALIZED (
-    SELECT ARRAY(SELECT DISTINCT m.txid FROM queen.messages m
-                  WHERE s.stale AND m.partition_id = $1
-                    AND m.txid >= least($9, (SELECT min(x) FROM unnest($10::bigint[]) AS x))
-                    AND m.txid < least(s.done_txid, s.sub_xmax)
-                    AND m.txid <> ALL (s.sub_xip) AND m.txid <> ALL (s.pending_txid)
-                    AND (m.txid >= $9 OR m.txid = ANY ($10))
-                  ORDER BY 1) AS x
-      FROM stored s
-),
-c AS MATERIALIZED (
-    SELECT s.done_txid, s.done_seq,
-           CASE WHEN cardinality(fix.x) = 0 THEN s.pending_txid
-                ELSE ARRAY(SELECT t FROM (SELECT unnest(s.pending_txid) UNION ALL SELECT unnest(fix.x)) AS u(t)
-                            ORDER BY t) END AS pending_txid,
-           CASE WHEN cardinality(fix.x) = 0 THEN s.pending_seq
-                ELSE ARRAY(SELECT q FROM (SELECT * FROM unnest(s.pending_txid, s.pending_seq)
-                                          UNION ALL SELECT x, 0 FROM unnest(fix.x) AS x) AS u(t, q)
-                            ORDER BY t) END AS pending_seq,
-           s.ahead_txid, s.ahead_seq, s.fail_txid, s.fail_seq, s.failures, s.retry_at, s.lease_id,
-           s.lease_expires_at, s.lease_txid, s.lease_seq, s.lease_xip,
-           CASE WHEN s.stale THEN $9 ELSE s.sub_xmax END AS sub_xmax,
-           CASE WHEN s.stale THEN $10 ELSE s.sub_xip END AS sub_xip,
-           s.version, true AS stored, s.stale
-      FROM stored s, fix
     UNION ALL
     SELECT $3::bigint, $4::bigint, $5::bigint[], $6::bigint[], '{}'::bigint[], '{}'::bigint[],
            NULL::bigint, NULL::bigint, 0, NULL::timestamptz, NULL::uuid, NULL::timestamptz,
-           NULL::bigint[], NULL::bigint[], NULL::bigint[], $9::bigint, $10::bigint[], NULL::text,
-           false, false
-     WHERE NOT EXISTS (SELECT 1 FROM stored)
+           NULL::bigint[], NULL::bigint[], NULL::bigint[], NULL::text, false
+     WHERE NOT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2)
 ),
 busy AS MATERIALIZED (
     SELECT (c.lease_id IS NOT NULL OR COALESCE(c.retry_at > snap.now, false)) AS busy FROM c, snap
@@ -129,7 +93,7 @@ SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
 UNION ALL
 SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, created_at,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  -- the cursor
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  -- ... row
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL,                    -- ... row
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL               -- the snapshot
   FROM msgs;
 
@@ -144,30 +108,30 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
 
 -- name: cursor_save
 -- Write a (partition, group) row back (its lease included: the lease lives in the row); when
--- $21 is not NULL, replace the partition's visible hints by one due at $21 (a lease's expiry;
+-- $19 is not NULL, replace the partition's visible hints by one due at $19 (a lease's expiry;
 -- now, after an auto_ack pop or a release): a partition with work always has a hint, and the
 -- duplicates discovery leaves are folded here, by the holder of the cursor row (rows another
--- transaction holds are skipped, never waited for); when $22 is not NULL, record it as the
--- last lease that ended here, run out ($23) or released. $20 queue id.
+-- transaction holds are skipped, never waited for); when $20 is not NULL, record it as the
+-- last lease that ended here, run out ($21) or released. $18 queue id.
 WITH folded AS (
-    DELETE FROM queen.ready WHERE $21 IS NOT NULL AND ctid IN (
+    DELETE FROM queen.ready WHERE $19 IS NOT NULL AND ctid IN (
         SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
            FOR UPDATE SKIP LOCKED)
 ), hinted AS (
     -- Accounts for every message this statement's snapshot sees: each is in the batch, or
-    -- after it (behind the lease: due at $21 or when the lease is released), or finished.
+    -- after it (behind the lease: due at $19 or when the lease is released), or finished.
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
-    SELECT $20, $2, $1, $21, queen.txid(),
+    SELECT $18, $2, $1, $19, queen.txid(),
            least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), queen.own_txid())
-     WHERE $21 IS NOT NULL
+     WHERE $19 IS NOT NULL
 )
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
        ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
        lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp(),
-       last_lease_id = COALESCE($22, last_lease_id),
-       last_lease_expired = CASE WHEN $22 IS NULL THEN last_lease_expired ELSE $23 END
+       lease_xip = $17, updated_at = clock_timestamp(),
+       last_lease_id = COALESCE($20, last_lease_id),
+       last_lease_expired = CASE WHEN $20 IS NULL THEN last_lease_expired ELSE $21 END
  WHERE partition_id = $1 AND consumer_group = $2;
 
 -- name: cursor_update
@@ -176,18 +140,17 @@ UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
        ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
        lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, sub_xmax = $18, sub_xip = $19, updated_at = clock_timestamp()
+       lease_xip = $17, updated_at = clock_timestamp()
  WHERE partition_id = $1 AND consumer_group = $2;
 
 -- name: cursor_create
 -- Create a cursor row for a (partition, group) that has none, in the state the group's
--- subscription starts it with ($8/$9: the point of a 'new' subscription); no row back when one
--- exists already. The caller holds the pair's transaction-level advisory lock (a pop takes it
+-- subscription starts it with; no row back when one exists already. The caller holds the pair's transaction-level advisory lock (a pop takes it
 -- with a try-lock, never waiting), so no other uncommitted insert of the key can exist and
 -- ON CONFLICT cannot wait.
 INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid,
-                           pending_seq, sub_xmax, sub_xip)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                           pending_seq)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (partition_id, consumer_group) DO NOTHING
 RETURNING xmin::text;
 

@@ -186,6 +186,21 @@ pub fn look_snapshot(c: &mut Client) -> String {
     .get(0)
 }
 
+/// Wait until backend `pid` sleeps in one of queen's debug delays (`queen.debug_claim_delay_ms`,
+/// `queen.debug_commit_delay_ms`: wait event PgSleep), or panic.
+pub fn await_debug_sleep(c: &mut Client, pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", &[&pid])
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "backend {pid} never reached its debug delay");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Wait until `pid` is a waiting pop (it shows in queen.waiting_pops), or panic.
 pub fn await_waiting(c: &mut Client, pid: i32) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -2,7 +2,7 @@
 //! replayed step by step over real connections. Every test here failed before its fix.
 
 use postgres::Client;
-use queen_integration_tests::{drain, open_tx, pop_auto, prepare_query, TestDb};
+use queen_integration_tests::{await_debug_sleep, drain, open_tx, pop_auto, TestDb};
 use serde_json::{json, Value};
 
 fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
@@ -225,20 +225,6 @@ fn a_refused_ack_without_a_lease_creates_no_cursor() {
     assert!(pop_auto(&mut c, "q", None, 10).is_empty(), "queue mode finished it");
 }
 
-/// Wait until backend `pid` sleeps in queen.debug_claim_delay_ms (between a look and a claim).
-fn await_claim_delay(c: &mut Client, pid: i32) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while c
-        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", &[&pid])
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
-        assert!(std::time::Instant::now() < deadline, "backend {pid} never reached its claim");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-}
-
 /// Item 8: a pop looks at a partition, another pop leases it and commits, then the first
 /// claims. It must hold nothing it does not deliver from: inside a business transaction, a row
 /// lock kept there would block the lease holder's ack (and every other pop of the partition)
@@ -257,7 +243,7 @@ fn a_pop_that_finds_a_partition_taken_meanwhile_holds_nothing() {
         let n = b.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().len();
         (b, n)
     });
-    await_claim_delay(&mut c, b_pid);
+    await_debug_sleep(&mut c, b_pid);
     // (By name: a pop of the group's due partitions skips one another pop is visiting.)
     let m = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g', partition => 'P')", &[]).unwrap();
     let (mut b, n) = h.join().unwrap();
@@ -309,7 +295,7 @@ fn a_visit_mark_lasts_no_longer_than_the_visit_or_the_rows_it_holds() {
         let r = b.query("SELECT * FROM queen_pop('q', 'g')", &[]);
         (b, r.is_err())
     });
-    await_claim_delay(&mut c, b_pid);
+    await_debug_sleep(&mut c, b_pid);
     assert_eq!(visits(&mut c), 1, "the visit is marked");
     // Meanwhile another pop of the group takes the other partition.
     let other = pop_auto(&mut c, "q", Some("g"), 10);
@@ -379,26 +365,6 @@ fn completed_retention_keeps_what_a_new_group_has_yet_to_see() {
     assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("T0")]);
 }
 
-/// Item 3, cursor rows: the first pop that subscribed later committed first, and a pop under
-/// its point created g's cursor on P. When the earlier first pop commits, the cursor takes up
-/// what the earlier point adds (C, committed between the two), so that C is delivered.
-#[test]
-fn a_cursor_made_under_a_later_first_pop_takes_up_what_the_earlier_one_adds() {
-    let db = TestDb::new("stale_cursor");
-    let mut c = db.connect();
-    push(&mut c, "q", "P", json!("old"));
-    let mut a = open_tx(&db);
-    assert!(a.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
-    push(&mut c, "q", "P", json!("C"));
-    assert!(c.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap().is_empty());
-    push(&mut c, "q", "P", json!("D"));
-    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("D")], "under the later point");
-    a.batch_execute("COMMIT").unwrap();
-    assert_eq!(lag(&mut c, "q", Some("g")), 1, "the earlier point counts");
-    assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("C")]);
-    assert_eq!(lag(&mut c, "q", Some("g")), 0);
-}
-
 /// Found by the explorer: a seek creates the group's cursor rows on every partition; in an open
 /// transaction, without the pairs' advisory locks, a pop of that group waited on the
 /// uncommitted insert. The seek takes them (waiting, in partition order), and the pop passes
@@ -443,55 +409,4 @@ fn a_transaction_whose_xid_is_the_subscriptions_xmax_is_not_passed_over() {
     assert_eq!(lag(&mut c, "q", Some("g")), 1);
     assert_eq!(drain(&mut c, "q", Some("g")), vec![json!("T3")]);
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
-}
-
-/// SPEC §3.2 'new', two first pops at once: a pop that read the group's subscription before
-/// the earlier-subscribing first pop committed, and looks at a cursor row written after that
-/// commit, must leave the row's (earlier) point alone. Taking the row back to the pop's older
-/// read made the next pop count the difference as pending again and deliver a finished
-/// message a second time. The look is replayed here with the older point as its argument.
-#[test]
-fn a_look_with_an_older_read_of_the_subscription_leaves_the_rows_point_alone() {
-    let db = TestDb::new("older_point");
-    let mut x = db.connect();
-    let mut b = db.connect();
-    let mut c = db.connect();
-    push(&mut x, "q", "p", json!("seed"));
-    // A subscribes first (point S1) and stays open.
-    let mut a = open_tx(&db);
-    a.query("SELECT * FROM queen_pop('q', 'g', subscription_mode => 'new')", &[]).unwrap();
-    push(&mut x, "q", "p", json!("m1")); // new by S1, not by S2
-                                         // B subscribes later (S2, commits first) and writes the row at S2, delivering m2.
-    let sub = "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true, subscription_mode => 'new')";
-    b.query(sub, &[]).unwrap();
-    let s2: (i64, Vec<i64>) = {
-        let r = b
-            .query_one(
-                "SELECT start_xmax, start_xip FROM queen.effective_subscriptions WHERE consumer_group = 'g'",
-                &[],
-            )
-            .unwrap();
-        (r.get(0), r.get(1))
-    };
-    push(&mut x, "q", "p", json!("m2"));
-    assert_eq!(pop_auto(&mut b, "q", Some("g"), 10), vec![json!("m2")]);
-    a.batch_execute("COMMIT").unwrap();
-    // The effective point is S1 now: m1 is new, and delivered once.
-    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("m1")]);
-    // A look that read the subscription before A's commit (point S2).
-    prepare_query(
-        &mut c,
-        "state",
-        "look",
-        &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint[]", "bigint", "float8", "bigint", "bigint[]"],
-    );
-    let pid: uuid::Uuid =
-        c.query_one("SELECT partition_id FROM queen.partitions WHERE name = 'p'", &[]).unwrap().get(0);
-    let xip: Vec<String> = s2.1.iter().map(|x| x.to_string()).collect();
-    let look = format!("EXECUTE look('{pid}', 'g', 0, 0, '{{}}', '{{}}', 10, 60, {}, '{{{}}}')", s2.0, xip.join(","));
-    let rows = c.query(&look, &[]).unwrap();
-    let stale: bool = rows[0].get("stale");
-    assert!(!stale, "a look with the older point S2 takes the row back to it");
-    assert!(rows.len() == 1, "nothing to deliver: {} rows", rows.len() - 1);
-    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "nothing twice");
 }

@@ -82,7 +82,9 @@ fn a_role_without_grants_is_refused_everywhere_sees_nothing_and_changes_nothing(
         refused(&mut c, sql, names);
     }
     // The tables are closed; the views show nothing of a queue the role may not read.
-    for t in ["messages", "cursors", "queues", "subscriptions", "ready", "dead_letters", "privileges", "maintenance_totals"] {
+    for t in
+        ["messages", "cursors", "queues", "subscriptions", "ready", "dead_letters", "privileges", "maintenance_totals"]
+    {
         let e = c.batch_execute(&format!("SELECT * FROM queen.{t}")).expect_err(t);
         assert_eq!(sqlstate(&e), "42501", "queen.{t}: {e}");
         let e = c.batch_execute(&format!("DELETE FROM queen.{t}")).expect_err(t);
