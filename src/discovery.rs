@@ -259,7 +259,11 @@ pub fn at_commit() {
 /// pop, which then says so (`Outcome::more`): a waiting pop goes on at once.
 pub const ROUNDS: u32 = 8;
 pub fn round_limit(batch: i64, round: u32) -> i64 {
-    scan_limit(batch).saturating_mul(1 << round.min(16)).min(4 * MAX_SCAN)
+    let limit = scan_limit(batch).saturating_mul(1 << round.min(16)).min(4 * MAX_SCAN);
+    match crate::gucs::DEBUG_SCAN_LIMIT.get() {
+        0 => limit,
+        cap => limit.min(cap as i64),
+    }
 }
 
 /// The point after a scan: pending transactions that ended (visible to the scan's snapshot:

@@ -33,6 +33,10 @@ pub fn debug_claim_delay() {
 /// (superusers only).
 pub static DEBUG_COMMIT_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
+/// The most queue-log entries one discovery round reads (0: discovery.rs's own bounds): for the
+/// explorer, which makes stretches of the log longer than a pop reads out of a few messages.
+pub static DEBUG_SCAN_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(0);
+
 /// Sleep `queen.debug_commit_delay_ms`, if set (wait event PgSleep, as pg_sleep).
 pub fn debug_commit_delay() {
     sleep_ms(DEBUG_COMMIT_DELAY_MS.get());
@@ -107,6 +111,16 @@ pub fn init() {
         60_000,
         GucContext::Suset,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"queen.debug_scan_limit",
+        c"For tests: the most queue-log entries one discovery round reads (0: the built-in bounds).",
+        c"Lets a test make stretches of the log longer than one pop reads. Never set it in production.",
+        &DEBUG_SCAN_LIMIT,
+        0,
+        1_000_000,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"queen.partition_idle_seconds",

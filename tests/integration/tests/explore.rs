@@ -11,13 +11,21 @@
 //! A failure prints the seed, the violations, and the schedule shrunk to the steps that still
 //! show the violation (docs/development.md: reading and replaying a failure).
 
-use queen_integration_tests::explore::{self, Config, CrashCluster};
+use queen_integration_tests::explore::{self, Config, CrashCluster, Server};
 use std::time::{Duration, Instant};
 
-fn server(host_var: &str, port_var: &str) -> String {
+fn server(host_var: &str, port_var: &str) -> Server {
     let host = std::env::var(host_var).expect("run through scripts/integration-tests");
     let port = std::env::var(port_var).unwrap();
-    format!("host={host} port={port} user=postgres")
+    Server { host, port }
+}
+
+fn preloaded() -> Server {
+    server("QUEEN_TEST_HOST", "QUEEN_TEST_PORT")
+}
+
+fn not_preloaded() -> Server {
+    server("QUEEN_TEST_NOPRELOAD_HOST", "QUEEN_TEST_NOPRELOAD_PORT")
 }
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -28,9 +36,13 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
 fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize) {
     let (outcome, schedule) = explore::explore_seed(cfg, seed);
     if outcome.violations.is_empty() {
+        println!(
+            "explorer: seed {seed}: {} steps, {} crash rounds, {} restores, application role {} let through and {} refused, {} no-trace checks",
+            outcome.steps, outcome.crashes, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks
+        );
         return (outcome.steps, outcome.crashes);
     }
-    fail(cfg, Some(seed), schedule, outcome.violations, shrink_budget)
+    fail(cfg, Some(seed), schedule, outcome.violations, shrink_budget, explore::scan_limit_of(seed))
 }
 
 fn fail(
@@ -39,11 +51,12 @@ fn fail(
     schedule: Vec<explore::Step>,
     violations: Vec<explore::Violation>,
     budget: Duration,
+    scan_limit: i32,
 ) -> ! {
     let kind = violations[0].kind;
-    let shrunk = explore::shrink(cfg, schedule.clone(), kind, budget);
+    let shrunk = explore::shrink(cfg, schedule.clone(), kind, budget, scan_limit);
     let file = std::env::temp_dir().join(format!("queen-explore-{}.schedule", seed.unwrap_or(0)));
-    std::fs::write(&file, explore::print(&shrunk)).unwrap();
+    std::fs::write(&file, explore::print(&shrunk, scan_limit)).unwrap();
     let found: Vec<String> = violations.iter().map(|v| format!("  {}: {}", v.kind, v.detail)).collect();
     panic!(
         "explorer: {} violation(s){}:\n{}\n\nschedule shrunk from {} to {} steps ({}):\n{}\n\nreplay: QUEEN_EXPLORE_SCHEDULE={} make explore{}",
@@ -53,7 +66,7 @@ fn fail(
         schedule.len(),
         shrunk.len(),
         file.display(),
-        explore::print(&shrunk),
+        explore::print(&shrunk, scan_limit),
         file.display(),
         seed.map(|s| format!("   (the whole run: QUEEN_EXPLORE_SEED={s} QUEEN_EXPLORE_STEPS={} QUEEN_EXPLORE_CONNS={} make explore)", cfg.steps, cfg.conns))
             .unwrap_or_default(),
@@ -68,19 +81,14 @@ const SEEDS: [(u64, usize, usize); 5] = [(1, 4, 180), (2, 4, 180), (3, 4, 180), 
 #[test]
 fn fixed_seeds_with_preloading() {
     for (seed, conns, steps) in SEEDS {
-        let cfg = Config { server: server("QUEEN_TEST_HOST", "QUEEN_TEST_PORT"), conns, steps, crash: None };
+        let cfg = Config { server: preloaded(), other: Some(not_preloaded()), conns, steps, crash: None };
         check_seed(&cfg, seed, Duration::from_secs(120));
     }
 }
 
 #[test]
 fn fixed_seeds_without_preloading() {
-    let cfg = Config {
-        server: server("QUEEN_TEST_NOPRELOAD_HOST", "QUEEN_TEST_NOPRELOAD_PORT"),
-        conns: 3,
-        steps: 150,
-        crash: None,
-    };
+    let cfg = Config { server: not_preloaded(), other: Some(preloaded()), conns: 4, steps: 150, crash: None };
     for seed in [11, 12] {
         check_seed(&cfg, seed, Duration::from_secs(120));
     }
@@ -90,16 +98,16 @@ fn fixed_seeds_without_preloading() {
 /// tests/integration/schedules/, replays without one.
 #[test]
 fn schedules_that_found_bugs_pass() {
-    let cfg = Config { server: server("QUEEN_TEST_HOST", "QUEEN_TEST_PORT"), conns: 6, steps: 0, crash: None };
+    let cfg = Config { server: preloaded(), other: Some(not_preloaded()), conns: 6, steps: 0, crash: None };
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schedules");
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     assert!(!files.is_empty());
     for file in files {
-        let schedule = explore::parse(&std::fs::read_to_string(&file).unwrap());
+        let (schedule, scan_limit) = explore::parse(&std::fs::read_to_string(&file).unwrap());
         let name =
             format!("regress_{}_{}", std::process::id(), file.file_stem().unwrap().to_string_lossy().replace('-', "_"));
-        let outcome = explore::replay(&cfg, &schedule, &name);
+        let outcome = explore::replay(&cfg, &schedule, &name, scan_limit);
         assert!(outcome.violations.is_empty(), "{}: {:?}", file.display(), outcome.violations);
     }
 }
@@ -120,18 +128,30 @@ fn explore() {
         .output()
         .unwrap();
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    // A second cluster of the explorer's own, without preloading: restore steps move runs there
+    // and back (its transaction counter is not the first's).
+    let out = std::process::Command::new(scripts.join("state-dir")).arg("itest-explore-other").output().unwrap();
+    let other_dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &other_dir]).output();
+    let _ = std::fs::remove_dir_all(format!("{other_dir}/data"));
+    let started = std::process::Command::new(scripts.join("cluster"))
+        .args(["start", &other_dir, &(port + 1).to_string(), "nopreload"])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     let cfg = Config {
-        server: format!("host={dir} port={port} user=postgres"),
+        server: Server { host: dir.clone(), port: port.to_string() },
+        other: Some(Server { host: other_dir.clone(), port: (port + 1).to_string() }),
         conns: env("QUEEN_EXPLORE_CONNS", 5),
         steps: env("QUEEN_EXPLORE_STEPS", 250),
         crash: Some(CrashCluster { scripts: scripts.clone(), dir: dir.clone() }),
     };
     let shrink = Duration::from_secs(env("QUEEN_EXPLORE_SHRINK_SECONDS", 600));
     if let Ok(file) = std::env::var("QUEEN_EXPLORE_SCHEDULE") {
-        let schedule = explore::parse(&std::fs::read_to_string(&file).unwrap());
-        let outcome = explore::replay(&cfg, &schedule, &format!("replay_{}", std::process::id()));
+        let (schedule, scan_limit) = explore::parse(&std::fs::read_to_string(&file).unwrap());
+        let outcome = explore::replay(&cfg, &schedule, &format!("replay_{}", std::process::id()), scan_limit);
         if !outcome.violations.is_empty() {
-            fail(&cfg, None, schedule, outcome.violations, shrink);
+            fail(&cfg, None, schedule, outcome.violations, shrink, scan_limit);
         }
         println!("explorer: the schedule of {file} ({} steps) passes", schedule.len());
         return;
@@ -160,4 +180,5 @@ fn explore() {
         t0.elapsed().as_secs_f64() / 60.0
     );
     let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &dir]).output();
+    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &other_dir]).output();
 }

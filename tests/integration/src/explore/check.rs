@@ -3,14 +3,19 @@
 //!
 //! - **no loss**: every committed push a group must see is finished for it (completed, or filed
 //!   as a dead letter) once the group is drained — `'all'`, `'from'` (from a time before every
-//!   push) and queue mode see everything; `'new'` sees every transaction that began after a
-//!   first pop of it committed, and none that committed before its first pop began (the ones
-//!   in between may go either way; and all bets are off when an ack without a lease may have
-//!   subscribed it first, from the start, as such an ack does);
+//!   push) and queue mode see everything; a `'new'` group sees every transaction that began
+//!   after a first pop of it (or a seek of it) committed, and none that committed before its
+//!   first pop began (the ones in between may go either way; and all bets are off when an ack
+//!   without a lease may have subscribed it first, from the start, as such an ack does); the
+//!   group that is sought (`Seeker`) sees every transaction that began after its last seek
+//!   committed;
+//! - **what a seek skipped never comes back**: no pop that ran after a seek of `Seeker`
+//!   committed delivers a message whose push committed before the seek ran;
 //! - **exactly-once effect**: at most one committed completion (or dead letter) per message, and
 //!   at most one business write;
 //! - **order**: a message of a transaction that committed before another began is first
-//!   delivered before that one's, and a transaction's messages in push order (per partition);
+//!   delivered before that one's, and a transaction's messages in push order (per partition),
+//!   for every checked group — 'new' groups with several first pops at once included;
 //! - **exclusive lease**: no pop gets a partition while another lease of its group is active
 //!   there (not released by a committed ack, not expired by the server's clock);
 //! - `group_lag` at 0 after the drain (the drain reports a strand), its `oldest_pending` set
@@ -18,7 +23,10 @@
 //!   (each belongs to a committed push and a checked group);
 //! - a pop never returns its own transaction's pushes;
 //! - **no trace of refused calls**: a subscription or cursor row exists only for a group (and
-//!   partition) a committed pop, successful ack or seek acted on;
+//!   partition) a committed pop, successful ack or seek acted on (and the executor checks, around
+//!   every refused or failed call and every rollback, that queen's tables did not change);
+//! - **privileges**: every call of the application role that needed a privilege went through
+//!   exactly when the role held it (the grants and revokes committed before the call);
 //! - and the executor's own findings: a pop or keyless push that waited on a lock, an error no
 //!   call should raise.
 
@@ -80,14 +88,27 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     // What each group got and finished, from committed transactions.
     let mut first: HashMap<(Grp, Uuid), (usize, usize)> = HashMap::new();
     let mut finished: HashMap<(Grp, Uuid), u32> = HashMap::new();
-    // For 'new': the earliest pop statement, and the earliest commit, of a transaction that popped it.
-    let (mut new_first_pop, mut new_first_commit) = (usize::MAX, usize::MAX);
+    // For each 'new' group: the earliest pop statement, and the earliest commit of a
+    // transaction that popped it (or sought it: a seek subscribes a group).
+    let mut first_pop: HashMap<Grp, usize> = HashMap::new();
+    let mut first_commit: HashMap<Grp, usize> = HashMap::new();
+    // Committed seeks of each group: (the seek's step, its commit).
+    let mut seeks: HashMap<Grp, Vec<(usize, usize)>> = HashMap::new();
     for t in &run.history {
         for e in &t.events {
             match e {
-                Event::Popped { group: Grp::New, step } => {
-                    new_first_pop = new_first_pop.min(*step);
-                    new_first_commit = new_first_commit.min(t.commit);
+                Event::Popped { group, step } if group.is_new() => {
+                    let p = first_pop.entry(*group).or_insert(usize::MAX);
+                    *p = (*p).min(*step);
+                    let c = first_commit.entry(*group).or_insert(usize::MAX);
+                    *c = (*c).min(t.commit);
+                }
+                Event::Reset { group, step, seek: true } => {
+                    seeks.entry(*group).or_default().push((*step, t.commit));
+                    let p = first_pop.entry(*group).or_insert(usize::MAX);
+                    *p = (*p).min(*step);
+                    let c = first_commit.entry(*group).or_insert(usize::MAX);
+                    *c = (*c).min(t.commit);
                 }
                 Event::Delivered(d) => {
                     let f = first.entry((d.group, d.msg)).or_insert((d.step, d.pos));
@@ -103,24 +124,20 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
             }
         }
     }
-    // Several first pops of 'new' at once (pops of it in two transactions before the first of
-    // them committed): the earliest point wins, and may add messages after later ones of their
-    // partition (the one exception to order).
-    let first_poppers = run
-        .history
-        .iter()
-        .filter(|t| {
-            t.events.iter().any(|e| matches!(e, Event::Popped { group: Grp::New, step } if *step <= new_first_commit))
-        })
-        .count();
-    let several_new_subscriptions = first_poppers > 1;
+    let first_pop_of = |g: Grp| first_pop.get(&g).copied().unwrap_or(usize::MAX);
+    let first_commit_of = |g: Grp| first_commit.get(&g).copied().unwrap_or(usize::MAX);
+    // The last committed seek of a group, by commit.
+    let last_seek = |g: Grp| seeks.get(&g).and_then(|v| v.iter().max_by_key(|(_, c)| *c).copied());
     // An ack without a lease subscribes a group that has no subscription, from the start
-    // ('all'); if one may have come first for 'new', what it must and must not see is open.
-    let subscribed_by_ack = run.history.iter().any(|t| {
-        t.events.iter().any(
-            |e| matches!(e, Event::Acked { group: Grp::New, success: true, step, .. } if *step <= new_first_commit),
-        )
-    });
+    // ('all'); if one may have come first for a 'new' group, what it must and must not see is
+    // open (until a seek subscribes it anew).
+    let subscribed_by_ack = |g: Grp| {
+        run.history.iter().any(|t| {
+            t.events.iter().any(|e| {
+                matches!(e, Event::Acked { group, success: true, step, .. } if *group == g && *step <= first_commit_of(g))
+            })
+        })
+    };
 
     let dead: HashSet<(String, Uuid)> = k
         .query("SELECT consumer_group, message_id FROM queen.dead_letters", &[])
@@ -136,10 +153,12 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     }
 
     for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
+        let by_ack = g.is_new() && subscribed_by_ack(g);
         for (id, m) in &msgs {
             let done = finished.get(&(g, *id)).copied().unwrap_or(0) + dead.contains(&(key(g), *id)) as u32;
-            let must = match g {
-                Grp::New => m.begin > new_first_commit && !subscribed_by_ack,
+            let must = match (g, last_seek(g)) {
+                (_, Some((_, commit))) => m.begin > commit,
+                (g, None) if g.is_new() => m.begin > first_commit_of(g) && !by_ack,
                 _ => true,
             };
             if must && done == 0 {
@@ -154,14 +173,41 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
             if done > 1 {
                 v("applied twice", format!("group {g:?}: message {id} finished {done} times"));
             }
-            if g == Grp::New && !subscribed_by_ack && m.commit < new_first_pop && first.contains_key(&(g, *id)) {
+            if g.is_new() && !by_ack && m.commit < first_pop_of(g) && first.contains_key(&(g, *id)) {
                 v(
                     "delivered before subscription",
                     format!(
-                        "group New got message {id}, committed at step {} before its first pop (step {new_first_pop})",
-                        m.commit
+                        "group {g:?} got message {id}, committed at step {} before its first pop (step {})",
+                        m.commit,
+                        first_pop_of(g)
                     ),
                 );
+            }
+        }
+    }
+
+    // What a seek skipped never comes back: a delivery by a pop that ran after the seek
+    // committed, of a message whose push committed before the seek ran.
+    for (g, list) in &seeks {
+        if !g.checked() {
+            continue; // the scratch group seeks back to the start too
+        }
+        for t in &run.history {
+            for e in &t.events {
+                let Event::Delivered(d) = e else { continue };
+                let Some(m) = msgs.get(&d.msg) else { continue };
+                if d.group != *g {
+                    continue;
+                }
+                if let Some((seek, commit)) = list.iter().find(|(seek, commit)| d.step > *commit && m.commit < *seek) {
+                    v(
+                        "came back after a seek",
+                        format!(
+                            "group {g:?}: step {} delivered {} (pushed by the transaction of steps {}..{}), which the seek at step {seek} (committed at {commit}) skipped",
+                            d.step, d.msg, m.begin, m.commit
+                        ),
+                    );
+                }
             }
         }
     }
@@ -208,9 +254,6 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
 
     // Order, per group and partition, on pairs whose real-time order the history proves.
     for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
-        if g == Grp::New && several_new_subscriptions {
-            continue; // a later-committing earlier first pop may add messages after later ones
-        }
         let mut by_part: BTreeMap<u8, Vec<(&Uuid, &Msg, (usize, usize))>> = BTreeMap::new();
         for (id, m) in &msgs {
             if let Some(f) = first.get(&(g, *id)) {
@@ -240,6 +283,9 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     // transaction, and what the scratch group's seeks may have touched.
     let key_of = |g: Grp| g.name().unwrap_or("__QUEUE_MODE__").to_string();
     let mut acted: HashSet<String> = HashSet::from(["gs".to_string()]);
+    for g in seeks.keys() {
+        acted.insert(key_of(*g));
+    }
     let mut touched: HashSet<(Uuid, String)> = HashSet::new();
     for t in &run.history {
         for e in &t.events {
@@ -262,7 +308,8 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
         v("trace of a refused call", format!("group {g} is subscribed, but no committed pop or ack acted for it"));
     }
     for (p, g) in &traces.cursors {
-        if g != "gs" && !touched.contains(&(*p, g.clone())) {
+        let sought = seeks.keys().any(|s| key_of(*s) == *g);
+        if g != "gs" && !sought && !touched.contains(&(*p, g.clone())) {
             v(
                 "trace of a refused call",
                 format!("group {g} has a cursor row on partition {p} that no committed pop or ack made"),
@@ -282,7 +329,7 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
         |ends: &[End], tx: usize, step: usize| ends.iter().any(|e| e.commit < step || (e.tx == tx && e.step < step));
     let mut released: HashMap<Uuid, Vec<End>> = HashMap::new();
     let mut expiry: HashMap<Uuid, f64> = HashMap::new();
-    let mut resets: Vec<End> = Vec::new();
+    let mut resets: Vec<(Grp, End)> = Vec::new();
     let mut grants: Vec<(usize, &super::Delivered)> = Vec::new();
     for (ti, t) in run.history.iter().enumerate() {
         for e in &t.events {
@@ -294,7 +341,9 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                     let x = expiry.entry(*lease).or_insert(*expires);
                     *x = x.max(*expires);
                 }
-                Event::ScratchReset { step } => resets.push(End { tx: ti, step: *step, commit: t.commit }),
+                Event::Reset { group, step, .. } => {
+                    resets.push((*group, End { tx: ti, step: *step, commit: t.commit }))
+                }
                 Event::Delivered(d) => grants.push((ti, d)),
                 _ => {}
             }
@@ -314,8 +363,9 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                 continue;
             }
             let by_ack = released.get(&la).is_some_and(|ends| ended_before(ends, *tb, b.step));
-            let by_reset = a.group == Grp::Scratch
-                && resets.iter().any(|r| r.step > a.step && ended_before(std::slice::from_ref(r), *tb, b.step));
+            let by_reset = resets
+                .iter()
+                .any(|(g, r)| *g == a.group && r.step > a.step && ended_before(std::slice::from_ref(r), *tb, b.step));
             let expired = expiry.get(&la).is_some_and(|&e| e <= b.at);
             if !by_ack && !by_reset && !expired && seen.insert((la, b.partition)) {
                 v(
@@ -326,6 +376,37 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                     ),
                 );
             }
+        }
+    }
+
+    // Privileges of the application role: granted push and pop at the start; each call needing
+    // one went through exactly when the grants and revokes committed before it left it held.
+    let mut changes: Vec<(usize, super::Privilege, bool)> = Vec::new();
+    for t in &run.history {
+        for e in &t.events {
+            if let Event::Privileged { privilege, grant } = e {
+                changes.push((t.commit, *privilege, *grant));
+            }
+        }
+    }
+    changes.sort_by_key(|c| c.0);
+    for call in &run.app_calls {
+        let held = changes
+            .iter()
+            .filter(|(commit, p, _)| *p == call.privilege && *commit < call.step)
+            .next_back()
+            .is_none_or(|(_, _, grant)| *grant);
+        if held != call.allowed {
+            v(
+                if call.allowed { "permitted after revoke" } else { "refused with the privilege" },
+                format!(
+                    "step {}: the application role's call needing {} was {} while it {} the privilege",
+                    call.step,
+                    call.privilege.as_str(),
+                    if call.allowed { "let through" } else { "refused" },
+                    if held { "held" } else { "did not hold" }
+                ),
+            );
         }
     }
     out

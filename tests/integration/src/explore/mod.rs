@@ -1,15 +1,24 @@
-//! The randomized interleaving explorer (issue 9): a seeded generator of schedules over K
-//! real connections, a recorder of what each committed transaction did, and a checker that
+//! The randomized interleaving explorer (issues 9 and 20): a seeded generator of schedules over
+//! K real connections, a recorder of what each committed transaction did, and a checker that
 //! judges the outcome against the delivery guarantees — the way Jepsen and Elle check
 //! databases.
 //!
 //! A schedule is a list of steps, each run on one connection inside that connection's open
 //! transaction (or in autocommit), one step at a time, so that a schedule replays the same
-//! interleaving. Steps that would wait for a lock fail after `lock_timeout`: a pop or a keyless
-//! push that does is a violation (pops and producers never wait); an ack or a push of a key
-//! another open transaction holds may wait, and is rolled back. Rolled-back, failed and
-//! killed transactions count as never having happened. At the end every open transaction
-//! commits, every group is drained, and the checker runs (check.rs).
+//! interleaving — but for a slow commit (`commit_slow`), which another thread sends while the
+//! next steps run, once it is visible and before the caches learn of it. Steps that would wait
+//! for a lock fail after `lock_timeout`: a pop or a keyless push that does is a violation (pops
+//! and producers never wait); an ack or a push of a key another open transaction holds may
+//! wait, and is rolled back. Rolled-back, failed and killed transactions count as never having
+//! happened, and the executor checks that they left no trace: around every refused or failed
+//! call and every rollback, a fingerprint of queen's tables must not change. At the end every
+//! open transaction commits, every group is drained, and the checker runs (check.rs).
+//!
+//! The last connection (of four or more) is an application role with grants on the queue
+//! (push and pop, revoked and granted again mid-schedule): what it may not do is refused, and
+//! what it may do goes through. A restore step moves the run to a database of the other
+//! cluster (pg_dump, then pg_restore --data-only under connections opened before the data
+//! arrived), whose transaction counter is behind or ahead.
 //!
 //! On a failure, `shrink` removes steps while the same kind of violation remains, and the
 //! report prints the seed and the shrunk schedule, one step per line, which
@@ -19,7 +28,7 @@ mod check;
 mod schedule;
 
 pub use check::Violation;
-pub use schedule::{Grp, Item, LeaseKind, Status, Step};
+pub use schedule::{Grp, Item, LeaseKind, Privilege, SeekTo, Status, Step};
 
 use postgres::{Client, NoTls};
 use rand::rngs::SmallRng;
@@ -32,16 +41,35 @@ use uuid::Uuid;
 /// How many partitions the explored queue has.
 pub const PARTITIONS: u8 = 3;
 const QUEUE: &str = "eq";
+/// The application role of the last connection (created in every cluster the run uses).
+pub const APP_ROLE: &str = "queen_explore_app";
+
+/// A server: where its sockets are and its port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub host: String,
+    pub port: String,
+}
+
+impl Server {
+    fn conninfo(&self, db: &str, user: &str) -> String {
+        format!("host={} port={} user={user} dbname={db}", self.host, self.port)
+    }
+}
 
 /// Where and how to explore.
 #[derive(Clone)]
 pub struct Config {
-    /// Connection string of a server's maintenance database (`dbname=postgres`); each run
-    /// creates a database of its own there.
-    pub server: String,
+    /// The server each run starts on (its maintenance database `postgres`); each run creates a
+    /// database of its own there.
+    pub server: Server,
+    /// A second server, whose transaction counter is not the first's: restore steps move the
+    /// run there (and back). None: restore steps do nothing.
+    pub other: Option<Server>,
     pub conns: usize,
     pub steps: usize,
-    /// A cluster the explorer may kill -9 and restart (crash rounds), if any.
+    /// A cluster the explorer may kill -9 and restart (crash rounds), if any: the directory of
+    /// `server`'s cluster.
     pub crash: Option<CrashCluster>,
 }
 
@@ -89,13 +117,21 @@ pub enum Event {
         lease: Uuid,
         expires: f64,
     },
-    /// Seek or delete_group of the scratch group: its leases are gone.
-    ScratchReset {
+    /// A seek, or a delete_group, of the group: its leases are gone, and (a seek) it is
+    /// subscribed anew at the seek's point.
+    Reset {
+        group: Grp,
         step: usize,
+        seek: bool,
     },
     Applied {
         group: Grp,
         msg: Uuid,
+    },
+    /// queen_grant or queen_revoke of the application role's privilege.
+    Privileged {
+        privilege: Privilege,
+        grant: bool,
     },
 }
 
@@ -120,17 +156,32 @@ pub struct Committed {
     pub events: Vec<Event>,
 }
 
+/// A call of the application role that needed a privilege: whether it was let through.
+#[derive(Clone, Debug)]
+pub struct AppCall {
+    pub step: usize,
+    pub privilege: Privilege,
+    pub allowed: bool,
+}
+
 struct Tx {
     begin: usize,
     events: Vec<Event>,
     savepoint: Option<usize>,
 }
 
+/// A commit sent from another thread (`commit_slow`): the connection comes back with it.
+type Pending = std::thread::JoinHandle<(Client, Result<(), postgres::Error>)>;
+
 struct Conn {
     client: Option<Client>,
     pid: i32,
     tx: Option<Tx>,
     deliveries: Vec<Delivery>,
+    /// The application role's connection (the others are superusers).
+    app: bool,
+    /// A slow commit in flight: its thread, the transaction, the step.
+    slow: Option<(Pending, Tx, usize)>,
 }
 
 /// The outcome of a run.
@@ -138,24 +189,35 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
     pub steps: usize,
     pub crashes: usize,
+    /// Restores into the other cluster, calls of the application role refused (and let
+    /// through), refused or failed calls and rollbacks whose fingerprints were compared.
+    pub restores: usize,
+    pub app_refused: usize,
+    pub app_allowed: usize,
+    pub no_trace_checks: usize,
 }
 
 /// One exploration run over a database of its own.
 pub struct Run<'a> {
     cfg: &'a Config,
+    /// The server the run is on now (a restore moves it).
+    server: Server,
     db: String,
     conns: Vec<Conn>,
+    /// An admin connection that reads what is committed (fingerprints).
+    observer: Client,
     step: usize,
     history: Vec<Committed>,
+    app_calls: Vec<AppCall>,
     violations: Vec<Violation>,
     pushes: u64,
     /// The group of each lease seen.
     lease_groups: HashMap<Uuid, Grp>,
     crashes: usize,
-}
-
-fn conninfo(server: &str, db: &str) -> String {
-    format!("{server} dbname={db}")
+    restores: usize,
+    no_trace_checks: usize,
+    /// `queen.debug_scan_limit` of the superuser connections (0: the built-in bounds).
+    scan_limit: i32,
 }
 
 fn connect_retrying(info: &str) -> Client {
@@ -176,10 +238,13 @@ fn connect_retrying(info: &str) -> Client {
 enum Failure {
     /// The statement waited for a lock past lock_timeout.
     LockWait,
-    /// A deadlock or serialization failure (acks that lock in different orders across calls).
+    /// A deadlock or serialization failure (acks that lock in different orders across calls;
+    /// a transaction that used the id mapping a restore replaced).
     Conflict,
     /// The connection is gone (terminated, crashed).
     Gone,
+    /// 42501: the role lacks the privilege.
+    Refused,
     Other(String),
 }
 
@@ -191,6 +256,7 @@ fn classify(e: &postgres::Error) -> Failure {
         Some("55P03") => Failure::LockWait,
         Some("40P01") | Some("40001") => Failure::Conflict,
         Some("57P01") | Some("57P02") | Some("57P03") => Failure::Gone,
+        Some("42501") => Failure::Refused,
         None => Failure::Gone, // an I/O error: the server went away
         _ => Failure::Other(
             e.as_db_error().map(|d| format!("{}: {}", d.code().code(), d.message())).unwrap_or_else(|| e.to_string()),
@@ -198,50 +264,125 @@ fn classify(e: &postgres::Error) -> Failure {
     }
 }
 
+/// What queen's tables hold, as `c` sees them (its own transaction's changes included): every
+/// row but the cursors' `updated_at`, and the business writes. (queen.cluster is left out: the
+/// rebase after a restore commits on its own, by design.)
+const FINGERPRINT: &str = "
+    SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) FROM (
+        SELECT 'm' || m::text FROM queen.messages m
+        UNION ALL SELECT 'c' || (to_jsonb(c) - 'updated_at')::text FROM queen.cursors c
+        UNION ALL SELECT 's' || s::text FROM queen.subscriptions s
+        UNION ALL SELECT 'r' || r::text FROM queen.ready r
+        UNION ALL SELECT 'd' || d::text FROM queen.discovery d
+        UNION ALL SELECT 'l' || l::text FROM queen.dead_letters l
+        UNION ALL SELECT 'p' || p::text FROM queen.privileges p
+        UNION ALL SELECT 'q' || q::text FROM queen.queues q
+        UNION ALL SELECT 't' || t::text FROM queen.partitions t
+        UNION ALL SELECT 'a' || a::text FROM applied a) AS u(x)";
+
+fn fingerprint(c: &mut Client) -> Option<String> {
+    c.query_one(FINGERPRINT, &[]).ok().map(|r| r.get(0))
+}
+
+/// Create the application role in a cluster (once; runs at once may race to create it).
+fn ensure_app_role(admin: &mut Client) {
+    let _ = admin.batch_execute(&format!(
+        "DO $$BEGIN CREATE ROLE {APP_ROLE} LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$"
+    ));
+}
+
 impl<'a> Run<'a> {
     /// A fresh database with the extension, the queue configured for short leases and retries,
-    /// and the table the business writes go to.
+    /// the table the business writes go to, and the application role's grants.
     pub fn new(cfg: &'a Config, name: &str) -> Run<'a> {
-        let mut admin = connect_retrying(&conninfo(&cfg.server, "postgres"));
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        let mut c = connect_retrying(&conninfo(&cfg.server, name));
+        let server = cfg.server.clone();
+        Self::create_db(&server, name);
+        let mut c = connect_retrying(&server.conninfo(name, "postgres"));
         c.batch_execute(&format!(
-            "CREATE EXTENSION queen;
-             SELECT queen_configure('{QUEUE}', '{{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 100}}');
-             CREATE TABLE applied (grp text, msg uuid);"
+            "SELECT queen_configure('{QUEUE}', '{{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 100}}');
+             SELECT queen_grant('{QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop']);"
         ))
         .unwrap();
+        let observer = connect_retrying(&server.conninfo(name, "postgres"));
         let mut run = Run {
             cfg,
+            server,
             db: name.to_string(),
             conns: Vec::new(),
+            observer,
             step: 0,
             history: Vec::new(),
+            app_calls: Vec::new(),
             violations: Vec::new(),
             pushes: 0,
             lease_groups: HashMap::new(),
             crashes: 0,
+            restores: 0,
+            no_trace_checks: 0,
+            scan_limit: 0,
         };
-        for _ in 0..cfg.conns {
-            let conn = run.open();
+        for i in 0..cfg.conns {
+            let conn = run.open(i);
             run.conns.push(conn);
         }
         run
     }
 
-    fn open(&self) -> Conn {
-        let mut client = connect_retrying(&conninfo(&self.cfg.server, &self.db));
+    /// A database `name` on `server`, afresh, with the extension and the business table.
+    fn create_db(server: &Server, name: &str) {
+        let mut admin = connect_retrying(&server.conninfo("postgres", "postgres"));
+        ensure_app_role(&mut admin);
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let mut c = connect_retrying(&server.conninfo(name, "postgres"));
+        c.batch_execute(&format!(
+            "CREATE EXTENSION queen;
+             CREATE TABLE applied (grp text, msg uuid);
+             GRANT INSERT ON applied TO {APP_ROLE};"
+        ))
+        .unwrap();
+    }
+
+    /// Use `queen.debug_scan_limit` on the superuser connections: stretches of the log longer
+    /// than one pop reads, out of a few dozen messages.
+    pub fn set_scan_limit(&mut self, limit: i32) {
+        self.scan_limit = limit;
+        for i in 0..self.conns.len() {
+            self.configure(i);
+        }
+    }
+
+    fn configure(&mut self, i: usize) {
+        let limit = self.scan_limit;
+        let conn = &mut self.conns[i];
+        if let (Some(client), false) = (conn.client.as_mut(), conn.app) {
+            let _ = client.batch_execute(&format!("SET queen.debug_scan_limit = {limit}"));
+        }
+    }
+
+    /// Connection `i`: the last of four or more is the application role.
+    fn open(&self, i: usize) -> Conn {
+        let app = self.cfg.conns >= 4 && i == self.cfg.conns - 1;
+        let user = if app { APP_ROLE } else { "postgres" };
+        let mut client = connect_retrying(&self.server.conninfo(&self.db, user));
         client.batch_execute("SET lock_timeout = '400ms'; SET statement_timeout = '20s'").unwrap();
+        if !app && self.scan_limit > 0 {
+            client.batch_execute(&format!("SET queen.debug_scan_limit = {}", self.scan_limit)).unwrap();
+        }
         let pid = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-        Conn { client: Some(client), pid, tx: None, deliveries: Vec::new() }
+        Conn { client: Some(client), pid, tx: None, deliveries: Vec::new(), app, slow: None }
     }
 
     /// Drop the database (when the run passed).
-    pub fn drop_db(self) {
+    pub fn drop_db(mut self) {
+        for c in 0..self.conns.len() {
+            self.land(c);
+        }
         let name = self.db.clone();
+        let server = self.server.clone();
         drop(self.conns);
-        let mut admin = connect_retrying(&conninfo(&self.cfg.server, "postgres"));
+        drop(self.observer);
+        let mut admin = connect_retrying(&server.conninfo("postgres", "postgres"));
         let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
     }
 
@@ -258,11 +399,33 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Wait for connection `c`'s slow commit, if one is in flight, and take its connection
+    /// back: the transaction committed at the slow commit's step, or never happened.
+    fn land(&mut self, c: usize) {
+        let Some((handle, tx, step)) = self.conns[c].slow.take() else { return };
+        let (client, result) = handle.join().expect("the slow commit's thread");
+        self.conns[c].client = Some(client);
+        match result {
+            Ok(()) => {
+                let begin = if tx.begin == usize::MAX { step } else { tx.begin };
+                self.history.push(Committed { begin, commit: step, events: tx.events });
+            }
+            Err(e) => match classify(&e) {
+                Failure::Gone => self.conns[c].client = None,
+                Failure::Conflict | Failure::LockWait => {}
+                Failure::Refused | Failure::Other(_) => {
+                    self.violation("unexpected error", format!("step {step}: {c} commit_slow: {e}"))
+                }
+            },
+        }
+    }
+
     /// Run one statement on connection `c`; on failure, its transaction is rolled back (and a
     /// gone connection reopened), and the failure returned.
     fn exec<T>(&mut self, c: usize, f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Result<T, Failure> {
+        self.land(c);
         if self.conns[c].client.is_none() {
-            self.conns[c] = self.open();
+            self.conns[c] = self.open(c);
         }
         if let Some(tx) = &mut self.conns[c].tx {
             if tx.events.is_empty() && tx.begin == usize::MAX {
@@ -291,33 +454,79 @@ impl<'a> Run<'a> {
 
     /// Report a failure of a step that must not fail that way.
     fn failed(&mut self, step: &Step, f: Failure, may_wait: bool) {
+        let app = step.conn().is_some_and(|c| self.conns[c].app);
         match f {
             Failure::LockWait if !may_wait => self.violation("waited on a lock", format!("step {}: {step}", self.step)),
-            Failure::LockWait | Failure::Conflict | Failure::Gone => {}
+            Failure::Refused if !app => {
+                self.violation("unexpected error", format!("step {}: {step}: refused a superuser", self.step))
+            }
+            Failure::LockWait | Failure::Conflict | Failure::Gone | Failure::Refused => {}
             Failure::Other(e) => self.violation("unexpected error", format!("step {}: {step}: {e}", self.step)),
+        }
+    }
+
+    /// The committed fingerprint now (None when it cannot be read: a crash, a restore).
+    fn committed_state(&mut self) -> Option<String> {
+        fingerprint(&mut self.observer)
+    }
+
+    /// A refused or failed call, or a rollback, changed what is committed.
+    fn check_no_trace(&mut self, step: &Step, before: Option<String>) {
+        if let (Some(b), Some(a)) = (before, self.committed_state()) {
+            self.no_trace_checks += 1;
+            if a != b {
+                self.violation(
+                    "trace of a refused call",
+                    format!("step {}: {step}: failed, refused or rolled back, it changed what is committed", self.step),
+                );
+            }
         }
     }
 
     /// Run one step.
     pub fn run_step(&mut self, step: &Step) {
+        // Around a call that may be refused or fail outside a transaction, the committed state
+        // must not change unless it succeeded.
+        let watch = match step {
+            Step::Rollback(_) | Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Restore { .. } => false,
+            s => s.conn().is_some_and(|c| self.conns[c].tx.is_none() && self.conns[c].slow.is_none()),
+        };
+        let before = if watch || matches!(step, Step::Rollback(_)) { self.committed_state() } else { None };
+        let ok = self.execute(step);
+        if !ok && before.is_some() {
+            self.check_no_trace(step, before);
+        }
+        self.step += 1;
+    }
+
+    /// Execute a step; false when it failed or was refused (or rolled back), which must leave
+    /// no trace.
+    fn execute(&mut self, step: &Step) -> bool {
         match step {
             Step::Begin(c) => {
                 if self.conns[*c].tx.is_none() && self.exec(*c, |k| k.batch_execute("BEGIN")).is_ok() {
                     self.conns[*c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
                 }
+                true
             }
             Step::Commit(c) => self.commit(*c),
+            Step::CommitSlow(c) => {
+                self.commit_slow(*c);
+                true
+            }
             Step::Rollback(c) => {
                 if self.conns[*c].tx.is_some() {
                     let _ = self.exec(*c, |k| k.batch_execute("ROLLBACK"));
                     self.conns[*c].tx = None;
                 }
+                false
             }
             Step::Savepoint(c) => {
                 if self.conns[*c].tx.is_some() && self.exec(*c, |k| k.batch_execute("SAVEPOINT s")).is_ok() {
                     let tx = self.conns[*c].tx.as_mut().unwrap();
                     tx.savepoint = Some(tx.events.len());
                 }
+                true
             }
             Step::RollbackToSavepoint(c) => {
                 let mark = self.conns[*c].tx.as_ref().and_then(|t| t.savepoint);
@@ -326,75 +535,171 @@ impl<'a> Run<'a> {
                         self.conns[*c].tx.as_mut().unwrap().events.truncate(mark);
                     }
                 }
+                true
             }
             Step::TakeXid(c) => {
                 if self.conns[*c].tx.is_some() {
                     if let Err(f) = self.exec(*c, |k| k.batch_execute("SELECT pg_current_xact_id()")) {
                         self.failed(step, f, false);
+                        return false;
                     }
                 }
+                true
             }
             Step::Push { c, items, batch } => self.push(step, *c, items, *batch),
+            Step::Fill { c, partition, n } => {
+                let items: Vec<Item> = (0..*n).map(|_| Item { partition: *partition, key: None }).collect();
+                self.push(step, *c, &items, true)
+            }
             Step::Pop { .. } => self.pop(step),
             Step::Ack { .. } => self.ack(step),
             Step::Renew { c, pick } => self.renew(step, *c, *pick),
-            Step::Seek { c, to_end } => {
-                let to_end = *to_end;
+            Step::Seek { c, group, to } => {
+                let (group, to) = (*group, *to);
                 let r = self.exec(*c, |k| {
                     k.execute(
-                        "SELECT queen_seek($1, 'gs', CASE WHEN $2 THEN NULL ELSE '2000-01-01'::timestamptz END)",
-                        &[&QUEUE, &to_end],
+                        "SELECT queen_seek($1, $2, CASE $3 WHEN 'end' THEN NULL
+                                                       WHEN 'start' THEN '2000-01-01'::timestamptz
+                                                       ELSE clock_timestamp() END)",
+                        &[&QUEUE, &group.name(), &to_str(to)],
                     )
                 });
                 match r {
-                    Ok(_) => self.record(*c, vec![Event::ScratchReset { step: self.step }]),
-                    Err(f) => self.failed(step, f, true),
+                    Ok(_) => {
+                        self.record(*c, vec![Event::Reset { group, step: self.step, seek: true }]);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
                 }
             }
             Step::DeleteGroup(c) => {
                 match self.exec(*c, |k| k.execute("SELECT queen_delete_group('gs', $1)", &[&QUEUE])) {
-                    Ok(_) => self.record(*c, vec![Event::ScratchReset { step: self.step }]),
-                    Err(f) => self.failed(step, f, true),
+                    Ok(_) => {
+                        self.record(*c, vec![Event::Reset { group: Grp::Scratch, step: self.step, seek: false }]);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
                 }
             }
-            Step::Maintain(c) => {
-                if let Err(f) = self.exec(*c, |k| k.execute("SELECT queen_maintain()", &[])) {
+            Step::Maintain(c) => match self.exec(*c, |k| k.execute("SELECT queen_maintain()", &[])) {
+                Ok(_) => true,
+                Err(f) => {
                     self.failed(step, f, true);
+                    false
+                }
+            },
+            Step::Grant { c, privilege, grant } => {
+                let (privilege, grant) = (*privilege, *grant);
+                let sql = if grant {
+                    "SELECT queen_grant($1, $2::text::regrole, ARRAY[$3])"
+                } else {
+                    "SELECT queen_revoke($1, $2::text::regrole, ARRAY[$3])"
+                };
+                match self.exec(*c, |k| k.execute(sql, &[&QUEUE, &APP_ROLE, &privilege.as_str()])) {
+                    Ok(_) => {
+                        self.record(*c, vec![Event::Privileged { privilege, grant }]);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
                 }
             }
-            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms as u64)),
+            Step::Sleep(ms) => {
+                std::thread::sleep(Duration::from_millis(*ms as u64));
+                true
+            }
             Step::Terminate(c) => {
+                self.land(*c);
                 let pid = self.conns[*c].pid;
                 if self.conns[*c].client.is_some() {
-                    let mut admin = connect_retrying(&conninfo(&self.cfg.server, "postgres"));
+                    let mut admin = connect_retrying(&self.server.conninfo("postgres", "postgres"));
                     admin.execute("SELECT pg_terminate_backend($1, 5000)", &[&pid]).unwrap();
                     self.conns[*c].client = None;
                     self.conns[*c].tx = None;
                 }
+                true
             }
-            Step::Crash => self.crash(),
+            Step::Crash => {
+                self.crash();
+                true
+            }
+            Step::Restore { ahead } => {
+                self.restore(*ahead);
+                true
+            }
         }
-        self.step += 1;
     }
 
-    fn commit(&mut self, c: usize) {
+    fn commit(&mut self, c: usize) -> bool {
         if self.conns[c].tx.is_none() {
-            return;
+            return true;
         }
         match self.exec(c, |k| k.batch_execute("COMMIT")) {
             Ok(()) => {
                 let tx = self.conns[c].tx.take().unwrap();
                 let begin = if tx.begin == usize::MAX { self.step } else { tx.begin };
                 self.history.push(Committed { begin, commit: self.step, events: tx.events });
+                true
             }
             Err(f) => {
                 let step = Step::Commit(c);
-                self.failed(&step, f, true)
+                self.failed(&step, f, true);
+                false
             }
         }
     }
 
-    fn push(&mut self, step: &Step, c: usize, items: &[Item], batch: bool) {
+    /// COMMIT with `queen.debug_commit_delay_ms` from another thread; go on once the commit is
+    /// visible (the committing backend sleeps in the delay, or has finished).
+    fn commit_slow(&mut self, c: usize) {
+        self.land(c);
+        if self.conns[c].tx.is_none() || self.conns[c].client.is_none() {
+            return;
+        }
+        if self.conns[c].app {
+            // (The application role may not set the delay: a plain commit.)
+            self.commit(c);
+            return;
+        }
+        if let Some(tx) = &mut self.conns[c].tx {
+            if tx.begin == usize::MAX {
+                tx.begin = self.step;
+            }
+        }
+        let mut client = self.conns[c].client.take().unwrap();
+        let tx = self.conns[c].tx.take().unwrap();
+        let pid = self.conns[c].pid;
+        let handle = std::thread::spawn(move || {
+            let r = client.batch_execute("SET LOCAL queen.debug_commit_delay_ms = 250; COMMIT");
+            (client, r)
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !handle.is_finished() && Instant::now() < deadline {
+            let sleeping: bool = self
+                .observer
+                .query_one(
+                    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep')",
+                    &[&pid],
+                )
+                .map(|r| r.get(0))
+                .unwrap_or(false);
+            if sleeping {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.conns[c].slow = Some((handle, tx, self.step));
+    }
+
+    fn push(&mut self, step: &Step, c: usize, items: &[Item], batch: bool) -> bool {
         let ids: Vec<u64> = items
             .iter()
             .map(|_| {
@@ -427,8 +732,12 @@ impl<'a> Run<'a> {
                 )
             }
         });
+        let app = self.conns[c].app;
         match rows {
             Ok(rows) => {
+                if app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Push, allowed: true });
+                }
                 let events = rows
                     .iter()
                     .zip(items)
@@ -441,15 +750,32 @@ impl<'a> Run<'a> {
                     })
                     .collect();
                 self.record(c, events);
+                true
             }
-            Err(f) => self.failed(step, f, keyed),
+            Err(f) => {
+                if matches!(f, Failure::Refused) && app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Push, allowed: false });
+                }
+                self.failed(step, f, keyed);
+                false
+            }
         }
     }
 
-    fn pop(&mut self, step: &Step) {
-        let &Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms } = step else { unreachable!() };
+    fn pop(&mut self, step: &Step) -> bool {
+        let &Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms, rollback_empty } = step else {
+            unreachable!()
+        };
         let (mode, from) = group.subscription();
         let pname = partition.map(|p| format!("p{p}"));
+        // A consumer that rolls back its empty pops: the pop in a transaction of its own.
+        let own_tx = rollback_empty && self.conns[c].tx.is_none();
+        if own_tx {
+            if self.exec(c, |k| k.batch_execute("BEGIN")).is_err() {
+                return false;
+            }
+            self.conns[c].tx = Some(Tx { begin: self.step, events: Vec::new(), savepoint: None });
+        }
         let rows = self.exec(c, |k| {
             k.query(
                 "SELECT m.message_id, m.partition_id, m.lease_id,
@@ -460,8 +786,12 @@ impl<'a> Run<'a> {
                 &[&QUEUE, &group.name(), &batch, &pname, &partitions, &wait_ms, &auto_ack, &mode, &from],
             )
         });
+        let app = self.conns[c].app;
         match rows {
             Ok(rows) => {
+                if app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: true });
+                }
                 let mut events = vec![Event::Popped { group, step: self.step }];
                 for (pos, r) in rows.iter().enumerate() {
                     let d = Delivered {
@@ -485,9 +815,25 @@ impl<'a> Run<'a> {
                     });
                     events.push(Event::Delivered(d));
                 }
+                let empty = rows.is_empty();
                 self.record(c, events);
+                if own_tx {
+                    if empty {
+                        let _ = self.exec(c, |k| k.batch_execute("ROLLBACK"));
+                        self.conns[c].tx = None;
+                        return false;
+                    }
+                    return self.commit(c);
+                }
+                true
             }
-            Err(f) => self.failed(step, f, false),
+            Err(f) => {
+                if matches!(f, Failure::Refused) && app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: false });
+                }
+                self.failed(step, f, false);
+                false
+            }
         }
     }
 
@@ -497,7 +843,7 @@ impl<'a> Run<'a> {
         ds.len().checked_sub(1 + pick as usize).map(|i| ds[i].clone())
     }
 
-    fn ack(&mut self, step: &Step) {
+    fn ack(&mut self, step: &Step) -> bool {
         let Step::Ack { c, pick, status, lease: kind, batch, group_arg, effect } = step else { unreachable!() };
         let (c, status, kind, batch, group_arg, effect) = (*c, *status, *kind, *batch, *group_arg, *effect);
         let mut entries: Vec<(Delivery, Option<Uuid>, Option<&'static str>)> = Vec::new();
@@ -523,14 +869,22 @@ impl<'a> Run<'a> {
             entries.push((d, lease, group));
         }
         if entries.is_empty() {
-            return;
+            return true;
         }
-        // Subscriptions and cursor rows this transaction sees before the ack: a refused ack
-        // must leave them as they are (nothing else runs between the two counts).
-        const ROWS: &str = "SELECT (SELECT count(*) FROM queen.subscriptions) + (SELECT count(*) FROM queen.cursors)";
-        let before: i64 = match self.exec(c, |k| k.query_one(ROWS, &[]).map(|r| r.get(0))) {
-            Ok(n) => n,
-            Err(f) => return self.failed(step, f, true),
+        // What this transaction sees of queen's tables before the ack: a refused ack must leave
+        // it as it is (nothing else runs between the two reads). The application role cannot
+        // read the tables: its refused acks are checked outside transactions only (run_step).
+        let app = self.conns[c].app;
+        let before = if app {
+            None
+        } else {
+            match self.exec(c, |k| k.query_one(FINGERPRINT, &[]).map(|r| r.get::<_, String>(0))) {
+                Ok(n) => Some(n),
+                Err(f) => {
+                    self.failed(step, f, true);
+                    return false;
+                }
+            }
         };
         let rows = if batch {
             let arr: Vec<Value> = entries
@@ -556,21 +910,34 @@ impl<'a> Run<'a> {
             .map(|rows| rows.iter().map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1))).collect::<Vec<_>>())
         };
         let results = match rows {
-            Ok(r) => r,
-            Err(f) => return self.failed(step, f, true),
+            Ok(r) => {
+                if app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: true });
+                }
+                r
+            }
+            Err(f) => {
+                if matches!(f, Failure::Refused) && app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: false });
+                }
+                self.failed(step, f, true);
+                return false;
+            }
         };
-        if results.iter().all(|(success, _)| !success) {
-            match self.exec(c, |k| k.query_one(ROWS, &[]).map(|r| r.get::<_, i64>(0))) {
-                Ok(after) if after != before => self.violation(
-                    "trace of a refused call",
-                    format!(
-                        "step {}: {step}: refused, it left {} subscription or cursor rows",
-                        self.step,
-                        after - before
+        let refused = results.iter().all(|(success, _)| !success);
+        if refused {
+            if let Some(before) = before {
+                match self.exec(c, |k| k.query_one(FINGERPRINT, &[]).map(|r| r.get::<_, String>(0))) {
+                    Ok(after) if after != before => self.violation(
+                        "trace of a refused call",
+                        format!("step {}: {step}: refused, it changed queen's tables", self.step),
                     ),
-                ),
-                Ok(_) => {}
-                Err(f) => return self.failed(step, f, true),
+                    Ok(_) => {}
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        return false;
+                    }
+                }
             }
         }
         let mut events = Vec::new();
@@ -609,9 +976,13 @@ impl<'a> Run<'a> {
             let name = g.name().unwrap_or("__QUEUE_MODE__");
             match self.exec(c, |k| k.execute("INSERT INTO applied (grp, msg) VALUES ($1, $2)", &[&name, &msg])) {
                 Ok(_) => self.record(c, vec![Event::Applied { group: g, msg }]),
-                Err(f) => return self.failed(step, f, false),
+                Err(f) => {
+                    self.failed(step, f, false);
+                    return false;
+                }
             }
         }
+        !refused
     }
 
     /// The latest lease any connection saw on (group, partition).
@@ -630,21 +1001,37 @@ impl<'a> Run<'a> {
             .and_then(|(_, l)| l)
     }
 
-    fn renew(&mut self, step: &Step, c: usize, pick: u32) {
-        let Some(lease) = self.picked(c, pick).and_then(|d| d.lease) else { return };
+    fn renew(&mut self, step: &Step, c: usize, pick: u32) -> bool {
+        let Some(lease) = self.picked(c, pick).and_then(|d| d.lease) else { return true };
+        let app = self.conns[c].app;
         match self.exec(c, |k| {
             k.query_one("SELECT extract(epoch FROM queen_renew($1, 2))::float8", &[&lease])
                 .map(|r| r.get::<_, Option<f64>>(0))
         }) {
-            Ok(Some(expires)) => self.record(c, vec![Event::Renewed { lease, expires }]),
-            Ok(None) => {}
-            Err(f) => self.failed(step, f, true),
+            Ok(Some(expires)) => {
+                self.record(c, vec![Event::Renewed { lease, expires }]);
+                true
+            }
+            Ok(None) => true,
+            Err(f) => {
+                if matches!(f, Failure::Refused) && app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: false });
+                }
+                self.failed(step, f, true);
+                false
+            }
         }
     }
 
     /// kill -9 of the postmaster, restart, reconnect: open transactions never happened.
     fn crash(&mut self) {
         let Some(cc) = &self.cfg.crash else { return };
+        if self.server != self.cfg.server {
+            return; // the run moved to the other cluster, which is not the explorer's to kill
+        }
+        for c in 0..self.conns.len() {
+            self.land(c);
+        }
         let pidfile = format!("{}/data/postmaster.pid", cc.dir);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().lines().next().unwrap().trim().parse().unwrap();
         for c in &mut self.conns {
@@ -659,19 +1046,61 @@ impl<'a> Run<'a> {
         let out =
             std::process::Command::new(cc.scripts.join("cluster")).args(["start", &cc.dir, "0"]).output().unwrap();
         assert!(out.status.success(), "restart after crash: {}", String::from_utf8_lossy(&out.stderr));
+        self.observer = connect_retrying(&self.server.conninfo(&self.db, "postgres"));
         for i in 0..self.conns.len() {
-            self.conns[i] = self.open();
+            self.conns[i] = self.open(i);
         }
         self.crashes += 1;
+    }
+
+    /// Move the run to a database of the other cluster: dump what is committed here, create
+    /// the database there, open the run's connections there (each calls queen, as long-lived
+    /// connections have, before the data arrives), restore the data under them, and go on
+    /// there. Its transaction counter is made to run behind this one's (`ahead`: ahead of it).
+    fn restore(&mut self, ahead: bool) {
+        let Some(other) = self.cfg.other.clone() else { return };
+        let to = if self.server == other { self.cfg.server.clone() } else { other };
+        for c in 0..self.conns.len() {
+            self.land(c);
+        }
+        for c in &mut self.conns {
+            c.client = None;
+            c.tx = None;
+        }
+        let from = self.server.clone();
+        if ahead {
+            run_ahead(&to, &from);
+        } else {
+            run_ahead(&from, &to);
+        }
+        let file = std::env::temp_dir().join(format!("{}-{}.dump", self.db, self.restores));
+        let file = file.to_string_lossy().into_owned();
+        tool(&from, "pg_dump", &["-Fc", "-d", &self.db, "-f", &file]);
+        Self::create_db(&to, &self.db);
+        self.server = to.clone();
+        for i in 0..self.conns.len() {
+            self.conns[i] = self.open(i);
+            // Each takes the mapping of the empty database (a refusal of the application role,
+            // which has no grant there yet, takes it too).
+            let client = self.conns[i].client.as_mut().unwrap();
+            let _ = client.query("SELECT * FROM queen_pop('eq_before_restore', 'x')", &[]);
+        }
+        tool(&to, "pg_restore", &["-d", &self.db, "--data-only", "--exit-on-error", &file]);
+        let _ = std::fs::remove_file(&file);
+        self.observer = connect_retrying(&to.conninfo(&self.db, "postgres"));
+        let mut admin = connect_retrying(&from.conninfo("postgres", "postgres"));
+        let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.db));
+        self.restores += 1;
     }
 
     /// Commit every open transaction, drain every checked group, and check the history.
     pub fn finish(mut self) -> (Outcome, Run<'a>) {
         for c in 0..self.conns.len() {
+            self.land(c);
             self.commit(c);
             self.step += 1;
         }
-        let mut drainer = connect_retrying(&conninfo(&self.cfg.server, &self.db));
+        let mut drainer = connect_retrying(&self.server.conninfo(&self.db, "postgres"));
         // What the run left behind, before the drain adds its own.
         let traces = check::traces(&mut drainer);
         for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
@@ -679,8 +1108,15 @@ impl<'a> Run<'a> {
         }
         let violations = check::check(&self, &mut drainer, &traces);
         self.violations.extend(violations);
-        let outcome =
-            Outcome { violations: std::mem::take(&mut self.violations), steps: self.step, crashes: self.crashes };
+        let outcome = Outcome {
+            violations: std::mem::take(&mut self.violations),
+            steps: self.step,
+            crashes: self.crashes,
+            restores: self.restores,
+            app_refused: self.app_calls.iter().filter(|c| !c.allowed).count(),
+            app_allowed: self.app_calls.iter().filter(|c| c.allowed).count(),
+            no_trace_checks: self.no_trace_checks,
+        };
         (outcome, self)
     }
 
@@ -749,12 +1185,50 @@ impl<'a> Run<'a> {
     }
 }
 
+fn to_str(to: SeekTo) -> &'static str {
+    match to {
+        SeekTo::End => "end",
+        SeekTo::Start => "start",
+        SeekTo::Now => "now",
+    }
+}
+
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// Run a PostgreSQL client program against `server`.
+fn tool(server: &Server, cmd: &str, args: &[&str]) {
+    let out = std::process::Command::new(format!("{BIN}/{cmd}"))
+        .args(["-h", &server.host, "-p", &server.port, "-U", "postgres"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "explorer: {cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn counter(server: &Server) -> i64 {
+    connect_retrying(&server.conninfo("postgres", "postgres"))
+        .query_one("SELECT pg_current_xact_id()::text::bigint", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// Move `server`'s transaction counter past `other`'s by 2 000 at least.
+fn run_ahead(server: &Server, other: &Server) {
+    let target = counter(other) + 2000;
+    let mut c = connect_retrying(&server.conninfo("postgres", "postgres"));
+    c.batch_execute("SET synchronous_commit = off").unwrap();
+    while counter(server) < target {
+        c.batch_execute("DO $$BEGIN FOR i IN 1..1000 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END$$")
+            .unwrap();
+    }
+}
+
 /// Draw the next step for `run`'s state.
 pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step {
     let c = rng.random_range(0..cfg.conns);
     let in_tx = run.conns[c].tx.is_some();
     let roll = rng.random_range(0..1000);
-    if !in_tx && roll < 350 {
+    if !in_tx && roll < 330 {
         return Step::Begin(c);
     }
     if in_tx {
@@ -762,16 +1236,18 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
         match roll {
             // Xids taken early: the case where a transaction's own xid sorts before others.
             _ if fresh && rng.random_bool(0.3) => return Step::TakeXid(c),
-            0..=119 => return Step::Commit(c),
-            120..=159 => return Step::Rollback(c),
-            160..=179 => return Step::Savepoint(c),
-            180..=194 => return Step::RollbackToSavepoint(c),
+            0..=99 => return Step::Commit(c),
+            100..=124 => return Step::CommitSlow(c),
+            125..=164 => return Step::Rollback(c),
+            165..=184 => return Step::Savepoint(c),
+            185..=199 => return Step::RollbackToSavepoint(c),
             _ => {}
         }
     }
+    let late = run.step >= cfg.steps / 3;
     let op = rng.random_range(0..1000);
     match op {
-        0..=299 => {
+        0..=279 => {
             let n = if rng.random_bool(0.6) { 1 } else { rng.random_range(2..=4) };
             let items = (0..n)
                 .map(|_| Item {
@@ -781,25 +1257,37 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 .collect();
             Step::Push { c, items, batch: n > 1 || rng.random_bool(0.3) }
         }
-        300..=629 => {
+        280..=294 => Step::Fill { c, partition: rng.random_range(0..PARTITIONS), n: rng.random_range(10..=60) },
+        295..=619 => {
             let group = match rng.random_range(0..100) {
-                0..=29 => Grp::All,
-                30..=54 => Grp::New,
-                55..=69 => Grp::From,
-                70..=89 => Grp::QueueMode,
-                _ => Grp::Scratch,
+                0..=24 => Grp::All,
+                25..=42 => Grp::New,
+                43..=54 => Grp::From,
+                55..=71 => Grp::QueueMode,
+                72..=79 => Grp::Scratch,
+                80..=89 if late => Grp::Late,
+                80..=89 => Grp::All,
+                _ => Grp::Seeker,
             };
+            let partition = rng.random_bool(0.2).then(|| rng.random_range(0..PARTITIONS));
             Step::Pop {
                 c,
                 group,
-                batch: if rng.random_bool(0.6) { rng.random_range(1..=3) } else { rng.random_range(1..=10) },
+                batch: if partition.is_some() && rng.random_bool(0.3) {
+                    100
+                } else if rng.random_bool(0.6) {
+                    rng.random_range(1..=3)
+                } else {
+                    rng.random_range(1..=10)
+                },
                 partitions: rng.random_range(1..=3),
-                partition: rng.random_bool(0.2).then(|| rng.random_range(0..PARTITIONS)),
+                partition,
                 auto_ack: rng.random_bool(0.4),
                 wait_ms: if rng.random_bool(0.1) { 30 } else { 0 },
+                rollback_empty: !in_tx && rng.random_bool(0.3),
             }
         }
-        630..=869 => {
+        620..=849 => {
             let n = rng.random_range(1..=3);
             Step::Ack {
                 c,
@@ -821,23 +1309,45 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 effect: rng.random_bool(0.6),
             }
         }
-        870..=889 => Step::Renew { c, pick: rng.random_range(0..3) },
-        890..=904 => Step::Seek { c, to_end: rng.random_bool(0.5) },
-        905..=909 => Step::DeleteGroup(c),
-        910..=949 => Step::Maintain(c),
-        950..=964 => Step::Sleep(if rng.random_bool(0.5) { 1100 } else { 150 }),
-        965..=979 => Step::Terminate(c),
+        850..=869 => Step::Renew { c, pick: rng.random_range(0..3) },
+        870..=884 => {
+            let (group, to) = if rng.random_bool(0.5) {
+                (Grp::Scratch, if rng.random_bool(0.5) { SeekTo::End } else { SeekTo::Start })
+            } else {
+                (Grp::Seeker, if rng.random_bool(0.5) { SeekTo::End } else { SeekTo::Now })
+            };
+            Step::Seek { c, group, to }
+        }
+        885..=889 => Step::DeleteGroup(c),
+        890..=919 => Step::Maintain(c),
+        920..=929 => Step::Grant {
+            c,
+            privilege: if rng.random_bool(0.5) { Privilege::Push } else { Privilege::Pop },
+            grant: rng.random_bool(0.5),
+        },
+        930..=944 => Step::Sleep(if rng.random_bool(0.5) { 1100 } else { 150 }),
+        945..=959 => Step::Terminate(c),
+        960..=964 if cfg.other.is_some() => Step::Restore { ahead: rng.random_bool(0.3) },
         980..=989 if cfg.crash.is_some() => Step::Crash,
-        _ => Step::Pop { c, group: Grp::All, batch: 2, partitions: 2, partition: None, auto_ack: false, wait_ms: 0 },
+        _ => Step::Pop {
+            c,
+            group: Grp::All,
+            batch: 2,
+            partitions: 2,
+            partition: None,
+            auto_ack: false,
+            wait_ms: 0,
+            rollback_empty: false,
+        },
     }
 }
 
-/// First pops of one group on several connections at once, around commits: the opening of
-/// half the schedules (a group is subscribed once, at the start, so random steps rarely race
-/// there). Connection 0 subscribes in a transaction it keeps open; others push and subscribe
-/// after it, some in transactions of their own.
-fn first_pops(rng: &mut SmallRng, cfg: &Config) -> Vec<Step> {
-    let group = [Grp::New, Grp::New, Grp::All, Grp::From, Grp::QueueMode][rng.random_range(0..5)];
+/// First pops of one group on several connections at once, around commits: connection 0
+/// subscribes in a transaction it keeps open; others push and subscribe after it, some in
+/// transactions of their own. The opening of half the schedules (for `New`, `Seeker`, ...), and
+/// for `Late` a third into every schedule, so that its first pops stay open across what the
+/// others push, pop and commit.
+fn first_pops(rng: &mut SmallRng, cfg: &Config, group: Grp) -> Vec<Step> {
     let pop = |c: usize, rng: &mut SmallRng| Step::Pop {
         c,
         group,
@@ -846,13 +1356,14 @@ fn first_pops(rng: &mut SmallRng, cfg: &Config) -> Vec<Step> {
         partition: None,
         auto_ack: rng.random_bool(0.5),
         wait_ms: 0,
+        rollback_empty: false,
     };
     let push = |c: usize, rng: &mut SmallRng| Step::Push {
         c,
         items: vec![Item { partition: rng.random_range(0..PARTITIONS), key: None }],
         batch: false,
     };
-    let mut steps = vec![push(1 % cfg.conns, rng), Step::Begin(0), pop(0, rng)];
+    let mut steps = vec![push(1 % cfg.conns, rng), Step::Commit(0), Step::Begin(0), pop(0, rng)];
     for c in 1..cfg.conns.min(4) {
         steps.push(push(c, rng));
         if rng.random_bool(0.5) {
@@ -871,15 +1382,28 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let name = format!("explore_{}_{seed}", std::process::id());
     let mut run = Run::new(cfg, &name);
+    if rng.random_bool(0.5) {
+        run.set_scan_limit(8);
+    }
     let keys = (cfg.steps as u32 / 4).max(4);
     let mut schedule = Vec::with_capacity(cfg.steps);
     if rng.random_bool(0.5) {
-        for step in first_pops(&mut rng, cfg) {
+        let group = [Grp::New, Grp::New, Grp::All, Grp::From, Grp::QueueMode, Grp::Seeker][rng.random_range(0..6)];
+        for step in first_pops(&mut rng, cfg, group) {
             run.run_step(&step);
             schedule.push(step);
         }
     }
+    let mut late_opened = false;
     while schedule.len() < cfg.steps {
+        if !late_opened && schedule.len() >= cfg.steps / 3 {
+            late_opened = true;
+            for step in first_pops(&mut rng, cfg, Grp::Late) {
+                run.run_step(&step);
+                schedule.push(step);
+            }
+            continue;
+        }
         let step = draw(&mut rng, &run, cfg, keys);
         run.run_step(&step);
         schedule.push(step);
@@ -891,9 +1415,12 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
     (outcome, schedule)
 }
 
-/// Run a given schedule on a fresh database.
-pub fn replay(cfg: &Config, schedule: &[Step], name: &str) -> Outcome {
+/// Run a given schedule on a fresh database (`scan_limit`: queen.debug_scan_limit, 0 for none).
+pub fn replay(cfg: &Config, schedule: &[Step], name: &str, scan_limit: i32) -> Outcome {
     let mut run = Run::new(cfg, name);
+    if scan_limit > 0 {
+        run.set_scan_limit(scan_limit);
+    }
     for step in schedule {
         run.run_step(step);
     }
@@ -904,7 +1431,7 @@ pub fn replay(cfg: &Config, schedule: &[Step], name: &str) -> Outcome {
 
 /// Remove steps while a violation of the same kind remains (delta debugging), for at most
 /// `budget`. Returns the smallest schedule found.
-pub fn shrink(cfg: &Config, schedule: Vec<Step>, kind: &str, budget: Duration) -> Vec<Step> {
+pub fn shrink(cfg: &Config, schedule: Vec<Step>, kind: &str, budget: Duration, scan_limit: i32) -> Vec<Step> {
     let deadline = Instant::now() + budget;
     let mut best = schedule;
     let mut chunk = best.len() / 2;
@@ -916,7 +1443,7 @@ pub fn shrink(cfg: &Config, schedule: Vec<Step>, kind: &str, budget: Duration) -
             let mut candidate = best.clone();
             candidate.drain(i..(i + chunk).min(candidate.len()));
             n += 1;
-            let outcome = replay(cfg, &candidate, &format!("shrink_{}_{n}", std::process::id()));
+            let outcome = replay(cfg, &candidate, &format!("shrink_{}_{n}", std::process::id()), scan_limit);
             if outcome.violations.iter().any(|v| v.kind == kind) {
                 best = candidate;
                 removed_any = true;
@@ -931,16 +1458,40 @@ pub fn shrink(cfg: &Config, schedule: Vec<Step>, kind: &str, budget: Duration) -
     best
 }
 
-/// The schedule as lines, for a report (and `QUEEN_EXPLORE_SCHEDULE`).
-pub fn print(schedule: &[Step]) -> String {
-    schedule.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("\n")
+/// The schedule as lines, for a report (and `QUEEN_EXPLORE_SCHEDULE`); a run with a scan limit
+/// says so in its first line (`# scan_limit N`), which `parse` reads back.
+pub fn print(schedule: &[Step], scan_limit: i32) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    if scan_limit > 0 {
+        lines.push(format!("# scan_limit {scan_limit}"));
+    }
+    lines.extend(schedule.iter().map(|s| s.to_string()));
+    lines.join("\n")
 }
 
-/// A schedule printed by `print` (lines starting with `#` are comments).
-pub fn parse(text: &str) -> Vec<Step> {
-    text.lines()
+/// A schedule printed by `print` (lines starting with `#` are comments, but `# scan_limit N`),
+/// and its scan limit.
+pub fn parse(text: &str) -> (Vec<Step>, i32) {
+    let scan_limit = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("# scan_limit "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    let steps = text
+        .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| l.parse().unwrap_or_else(|e| panic!("schedule line {l:?}: {e}")))
-        .collect()
+        .collect();
+    (steps, scan_limit)
+}
+
+/// The scan limit seed `seed` runs with (explore_seed draws it first).
+pub fn scan_limit_of(seed: u64) -> i32 {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    if rng.random_bool(0.5) {
+        8
+    } else {
+        0
+    }
 }

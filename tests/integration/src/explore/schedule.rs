@@ -5,8 +5,15 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The consumer groups of an exploration. Each has a fixed subscription, as workers of one
-/// group configured alike have; `Scratch` is the group seek and delete_group play with (it is
-/// checked for exclusive leases and errors, not for loss, which seeking is).
+/// group configured alike have:
+/// - `All`, `From` (from a time before every push) and `QueueMode` see everything;
+/// - `New` subscribes 'new' at the start of the run (often with first pops at once), `Late`
+///   ('new' too) only once a third of the schedule has run, first pops held open among the
+///   others' pushes, pops and commits;
+/// - `Seeker` ('new') is sought to the end and to the present time, concurrently with its pops
+///   and acks: what a seek skipped never comes back, and what began after it is delivered;
+/// - `Scratch` is the group seek (to the start too) and delete_group play with (checked for
+///   exclusive leases and errors, not for loss, which seeking back and deleting are).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Grp {
     All,
@@ -14,19 +21,18 @@ pub enum Grp {
     From,
     QueueMode,
     Scratch,
+    Late,
+    Seeker,
 }
 
 impl Grp {
-    pub const ALL: [Grp; 5] = [Grp::All, Grp::New, Grp::From, Grp::QueueMode, Grp::Scratch];
+    pub const ALL: [Grp; 7] = [Grp::All, Grp::New, Grp::From, Grp::QueueMode, Grp::Scratch, Grp::Late, Grp::Seeker];
 
     /// The consumer_group argument.
     pub fn name(self) -> Option<&'static str> {
         match self {
-            Grp::All => Some("ga"),
-            Grp::New => Some("gn"),
-            Grp::From => Some("gf"),
             Grp::QueueMode => None,
-            Grp::Scratch => Some("gs"),
+            g => Some(g.tag()),
         }
     }
 
@@ -37,6 +43,8 @@ impl Grp {
             Grp::From => "gf",
             Grp::QueueMode => "qm",
             Grp::Scratch => "gs",
+            Grp::Late => "gl",
+            Grp::Seeker => "gk",
         }
     }
 
@@ -44,13 +52,18 @@ impl Grp {
     /// (a time before every push: `'from'` reads as `'all'` does, through its own code).
     pub fn subscription(self) -> (Option<&'static str>, Option<&'static str>) {
         match self {
-            Grp::New => (Some("new"), None),
+            Grp::New | Grp::Late | Grp::Seeker => (Some("new"), None),
             Grp::From => (None, Some("2000-01-01 00:00:00+00")),
             _ => (None, None),
         }
     }
 
-    /// Groups whose every committed message must be finished at the end.
+    /// Subscribed 'new': what it must see starts at its first pops (or its last seek).
+    pub fn is_new(self) -> bool {
+        matches!(self, Grp::New | Grp::Late | Grp::Seeker)
+    }
+
+    /// Groups whose every committed message (that they must see) must be finished at the end.
     pub fn checked(self) -> bool {
         self != Grp::Scratch
     }
@@ -95,6 +108,43 @@ pub enum LeaseKind {
     Missing,
 }
 
+/// Where a seek goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekTo {
+    /// NULL: after everything stored.
+    End,
+    /// A time before every push: everything again (the scratch group only).
+    Start,
+    /// `clock_timestamp()`: a time, skipping what was created before it.
+    Now,
+}
+
+impl SeekTo {
+    fn as_str(self) -> &'static str {
+        match self {
+            SeekTo::End => "end",
+            SeekTo::Start => "start",
+            SeekTo::Now => "now",
+        }
+    }
+}
+
+/// What a grant step changes: a privilege of the explorer's application role on the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Privilege {
+    Push,
+    Pop,
+}
+
+impl Privilege {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Privilege::Push => "push",
+            Privilege::Pop => "pop",
+        }
+    }
+}
+
 /// One message of a push: its partition (0..PARTITIONS) and, if any, its transaction id
 /// (`k{n}`; a key drawn twice is a duplicate).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +157,10 @@ pub struct Item {
 pub enum Step {
     Begin(usize),
     Commit(usize),
+    /// COMMIT with `queen.debug_commit_delay_ms` set, sent from another thread: a commit that
+    /// changed cached state sleeps once it is visible, before the caches learn of it, while the
+    /// next steps run on other connections.
+    CommitSlow(usize),
     Rollback(usize),
     Savepoint(usize),
     RollbackToSavepoint(usize),
@@ -117,6 +171,15 @@ pub enum Step {
         items: Vec<Item>,
         batch: bool,
     },
+    /// `n` keyless messages into one partition in one batch: a stretch of the queue log that
+    /// pops by name (`partition =>`) consume, and other pops must read past.
+    Fill {
+        c: usize,
+        partition: u8,
+        n: u32,
+    },
+    /// A pop; `rollback_empty`: in a transaction of its own (the connection being in none),
+    /// rolled back when it returned nothing and committed otherwise — a common worker loop.
     Pop {
         c: usize,
         group: Grp,
@@ -125,6 +188,7 @@ pub enum Step {
         partition: Option<u8>,
         auto_ack: bool,
         wait_ms: i32,
+        rollback_empty: bool,
     },
     /// Ack deliveries this connection received (`pick`: positions counted back from its
     /// latest delivery), each with its lease or another, with or without `consumer_group`;
@@ -144,16 +208,30 @@ pub enum Step {
     },
     Seek {
         c: usize,
-        to_end: bool,
+        group: Grp,
+        to: SeekTo,
     },
     DeleteGroup(usize),
     Maintain(usize),
+    /// `queen_grant` (or `queen_revoke`) of a privilege on the queue to the application role.
+    Grant {
+        c: usize,
+        privilege: Privilege,
+        grant: bool,
+    },
     /// Let time pass (past a 1 s lease, a retry delay).
     Sleep(u32),
     /// pg_terminate_backend of a connection, mid-transaction or not.
     Terminate(usize),
     /// kill -9 of the postmaster, restart (long mode only).
     Crash,
+    /// pg_dump of the database (what is committed), restored with pg_restore --data-only into
+    /// a database of the other cluster — its transaction counter behind this one's, or ahead —
+    /// where the run's connections were opened (and had called queen) before the data arrived;
+    /// the schedule goes on there. Open transactions never happened.
+    Restore {
+        ahead: bool,
+    },
 }
 
 impl Step {
@@ -162,6 +240,7 @@ impl Step {
         match self {
             Step::Begin(c)
             | Step::Commit(c)
+            | Step::CommitSlow(c)
             | Step::Rollback(c)
             | Step::Savepoint(c)
             | Step::RollbackToSavepoint(c)
@@ -169,11 +248,13 @@ impl Step {
             | Step::DeleteGroup(c)
             | Step::Maintain(c) => Some(*c),
             Step::Push { c, .. }
+            | Step::Fill { c, .. }
             | Step::Pop { c, .. }
             | Step::Ack { c, .. }
             | Step::Renew { c, .. }
-            | Step::Seek { c, .. } => Some(*c),
-            Step::Sleep(_) | Step::Terminate(_) | Step::Crash => None,
+            | Step::Seek { c, .. }
+            | Step::Grant { c, .. } => Some(*c),
+            Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Restore { .. } => None,
         }
     }
 }
@@ -183,6 +264,7 @@ impl fmt::Display for Step {
         match self {
             Step::Begin(c) => write!(f, "{c} begin"),
             Step::Commit(c) => write!(f, "{c} commit"),
+            Step::CommitSlow(c) => write!(f, "{c} commit_slow"),
             Step::Rollback(c) => write!(f, "{c} rollback"),
             Step::Savepoint(c) => write!(f, "{c} savepoint"),
             Step::RollbackToSavepoint(c) => write!(f, "{c} rollback_to_savepoint"),
@@ -197,13 +279,17 @@ impl fmt::Display for Step {
                     .collect();
                 write!(f, "{c} push {} {}", if *batch { "batch" } else { "one" }, items.join(","))
             }
-            Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms } => {
+            Step::Fill { c, partition, n } => write!(f, "{c} fill p{partition} {n}"),
+            Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms, rollback_empty } => {
                 write!(f, "{c} pop {} b{batch} n{partitions} w{wait_ms}", group.tag())?;
                 if let Some(p) = partition {
                     write!(f, " p{p}")?;
                 }
                 if *auto_ack {
                     write!(f, " auto")?;
+                }
+                if *rollback_empty {
+                    write!(f, " rbe")?;
                 }
                 Ok(())
             }
@@ -221,12 +307,16 @@ impl fmt::Display for Step {
                 )
             }
             Step::Renew { c, pick } => write!(f, "{c} renew {pick}"),
-            Step::Seek { c, to_end } => write!(f, "{c} seek {}", if *to_end { "end" } else { "start" }),
+            Step::Seek { c, group, to } => write!(f, "{c} seek {} {}", group.tag(), to.as_str()),
             Step::DeleteGroup(c) => write!(f, "{c} delete_group"),
             Step::Maintain(c) => write!(f, "{c} maintain"),
+            Step::Grant { c, privilege, grant } => {
+                write!(f, "{c} {} {}", if *grant { "grant" } else { "revoke" }, privilege.as_str())
+            }
             Step::Sleep(ms) => write!(f, "sleep {ms}"),
             Step::Terminate(c) => write!(f, "terminate {c}"),
             Step::Crash => write!(f, "crash"),
+            Step::Restore { ahead } => write!(f, "restore {}", if *ahead { "ahead" } else { "behind" }),
         }
     }
 }
@@ -244,13 +334,20 @@ impl FromStr for Step {
             Some("sleep") => return Ok(Step::Sleep(num(at(1)?)?)),
             Some("terminate") => return Ok(Step::Terminate(num(at(1)?)?)),
             Some("crash") => return Ok(Step::Crash),
+            Some("restore") => return Ok(Step::Restore { ahead: at(1)? == "ahead" }),
             _ => {}
         }
         let c: usize = num(at(0)?)?;
         let has = |flag: &str| w.iter().skip(2).any(|x| *x == flag);
+        let privilege = |s: &str| match s {
+            "push" => Ok(Privilege::Push),
+            "pop" => Ok(Privilege::Pop),
+            s => Err(format!("no privilege {s}")),
+        };
         Ok(match at(1)? {
             "begin" => Step::Begin(c),
             "commit" => Step::Commit(c),
+            "commit_slow" => Step::CommitSlow(c),
             "rollback" => Step::Rollback(c),
             "savepoint" => Step::Savepoint(c),
             "rollback_to_savepoint" => Step::RollbackToSavepoint(c),
@@ -268,6 +365,7 @@ impl FromStr for Step {
                     .collect::<Result<Vec<_>, String>>()?;
                 Step::Push { c, items, batch: at(2)? == "batch" }
             }
+            "fill" => Step::Fill { c, partition: num(at(2)?.trim_start_matches('p'))?, n: num(at(3)?)? },
             "pop" => {
                 let field = |prefix: char| w.iter().skip(3).find(|x| x.starts_with(prefix)).map(|x| &x[1..]);
                 Step::Pop {
@@ -278,6 +376,7 @@ impl FromStr for Step {
                     wait_ms: num(field('w').ok_or("no wait")?)?,
                     partition: field('p').map(num).transpose()?,
                     auto_ack: has("auto"),
+                    rollback_empty: has("rbe"),
                 }
             }
             "ack" => Step::Ack {
@@ -302,9 +401,25 @@ impl FromStr for Step {
                 effect: has("effect"),
             },
             "renew" => Step::Renew { c, pick: num(at(2)?)? },
-            "seek" => Step::Seek { c, to_end: at(2)? == "end" },
+            "seek" => match at(2)? {
+                // (Schedules before issue 20: the scratch group, to the end or the start.)
+                "end" => Step::Seek { c, group: Grp::Scratch, to: SeekTo::End },
+                "start" => Step::Seek { c, group: Grp::Scratch, to: SeekTo::Start },
+                g => Step::Seek {
+                    c,
+                    group: g.parse()?,
+                    to: match at(3)? {
+                        "end" => SeekTo::End,
+                        "start" => SeekTo::Start,
+                        "now" => SeekTo::Now,
+                        s => return Err(format!("no seek target {s}")),
+                    },
+                },
+            },
             "delete_group" => Step::DeleteGroup(c),
             "maintain" => Step::Maintain(c),
+            "grant" => Step::Grant { c, privilege: privilege(at(2)?)?, grant: true },
+            "revoke" => Step::Grant { c, privilege: privilege(at(2)?)?, grant: false },
             other => return Err(format!("no step {other}")),
         })
     }
@@ -324,6 +439,7 @@ mod tests {
                 items: vec![Item { partition: 1, key: Some(7) }, Item { partition: 2, key: None }],
                 batch: true,
             },
+            Step::Fill { c: 1, partition: 2, n: 40 },
             Step::Pop {
                 c: 1,
                 group: Grp::New,
@@ -332,6 +448,7 @@ mod tests {
                 partition: Some(1),
                 auto_ack: true,
                 wait_ms: 50,
+                rollback_empty: false,
             },
             Step::Pop {
                 c: 1,
@@ -341,6 +458,7 @@ mod tests {
                 partition: None,
                 auto_ack: false,
                 wait_ms: 0,
+                rollback_empty: true,
             },
             Step::Ack {
                 c: 0,
@@ -352,13 +470,21 @@ mod tests {
                 effect: false,
             },
             Step::Renew { c: 3, pick: 1 },
-            Step::Seek { c: 0, to_end: false },
+            Step::Seek { c: 0, group: Grp::Scratch, to: SeekTo::Start },
+            Step::Seek { c: 2, group: Grp::Seeker, to: SeekTo::Now },
+            Step::CommitSlow(3),
+            Step::Grant { c: 1, privilege: Privilege::Push, grant: false },
+            Step::Grant { c: 1, privilege: Privilege::Pop, grant: true },
             Step::Sleep(1100),
             Step::Terminate(2),
             Step::Crash,
+            Step::Restore { ahead: true },
+            Step::Restore { ahead: false },
         ];
         for s in steps {
             assert_eq!(s.to_string().parse::<Step>().unwrap(), s, "{s}");
         }
+        // Schedules written before issue 20.
+        assert_eq!("1 seek end".parse::<Step>().unwrap(), Step::Seek { c: 1, group: Grp::Scratch, to: SeekTo::End });
     }
 }
