@@ -28,6 +28,88 @@ pub fn connect(dbname: &str) -> Client {
         .unwrap_or_else(|e| panic!("cannot connect to {}: {e} (run the tests through `make test`)", conninfo(dbname)))
 }
 
+/// A test cluster, as the explorer and the restore tests address it: its socket directory (or
+/// address) and port. The integration tests have two (scripts/integration-tests): one with queen
+/// preloaded, one without; their transaction counters are their own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub host: String,
+    pub port: String,
+}
+
+/// Where PostgreSQL's client programs are.
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl Server {
+    /// The cluster with queen preloaded.
+    pub fn preloaded() -> Server {
+        Server {
+            host: std::env::var("QUEEN_TEST_HOST").expect("run through scripts/integration-tests"),
+            port: std::env::var("QUEEN_TEST_PORT").unwrap(),
+        }
+    }
+
+    /// The cluster without preloading.
+    pub fn not_preloaded() -> Server {
+        Server {
+            host: std::env::var("QUEEN_TEST_NOPRELOAD_HOST").expect("run through scripts/integration-tests"),
+            port: std::env::var("QUEEN_TEST_NOPRELOAD_PORT").unwrap(),
+        }
+    }
+
+    pub fn conninfo(&self, db: &str, user: &str) -> String {
+        format!("host={} port={} user={user} dbname={db}", self.host, self.port)
+    }
+
+    pub fn connect(&self, db: &str) -> Client {
+        Client::connect(&self.conninfo(db, "postgres"), NoTls).unwrap_or_else(|e| panic!("cannot connect to {db}: {e}"))
+    }
+
+    /// A fresh database (with the extension, if asked).
+    pub fn create(&self, db: &str, extension: bool) -> Client {
+        let mut admin = self.connect("postgres");
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        let mut c = self.connect(db);
+        if extension {
+            c.batch_execute("CREATE EXTENSION queen").unwrap();
+        }
+        c
+    }
+
+    pub fn drop_db(&self, db: &str) {
+        let _ = self.connect("postgres").batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+    }
+
+    /// The cluster's transaction counter (it takes one).
+    pub fn counter(&self) -> i64 {
+        self.connect("postgres").query_one("SELECT pg_current_xact_id()::text::bigint", &[]).unwrap().get(0)
+    }
+
+    /// Move this cluster's transaction counter past `other`'s by 2 000 at least.
+    pub fn run_ahead_of(&self, other: &Server) {
+        let target = other.counter() + 2000;
+        let mut c = self.connect("postgres");
+        c.batch_execute("SET synchronous_commit = off").unwrap();
+        while self.counter() < target {
+            c.batch_execute("DO $$BEGIN FOR i IN 1..1000 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END$$")
+                .unwrap();
+        }
+    }
+
+    /// Run a PostgreSQL client program (pg_dump, pg_restore, psql) against this cluster; its
+    /// output.
+    pub fn tool(&self, cmd: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new(format!("{BIN}/{cmd}"))
+            .args(["-h", &self.host, "-p", &self.port, "-U", "postgres"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
 /// A database of its own for one test, with the extension created in it.
 pub struct TestDb {
     pub name: String,
@@ -90,6 +172,22 @@ pub fn sqlstate(e: &postgres::Error) -> String {
 /// The payloads of a pop's rows, as JSON.
 pub fn payloads(rows: &[postgres::Row]) -> Vec<serde_json::Value> {
     rows.iter().map(|r| r.get::<_, serde_json::Value>("payload")).collect()
+}
+
+/// Push one message into a partition, committed unless `c` is in a transaction; its id.
+pub fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) -> uuid::Uuid {
+    c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap().get(0)
+}
+
+/// What `queen.group_lag` counts pending for a group (None: queue mode) over the queue.
+pub fn lag(c: &mut Client, queue: &str, group: Option<&str>) -> i64 {
+    c.query_one(
+        "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
+          WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2",
+        &[&queue, &group],
+    )
+    .unwrap()
+    .get(0)
 }
 
 /// Pop with auto_ack (at-most-once) from a queue, returning the payloads.

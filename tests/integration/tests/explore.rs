@@ -14,18 +14,12 @@
 use queen_integration_tests::explore::{self, Config, CrashCluster, Server};
 use std::time::{Duration, Instant};
 
-fn server(host_var: &str, port_var: &str) -> Server {
-    let host = std::env::var(host_var).expect("run through scripts/integration-tests");
-    let port = std::env::var(port_var).unwrap();
-    Server { host, port }
-}
-
 fn preloaded() -> Server {
-    server("QUEEN_TEST_HOST", "QUEEN_TEST_PORT")
+    Server::preloaded()
 }
 
 fn not_preloaded() -> Server {
-    server("QUEEN_TEST_NOPRELOAD_HOST", "QUEEN_TEST_NOPRELOAD_PORT")
+    Server::not_preloaded()
 }
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -167,6 +161,34 @@ fn explore() {
     let first: u64 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() * 1000;
     let (mut seeds, mut steps, mut crashes) = (0u64, 0usize, 0usize);
     let t0 = Instant::now();
+    if std::env::var("QUEEN_EXPLORE_KEEP_GOING").is_ok() {
+        // For mutation runs (docs/development.md): every seed, failing or not, and per kind of
+        // violation the first seed and time it showed, and how many seeds showed it.
+        let mut found: std::collections::BTreeMap<&'static str, (u64, f64, u64, String)> = Default::default();
+        while Instant::now() < deadline {
+            let seed = first + seeds;
+            let (outcome, _) = explore::explore_seed(&cfg, seed);
+            seeds += 1;
+            steps += outcome.steps;
+            let mut kinds: Vec<&'static str> = outcome.violations.iter().map(|v| v.kind).collect();
+            kinds.sort();
+            kinds.dedup();
+            for k in &kinds {
+                let detail = outcome.violations.iter().find(|v| v.kind == *k).unwrap().detail.clone();
+                let e = found.entry(k).or_insert((seeds, t0.elapsed().as_secs_f64(), 0, detail));
+                e.2 += 1;
+            }
+            println!("explorer: seed {seed} ({} steps, {} restores): {kinds:?}", outcome.steps, outcome.restores);
+        }
+        println!(
+            "explorer: keep-going run of {seeds} seeds, {steps} steps in {:.1} minutes",
+            t0.elapsed().as_secs_f64() / 60.0
+        );
+        for (kind, (first_seed, at, n, detail)) in &found {
+            println!("explorer:   {kind}: first in seed #{first_seed} after {at:.0} s, in {n} seeds; e.g. {detail}");
+        }
+        return;
+    }
     while Instant::now() < deadline {
         let seed = first + seeds;
         let (s, c) = check_seed(&cfg, seed, shrink);

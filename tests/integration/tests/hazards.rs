@@ -2,22 +2,8 @@
 //! replayed step by step over real connections. Every test here failed before its fix.
 
 use postgres::Client;
-use queen_integration_tests::{await_debug_sleep, drain, open_tx, pop_auto, TestDb};
+use queen_integration_tests::{await_debug_sleep, drain, lag, open_tx, pop_auto, push, TestDb};
 use serde_json::{json, Value};
-
-fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
-    c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap();
-}
-
-fn lag(c: &mut Client, queue: &str, group: Option<&str>) -> i64 {
-    c.query_one(
-        "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
-          WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2",
-        &[&queue, &group],
-    )
-    .unwrap()
-    .get(0)
-}
 
 /// Item 1: a worker takes its xid, pops a message that a younger transaction committed, and
 /// pushes its follow-up in the same transaction. The follow-up (same partition, and another

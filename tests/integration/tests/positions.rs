@@ -3,22 +3,8 @@
 //! stranding or delivering twice; each failed on 0.2.0.
 
 use postgres::Client;
-use queen_integration_tests::{await_debug_sleep, drain, open_tx, pop_auto, TestDb};
+use queen_integration_tests::{await_debug_sleep, drain, lag, open_tx, pop_auto, push, Server, TestDb};
 use serde_json::{json, Value};
-
-fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
-    c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap();
-}
-
-fn lag(c: &mut Client, queue: &str, group: Option<&str>) -> i64 {
-    c.query_one(
-        "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
-          WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2",
-        &[&queue, &group],
-    )
-    .unwrap()
-    .get(0)
-}
 
 fn pid(c: &mut Client) -> i32 {
     c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
@@ -239,67 +225,6 @@ fn rolled_back_empty_pops_reach_a_new_partition() {
 }
 
 // --- Item 3: restores into another cluster, and clones. -----------------------------------
-
-const BIN: &str = "/usr/lib/postgresql/15/bin";
-
-/// A test cluster: the preloaded one (shared memory) or the one without preloading.
-#[derive(Clone)]
-struct Server {
-    host: String,
-    port: String,
-}
-
-impl Server {
-    fn preloaded() -> Server {
-        Server { host: std::env::var("QUEEN_TEST_HOST").unwrap(), port: std::env::var("QUEEN_TEST_PORT").unwrap() }
-    }
-    fn not_preloaded() -> Server {
-        Server {
-            host: std::env::var("QUEEN_TEST_NOPRELOAD_HOST").expect("run through scripts/integration-tests"),
-            port: std::env::var("QUEEN_TEST_NOPRELOAD_PORT").unwrap(),
-        }
-    }
-    fn connect(&self, db: &str) -> Client {
-        Client::connect(&format!("host={} port={} user=postgres dbname={db}", self.host, self.port), postgres::NoTls)
-            .unwrap()
-    }
-    /// A fresh database (with the extension, if asked).
-    fn create(&self, db: &str, extension: bool) -> Client {
-        let mut admin = self.connect("postgres");
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
-        admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
-        let mut c = self.connect(db);
-        if extension {
-            c.batch_execute("CREATE EXTENSION queen").unwrap();
-        }
-        c
-    }
-    fn drop_db(&self, db: &str) {
-        let _ = self.connect("postgres").batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
-    }
-    fn counter(&self) -> i64 {
-        self.connect("postgres").query_one("SELECT pg_current_xact_id()::text::bigint", &[]).unwrap().get(0)
-    }
-    /// Move this cluster's transaction counter past `other`'s by 3 000 at least.
-    fn run_ahead_of(&self, other: &Server) {
-        let target = other.counter() + 3000;
-        let mut c = self.connect("postgres");
-        c.batch_execute("SET synchronous_commit = off").unwrap();
-        while self.counter() < target {
-            c.batch_execute("DO $$BEGIN FOR i IN 1..1000 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END$$")
-                .unwrap();
-        }
-    }
-    fn tool(&self, cmd: &str, args: &[&str]) -> String {
-        let out = std::process::Command::new(format!("{BIN}/{cmd}"))
-            .args(["-h", &self.host, "-p", &self.port, "-U", "postgres"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
 
 /// A source database on `src`, its counter ahead of `dst`'s: queue q with m1..m3 in P, all
 /// consumed by group g (its cursor at m3), and dumped (custom format) to the returned file.

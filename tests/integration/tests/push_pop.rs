@@ -2,17 +2,13 @@
 //! SPEC §6.1–§6.4 and the behaviour of SPEC §3.1–§3.2.
 
 use queen_integration_tests::{
-    connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, sqlstate, TestDb,
+    connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, sqlstate, TestDb,
 };
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn push(c: &mut postgres::Client, queue: &str, partition: &str, payload: Value) -> uuid::Uuid {
-    c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap().get(0)
-}
 
 /// SPEC §6.1, the commit-order hazard: A pushes and stays open, B pushes later and commits, a
 /// consumer passes B, then A commits: A's message must still be delivered, to every group.

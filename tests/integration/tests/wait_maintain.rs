@@ -2,14 +2,10 @@
 //! queen_maintain() and through the background worker), over real connections.
 
 use postgres::{Client, NoTls};
-use queen_integration_tests::{await_waiting, connect, plant_spies, spy_calls, sqlstate, waiter, TestDb};
+use queen_integration_tests::{await_waiting, connect, plant_spies, push, spy_calls, sqlstate, waiter, TestDb};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) {
-    c.execute("SELECT queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap();
-}
 
 #[test]
 fn a_waiting_pop_is_woken_by_a_commit_not_by_an_insert() {

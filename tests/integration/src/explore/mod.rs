@@ -30,6 +30,7 @@ mod schedule;
 pub use check::Violation;
 pub use schedule::{Grp, Item, LeaseKind, Privilege, SeekTo, Status, Step};
 
+pub use crate::Server;
 use postgres::{Client, NoTls};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -38,24 +39,13 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-/// How many partitions the explored queue has.
+/// How many partitions the explored queue has; in the second half of a schedule pushes reach
+/// `NEW_PARTITIONS` more, which appear then (behind whatever stretch of the log is there).
 pub const PARTITIONS: u8 = 3;
+pub const NEW_PARTITIONS: u8 = 3;
 const QUEUE: &str = "eq";
 /// The application role of the last connection (created in every cluster the run uses).
 pub const APP_ROLE: &str = "queen_explore_app";
-
-/// A server: where its sockets are and its port.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Server {
-    pub host: String,
-    pub port: String,
-}
-
-impl Server {
-    fn conninfo(&self, db: &str, user: &str) -> String {
-        format!("host={} port={} user={user} dbname={db}", self.host, self.port)
-    }
-}
 
 /// Where and how to explore.
 #[derive(Clone)]
@@ -547,9 +537,15 @@ impl<'a> Run<'a> {
                 true
             }
             Step::Push { c, items, batch } => self.push(step, *c, items, *batch),
-            Step::Fill { c, partition, n } => {
+            Step::Fill { c, partition, n, consume } => {
                 let items: Vec<Item> = (0..*n).map(|_| Item { partition: *partition, key: None }).collect();
-                self.push(step, *c, &items, true)
+                let pushed = self.push(step, *c, &items, true);
+                match consume {
+                    Some(group) if pushed && self.conns[*c].tx.is_none() && !self.conns[*c].app => {
+                        self.stretch(*c, *group, *partition)
+                    }
+                    _ => pushed,
+                }
             }
             Step::Pop { .. } => self.pop(step),
             Step::Ack { .. } => self.ack(step),
@@ -636,6 +632,84 @@ impl<'a> Run<'a> {
                 true
             }
         }
+    }
+
+    /// After a fill of `partition`: `group` takes it all by name (a long finished stretch of
+    /// the log for it), a message arrives in a partition where the group has no cursor yet,
+    /// and a consumer that rolls back its empty pops must reach it (issue 20, item 4): as many
+    /// such pops as it takes to read the whole log a scan's reach at a time, each carrying on
+    /// from where the last got to. Starved, if none returned anything while the message was
+    /// there for the group.
+    fn stretch(&mut self, c: usize, group: Grp, partition: u8) -> bool {
+        let take = Step::Pop {
+            c,
+            group,
+            batch: 100,
+            partitions: 1,
+            partition: Some(partition),
+            auto_ack: true,
+            wait_ms: 0,
+            rollback_empty: false,
+        };
+        if !self.pop(&take) {
+            return false;
+        }
+        let fresh =
+            (1..PARTITIONS + NEW_PARTITIONS).map(|i| (partition + i) % (PARTITIONS + NEW_PARTITIONS)).find(|q| {
+                self.observer
+                    .query_one(
+                        "SELECT NOT EXISTS (SELECT FROM queen.cursors c JOIN queen.partitions p USING (partition_id)
+                                         WHERE p.name = $1 AND c.consumer_group = $2)",
+                        &[&format!("p{q}"), &group.name().unwrap_or("__QUEUE_MODE__")],
+                    )
+                    .map(|r| r.get::<_, bool>(0))
+                    .unwrap_or(false)
+            });
+        let Some(fresh) = fresh else { return true };
+        if !self.push(&take, c, &[Item { partition: fresh, key: None }], false) {
+            return false;
+        }
+        let total: i64 =
+            self.observer.query_one("SELECT count(*) FROM queen.messages", &[]).map(|r| r.get(0)).unwrap_or(0);
+        let reach = if self.scan_limit > 0 { 8 * self.scan_limit as i64 } else { 12_000 };
+        let pops = total / reach + 3;
+        let pop = Step::Pop {
+            c,
+            group,
+            batch: 1,
+            partitions: 4,
+            partition: None,
+            auto_ack: true,
+            wait_ms: 0,
+            rollback_empty: true,
+        };
+        for _ in 0..pops {
+            if self.pop(&pop) {
+                return true;
+            }
+            if self.conns[c].client.is_none() {
+                return false;
+            }
+        }
+        let waiting: i64 = self
+            .observer
+            .query_one(
+                "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
+                  WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2 AND partition = $3 AND lease_id IS NULL",
+                &[&QUEUE, &group.name(), &format!("p{fresh}")],
+            )
+            .map(|r| r.get(0))
+            .unwrap_or(0);
+        if waiting > 0 {
+            self.violation(
+                "starved",
+                format!(
+                    "step {}: group {group:?}: {pops} pops that roll back when empty never reached partition p{fresh}, past a finished stretch of p{partition}",
+                    self.step
+                ),
+            );
+        }
+        true
     }
 
     fn commit(&mut self, c: usize) -> bool {
@@ -1069,13 +1143,13 @@ impl<'a> Run<'a> {
         }
         let from = self.server.clone();
         if ahead {
-            run_ahead(&to, &from);
+            to.run_ahead_of(&from);
         } else {
-            run_ahead(&from, &to);
+            from.run_ahead_of(&to);
         }
         let file = std::env::temp_dir().join(format!("{}-{}.dump", self.db, self.restores));
         let file = file.to_string_lossy().into_owned();
-        tool(&from, "pg_dump", &["-Fc", "-d", &self.db, "-f", &file]);
+        from.tool("pg_dump", &["-Fc", "-d", &self.db, "-f", &file]);
         Self::create_db(&to, &self.db);
         self.server = to.clone();
         for i in 0..self.conns.len() {
@@ -1085,7 +1159,7 @@ impl<'a> Run<'a> {
             let client = self.conns[i].client.as_mut().unwrap();
             let _ = client.query("SELECT * FROM queen_pop('eq_before_restore', 'x')", &[]);
         }
-        tool(&to, "pg_restore", &["-d", &self.db, "--data-only", "--exit-on-error", &file]);
+        to.tool("pg_restore", &["-d", &self.db, "--data-only", "--exit-on-error", &file]);
         let _ = std::fs::remove_file(&file);
         self.observer = connect_retrying(&to.conninfo(&self.db, "postgres"));
         let mut admin = connect_retrying(&from.conninfo("postgres", "postgres"));
@@ -1104,7 +1178,8 @@ impl<'a> Run<'a> {
         // What the run left behind, before the drain adds its own.
         let traces = check::traces(&mut drainer);
         for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
-            self.drain(&mut drainer, g);
+            self.drain(&mut drainer, g, true);
+            self.drain(&mut drainer, g, false);
         }
         let violations = check::check(&self, &mut drainer, &traces);
         self.violations.extend(violations);
@@ -1121,18 +1196,52 @@ impl<'a> Run<'a> {
     }
 
     /// Pop a group until nothing is left (group_lag at 0), past leases and retry delays.
-    fn drain(&mut self, k: &mut Client, g: Grp) {
+    /// `rolling_back`: as a consumer that rolls back its empty pops does (each pop in a
+    /// transaction of its own, rolled back when it returned nothing, batch 1): it must get there
+    /// too — a rollback takes back what an empty pop learnt, and a long finished stretch of the
+    /// log left it re-reading the same entries for ever (issue 20, item 4). A group left behind
+    /// that way is `starved`; the plain drain after it then finishes the group.
+    fn drain(&mut self, k: &mut Client, g: Grp, rolling_back: bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let (mode, from) = g.subscription();
+        let batch: i32 = if rolling_back { 1 } else { 100 };
         loop {
+            if rolling_back {
+                k.batch_execute("BEGIN").unwrap();
+            }
             let rows = k
                 .query(
                     "SELECT m.message_id, m.partition_id, extract(epoch FROM clock_timestamp())::float8
-                       FROM queen_pop($1, $2, batch => 100, partitions => 4, auto_ack => true,
+                       FROM queen_pop($1, $2, batch => $5, partitions => 4, auto_ack => true,
                                       subscription_mode => $3, subscription_from => $4::text::timestamptz) m",
-                    &[&QUEUE, &g.name(), &mode, &from],
+                    &[&QUEUE, &g.name(), &mode, &from, &batch],
                 )
                 .unwrap();
+            if rolling_back {
+                k.batch_execute(if rows.is_empty() { "ROLLBACK" } else { "COMMIT" }).unwrap();
+                if rows.is_empty() {
+                    let lag: i64 = k
+                        .query_one(
+                            "SELECT coalesce(sum(pending), 0)::bigint FROM queen.group_lag
+                              WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2",
+                            &[&QUEUE, &g.name()],
+                        )
+                        .unwrap()
+                        .get(0);
+                    if lag == 0 {
+                        return;
+                    }
+                    if Instant::now() > deadline {
+                        self.violation(
+                            "starved",
+                            format!("group {g:?}: pops that roll back when empty never reached {lag} pending (10 s)"),
+                        );
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            }
             let popped = Event::Popped { group: g, step: self.step };
             let events: Vec<Event> = std::iter::once(popped)
                 .chain(rows.iter().enumerate().map(|(pos, r)| {
@@ -1193,36 +1302,6 @@ fn to_str(to: SeekTo) -> &'static str {
     }
 }
 
-const BIN: &str = "/usr/lib/postgresql/15/bin";
-
-/// Run a PostgreSQL client program against `server`.
-fn tool(server: &Server, cmd: &str, args: &[&str]) {
-    let out = std::process::Command::new(format!("{BIN}/{cmd}"))
-        .args(["-h", &server.host, "-p", &server.port, "-U", "postgres"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "explorer: {cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-fn counter(server: &Server) -> i64 {
-    connect_retrying(&server.conninfo("postgres", "postgres"))
-        .query_one("SELECT pg_current_xact_id()::text::bigint", &[])
-        .unwrap()
-        .get(0)
-}
-
-/// Move `server`'s transaction counter past `other`'s by 2 000 at least.
-fn run_ahead(server: &Server, other: &Server) {
-    let target = counter(other) + 2000;
-    let mut c = connect_retrying(&server.conninfo("postgres", "postgres"));
-    c.batch_execute("SET synchronous_commit = off").unwrap();
-    while counter(server) < target {
-        c.batch_execute("DO $$BEGIN FOR i IN 1..1000 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END$$")
-            .unwrap();
-    }
-}
-
 /// Draw the next step for `run`'s state.
 pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step {
     let c = rng.random_range(0..cfg.conns);
@@ -1244,20 +1323,33 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             _ => {}
         }
     }
+    // The sought group is popped from a quarter in (its first pops held open there), and sought
+    // often right after: a seek while a first pop is open is the shape of issue 20, item 1.
     let late = run.step >= cfg.steps / 3;
+    let sought = run.step >= cfg.steps / 4;
+    let partitions = if run.step >= cfg.steps / 2 { PARTITIONS + NEW_PARTITIONS } else { PARTITIONS };
+    if sought && run.step < cfg.steps / 4 + 40 && rng.random_bool(0.06) {
+        return Step::Seek { c, group: Grp::Seeker, to: if rng.random_bool(0.5) { SeekTo::End } else { SeekTo::Now } };
+    }
     let op = rng.random_range(0..1000);
     match op {
         0..=279 => {
             let n = if rng.random_bool(0.6) { 1 } else { rng.random_range(2..=4) };
             let items = (0..n)
                 .map(|_| Item {
-                    partition: rng.random_range(0..PARTITIONS),
+                    partition: rng.random_range(0..partitions),
                     key: rng.random_bool(0.25).then(|| rng.random_range(0..keys)),
                 })
                 .collect();
             Step::Push { c, items, batch: n > 1 || rng.random_bool(0.3) }
         }
-        280..=294 => Step::Fill { c, partition: rng.random_range(0..PARTITIONS), n: rng.random_range(10..=60) },
+        280..=294 => Step::Fill {
+            c,
+            partition: rng.random_range(0..PARTITIONS),
+            n: rng.random_range(20..=60),
+            consume: (!in_tx && rng.random_bool(0.6))
+                .then(|| [Grp::All, Grp::From, Grp::QueueMode, Grp::New][rng.random_range(0..4)]),
+        },
         295..=619 => {
             let group = match rng.random_range(0..100) {
                 0..=24 => Grp::All,
@@ -1266,10 +1358,10 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 55..=71 => Grp::QueueMode,
                 72..=79 => Grp::Scratch,
                 80..=89 if late => Grp::Late,
-                80..=89 => Grp::All,
-                _ => Grp::Seeker,
+                90..=99 if sought => Grp::Seeker,
+                _ => Grp::All,
             };
-            let partition = rng.random_bool(0.2).then(|| rng.random_range(0..PARTITIONS));
+            let partition = rng.random_bool(0.2).then(|| rng.random_range(0..partitions));
             Step::Pop {
                 c,
                 group,
@@ -1311,7 +1403,7 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
         }
         850..=869 => Step::Renew { c, pick: rng.random_range(0..3) },
         870..=884 => {
-            let (group, to) = if rng.random_bool(0.5) {
+            let (group, to) = if rng.random_bool(0.5) || !sought {
                 (Grp::Scratch, if rng.random_bool(0.5) { SeekTo::End } else { SeekTo::Start })
             } else {
                 (Grp::Seeker, if rng.random_bool(0.5) { SeekTo::End } else { SeekTo::Now })
@@ -1344,9 +1436,9 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
 
 /// First pops of one group on several connections at once, around commits: connection 0
 /// subscribes in a transaction it keeps open; others push and subscribe after it, some in
-/// transactions of their own. The opening of half the schedules (for `New`, `Seeker`, ...), and
-/// for `Late` a third into every schedule, so that its first pops stay open across what the
-/// others push, pop and commit.
+/// transactions of their own. The opening of half the schedules (for `New`, ...), and for
+/// `Seeker` a quarter and `Late` a third into every schedule, so that their first pops stay
+/// open across what the others push, pop, seek and commit.
 fn first_pops(rng: &mut SmallRng, cfg: &Config, group: Grp) -> Vec<Step> {
     let pop = |c: usize, rng: &mut SmallRng| Step::Pop {
         c,
@@ -1382,23 +1474,26 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let name = format!("explore_{}_{seed}", std::process::id());
     let mut run = Run::new(cfg, &name);
-    if rng.random_bool(0.5) {
-        run.set_scan_limit(8);
+    let scan_limit = scan_limit_of(seed);
+    let _ = rng.random_bool(0.5); // (drawn by scan_limit_of)
+    if scan_limit > 0 {
+        run.set_scan_limit(scan_limit);
     }
     let keys = (cfg.steps as u32 / 4).max(4);
     let mut schedule = Vec::with_capacity(cfg.steps);
     if rng.random_bool(0.5) {
-        let group = [Grp::New, Grp::New, Grp::All, Grp::From, Grp::QueueMode, Grp::Seeker][rng.random_range(0..6)];
+        let group = [Grp::New, Grp::New, Grp::All, Grp::From, Grp::QueueMode][rng.random_range(0..5)];
         for step in first_pops(&mut rng, cfg, group) {
             run.run_step(&step);
             schedule.push(step);
         }
     }
-    let mut late_opened = false;
+    // The sought group's first pops a quarter in, the late group's a third in.
+    let mut openings = vec![(cfg.steps / 3, Grp::Late), (cfg.steps / 4, Grp::Seeker)];
     while schedule.len() < cfg.steps {
-        if !late_opened && schedule.len() >= cfg.steps / 3 {
-            late_opened = true;
-            for step in first_pops(&mut rng, cfg, Grp::Late) {
+        if openings.last().is_some_and(|(at, _)| schedule.len() >= *at) {
+            let (_, group) = openings.pop().unwrap();
+            for step in first_pops(&mut rng, cfg, group) {
                 run.run_step(&step);
                 schedule.push(step);
             }
@@ -1490,7 +1585,7 @@ pub fn parse(text: &str) -> (Vec<Step>, i32) {
 pub fn scan_limit_of(seed: u64) -> i32 {
     let mut rng = SmallRng::seed_from_u64(seed);
     if rng.random_bool(0.5) {
-        8
+        4
     } else {
         0
     }

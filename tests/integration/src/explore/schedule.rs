@@ -172,11 +172,14 @@ pub enum Step {
         batch: bool,
     },
     /// `n` keyless messages into one partition in one batch: a stretch of the queue log that
-    /// pops by name (`partition =>`) consume, and other pops must read past.
+    /// pops by name (`partition =>`) consume, and other pops must read past; `consume`: then
+    /// (the connection being in no transaction) a pop of that partition by name takes them all
+    /// for that group, as a consumer of one partition does (issue 20, item 4).
     Fill {
         c: usize,
         partition: u8,
         n: u32,
+        consume: Option<Grp>,
     },
     /// A pop; `rollback_empty`: in a transaction of its own (the connection being in none),
     /// rolled back when it returned nothing and committed otherwise — a common worker loop.
@@ -279,7 +282,13 @@ impl fmt::Display for Step {
                     .collect();
                 write!(f, "{c} push {} {}", if *batch { "batch" } else { "one" }, items.join(","))
             }
-            Step::Fill { c, partition, n } => write!(f, "{c} fill p{partition} {n}"),
+            Step::Fill { c, partition, n, consume } => {
+                write!(f, "{c} fill p{partition} {n}")?;
+                if let Some(g) = consume {
+                    write!(f, " {}", g.tag())?;
+                }
+                Ok(())
+            }
             Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms, rollback_empty } => {
                 write!(f, "{c} pop {} b{batch} n{partitions} w{wait_ms}", group.tag())?;
                 if let Some(p) = partition {
@@ -365,7 +374,12 @@ impl FromStr for Step {
                     .collect::<Result<Vec<_>, String>>()?;
                 Step::Push { c, items, batch: at(2)? == "batch" }
             }
-            "fill" => Step::Fill { c, partition: num(at(2)?.trim_start_matches('p'))?, n: num(at(3)?)? },
+            "fill" => Step::Fill {
+                c,
+                partition: num(at(2)?.trim_start_matches('p'))?,
+                n: num(at(3)?)?,
+                consume: w.get(4).map(|g| g.parse()).transpose()?,
+            },
             "pop" => {
                 let field = |prefix: char| w.iter().skip(3).find(|x| x.starts_with(prefix)).map(|x| &x[1..]);
                 Step::Pop {
@@ -439,7 +453,8 @@ mod tests {
                 items: vec![Item { partition: 1, key: Some(7) }, Item { partition: 2, key: None }],
                 batch: true,
             },
-            Step::Fill { c: 1, partition: 2, n: 40 },
+            Step::Fill { c: 1, partition: 2, n: 40, consume: None },
+            Step::Fill { c: 1, partition: 0, n: 25, consume: Some(Grp::From) },
             Step::Pop {
                 c: 1,
                 group: Grp::New,
