@@ -206,6 +206,10 @@ pub struct Run<'a> {
     crashes: usize,
     restores: usize,
     no_trace_checks: usize,
+    /// Messages delivered so far in this step (a step may pop more than once): the positions
+    /// of the next pop's deliveries count on from here, so that the order of deliveries within
+    /// a step is the order of (step, position).
+    delivered_in_step: usize,
     /// `queen.debug_scan_limit` of the superuser connections (0: the built-in bounds).
     scan_limit: i32,
 }
@@ -309,6 +313,7 @@ impl<'a> Run<'a> {
             crashes: 0,
             restores: 0,
             no_trace_checks: 0,
+            delivered_in_step: 0,
             scan_limit: 0,
         };
         for i in 0..cfg.conns {
@@ -482,6 +487,7 @@ impl<'a> Run<'a> {
             s => s.conn().is_some_and(|c| self.conns[c].tx.is_none() && self.conns[c].slow.is_none()),
         };
         let before = if watch || matches!(step, Step::Rollback(_)) { self.committed_state() } else { None };
+        self.delivered_in_step = 0;
         let ok = self.execute(step);
         if !ok && before.is_some() {
             self.check_no_trace(step, before);
@@ -867,6 +873,8 @@ impl<'a> Run<'a> {
                     self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: true });
                 }
                 let mut events = vec![Event::Popped { group, step: self.step }];
+                let base = self.delivered_in_step;
+                self.delivered_in_step += rows.len();
                 for (pos, r) in rows.iter().enumerate() {
                     let d = Delivered {
                         group,
@@ -876,7 +884,7 @@ impl<'a> Run<'a> {
                         expires: r.get(3),
                         at: r.get(4),
                         step: self.step,
-                        pos,
+                        pos: base + pos,
                     };
                     if let Some(l) = d.lease {
                         self.lease_groups.insert(l, group);
