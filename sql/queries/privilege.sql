@@ -13,14 +13,18 @@ SELECT role::oid AS role, queue, privilege FROM queen.privileges WHERE queue = $
 
 -- name: grant
 -- Grant privileges $3 on queue $1 ('*': every queue, present and future) to role $2; how many
--- were not granted before.
+-- were not granted before. A grant already there is locked all the same (an update that
+-- changes nothing), as PostgreSQL's GRANT locks the catalog row it touches: a revoke that
+-- comes while this transaction is open waits for it, so that whichever commits last decides.
+-- (With DO NOTHING, a grant that found the privilege held changed nothing, a concurrent revoke
+-- committed first, and the grant, committed last, did not hold: the explorer found it.)
 WITH added AS (
-    INSERT INTO queen.privileges (role, queue, privilege)
-    SELECT $2::regrole, $1, p FROM unnest($3::text[]) AS p
-    ON CONFLICT DO NOTHING
-    RETURNING 1
+    INSERT INTO queen.privileges AS g (role, queue, privilege)
+    SELECT DISTINCT $2::regrole, $1, p FROM unnest($3::text[]) AS p
+    ON CONFLICT (role, queue, privilege) DO UPDATE SET granted_at = g.granted_at
+    RETURNING g.xmax = 0 AS inserted
 )
-SELECT count(*) AS changed FROM added;
+SELECT count(*) FILTER (WHERE inserted) AS changed FROM added;
 
 -- name: revoke
 -- Revoke privileges $3 on queue $1 from role $2; how many there were.

@@ -256,3 +256,40 @@ fn waiting_pops_and_maintenance_stats_are_for_superusers_the_owner_and_pg_monito
     assert_eq!(passes, 1);
     refused(&mut c, "SELECT queen_maintain()", &["queen_maintain"]);
 }
+
+/// Found by the explorer (issue 20's run, seed 1796142032051, shrunk to 7 steps): a grant of a
+/// privilege the role already held changed nothing, a revoke committed while the grant's
+/// transaction was open, and when the grant committed — last — the role did not hold the
+/// privilege. The grant locks the grant it finds, as PostgreSQL's GRANT locks the catalog row:
+/// the revoke waits for it, and whichever commits last decides.
+#[test]
+fn a_grant_committed_after_a_revoke_holds() {
+    let db = TestDb::new("grant_race");
+    let app = db.role("app");
+    let mut admin = db.connect();
+    admin.execute("SELECT queen_grant('q', $1::text::regrole, ARRAY['pop'])", &[&app]).unwrap();
+    let mut granting = db.connect();
+    granting.batch_execute("BEGIN").unwrap();
+    let n: i64 =
+        granting.query_one("SELECT queen_grant('q', $1::text::regrole, ARRAY['pop', 'pop'])", &[&app]).unwrap().get(0);
+    assert_eq!(n, 0, "held already: nothing added");
+    admin.batch_execute("SET lock_timeout = '300ms'").unwrap();
+    let revoked = admin.query_one("SELECT queen_revoke('q', $1::text::regrole, ARRAY['pop'])", &[&app]);
+    assert_eq!(
+        revoked.map(|_| ()).map_err(|e| sqlstate(&e)),
+        Err("55P03".to_string()),
+        "the revoke waits for the grant"
+    );
+    granting.batch_execute("COMMIT").unwrap();
+    let mut r = db.connect_as(&app);
+    assert!(r.query("SELECT * FROM queen_pop('q', 'g')", &[]).is_ok(), "the grant committed last holds");
+    // And the other way round: a revoke open, a grant waits for it, then adds the privilege.
+    let mut revoking = db.connect();
+    revoking.batch_execute("BEGIN").unwrap();
+    revoking.execute("SELECT queen_revoke('q', $1::text::regrole, ARRAY['pop'])", &[&app]).unwrap();
+    let granted = admin.query_one("SELECT queen_grant('q', $1::text::regrole, ARRAY['pop'])", &[&app]);
+    assert_eq!(granted.map(|_| ()).map_err(|e| sqlstate(&e)), Err("55P03".to_string()));
+    revoking.batch_execute("COMMIT").unwrap();
+    let e = r.query("SELECT * FROM queen_pop('q', 'g')", &[]).expect_err("revoked");
+    assert_eq!(sqlstate(&e), "42501");
+}

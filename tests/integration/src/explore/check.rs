@@ -393,8 +393,7 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     for call in &run.app_calls {
         let held = changes
             .iter()
-            .filter(|(commit, p, _)| *p == call.privilege && *commit < call.step)
-            .next_back()
+            .rfind(|(commit, p, _)| *p == call.privilege && *commit < call.step)
             .is_none_or(|(_, _, grant)| *grant);
         if held != call.allowed {
             v(
