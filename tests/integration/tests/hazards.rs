@@ -257,7 +257,12 @@ fn a_visit_mark_lasts_no_longer_than_the_visit_or_the_rows_it_holds() {
     push(&mut c, "q", "P", json!(1));
     push(&mut c, "q", "R", json!(2));
     let visits = |c: &mut Client| -> i64 {
-        c.query_one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1364542800", &[])
+        // Tests run side by side, each in a database of its own: count this database's marks.
+        c.query_one(
+            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+             WHERE l.locktype = 'advisory' AND l.classid = 1364542800 AND d.datname = current_database()",
+            &[],
+        )
             .unwrap()
             .get(0)
     };
