@@ -4,10 +4,15 @@
 -- The views read the tables as their owner, the extension's owner, and show a role only the
 -- queues it may read (queen.allowed: `read`, or superuser, or the owner's privileges). The
 -- tables themselves stay closed: no privilege on them is granted to anyone.
+--
+-- Every view is a security barrier: the planner runs a caller's own conditions only on the
+-- rows the view lets through (a leakproof comparison, `queue = 'orders'`, still reaches the
+-- index), so no function or cast in a caller's WHERE sees another queue's rows — a payload
+-- that fails a cast would otherwise be printed in the error.
 
 -- One row per queue. `messages` is maintenance's count (queue_counts) plus the messages
 -- pushed since, counted through the queue-log index: cheap on any queue that maintenance runs on.
-CREATE VIEW queen.queue_stats AS
+CREATE VIEW queen.queue_stats WITH (security_barrier) AS
 SELECT q.name AS queue,
        (SELECT count(DISTINCT p.partition_id) FROM queen.partitions p WHERE p.queue_id = q.queue_id) AS partitions,
        pt.counted
@@ -35,7 +40,7 @@ SELECT q.name AS queue,
 -- their positions, less those finished out of order: its cost is that of the pending
 -- messages, never of the partition's history. A group that never popped a partition counts
 -- from where its subscription starts there.
-CREATE VIEW queen.group_lag AS
+CREATE VIEW queen.group_lag WITH (security_barrier) AS
 SELECT q.name AS queue,
        NULLIF(s.consumer_group, '__QUEUE_MODE__') AS consumer_group,
        p.name AS partition,
@@ -90,7 +95,7 @@ SELECT q.name AS queue,
  WHERE queen.allowed(q.name, 'read');
 
 -- Dead letters with their messages (a message retention removed shows NULL payload).
-CREATE VIEW queen.dead_letters_view AS
+CREATE VIEW queen.dead_letters_view WITH (security_barrier) AS
 SELECT q.name AS queue,
        COALESCE(m.partition, p.name) AS partition,
        NULLIF(d.consumer_group, '__QUEUE_MODE__') AS consumer_group,
@@ -111,24 +116,34 @@ SELECT q.name AS queue,
 
 -- Who may use which queue: an admin sees every grant, another role those of the roles whose
 -- privileges it has.
-CREATE VIEW queen.grants AS
+CREATE VIEW queen.grants WITH (security_barrier) AS
 SELECT g.role, g.queue, g.privilege, g.granted_at
   FROM queen.privileges g
  WHERE queen.is_admin() OR pg_catalog.pg_has_role(g.role::oid, 'USAGE');
 
--- What maintenance has done in this database (queen.maintenance_totals): no row before the
--- first pass. Totals over every queue: for pg_monitor, superusers and the owner, as the
--- waiting pops are.
-CREATE VIEW queen.maintenance_stats AS
-SELECT passes, failed_passes, retention_deleted, completed_retention_deleted,
-       max_wait_dead_lettered, registry_rows_folded, partitions_removed, partitions_restored,
-       last_pass_at, last_pass_seconds, last_report, last_failure_at, last_error
-  FROM queen.maintenance_totals;
+-- What maintenance has done in this database (queen.maintenance_totals), with what the
+-- background worker could not write there (queen_worker_unrecorded(): failures it could not
+-- record, passes skipped because another was running): no row before the first pass. Totals
+-- over every queue: for pg_monitor, superusers and the owner, as the waiting pops are.
+CREATE VIEW queen.maintenance_stats WITH (security_barrier) AS
+SELECT coalesce(t.passes, 0) AS passes, coalesce(t.failed_passes, 0) + u.failed_passes AS failed_passes,
+       coalesce(t.retention_deleted, 0) AS retention_deleted,
+       coalesce(t.completed_retention_deleted, 0) AS completed_retention_deleted,
+       coalesce(t.max_wait_dead_lettered, 0) AS max_wait_dead_lettered,
+       coalesce(t.registry_rows_folded, 0) AS registry_rows_folded,
+       coalesce(t.partitions_removed, 0) AS partitions_removed,
+       coalesce(t.partitions_restored, 0) AS partitions_restored,
+       t.last_pass_at, t.last_pass_seconds, t.last_report, t.last_failure_at, t.last_error,
+       u.skipped_passes
+  FROM queen_worker_unrecorded() u
+  LEFT JOIN queen.maintenance_totals t ON true
+ WHERE t.singleton OR u.failed_passes > 0 OR u.skipped_passes > 0;
 
 GRANT USAGE ON SCHEMA queen TO PUBLIC;
 GRANT SELECT ON queen.queue_stats, queen.group_lag, queen.dead_letters_view, queen.grants TO PUBLIC;
 -- queen's own id functions are for its queries, which run as the owner.
-REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset(), queen.written_here(bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset(), queen.written_here(bigint),
+                           queen.lock_pair(uuid, text) FROM PUBLIC;
 -- The waiting pops show backend pids: for superusers, the owner and pg_monitor
 -- (queen_waiting_pops checks it too).
 GRANT SELECT ON queen.waiting_pops TO pg_monitor;

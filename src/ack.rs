@@ -183,8 +183,8 @@ const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUID
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
 const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS] };
+const ACK_LEASE_ROWS: Query = Query { file: SQL, name: "ack_lease_rows", args: &[UUID] };
 const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT] };
-const LOCK_PAIR: Query = Query { file: SQL, name: "lock_pair", args: &[UUID, TEXT] };
 /// The fields of an ack batch's elements that queen reads.
 const ACK_KEYS: &[&str] = &[
     "messageId",
@@ -242,6 +242,18 @@ struct LeaseRow {
     released: bool,
 }
 
+/// The leases acks name, as the cursor row of each acked partition knows them, by (lease,
+/// partition): a lease over two partitions may have been released in one and run out in the
+/// other, and an entry hears its own partition's reason, as a single ack would (item 14).
+#[derive(Default)]
+struct Leases(HashMap<(Uuid, Uuid), LeaseRow>);
+
+impl Leases {
+    fn at(&self, lease: Option<uuid::Uuid>, partition: Uuid) -> Option<&LeaseRow> {
+        lease.and_then(|l| self.0.get(&(to_pg(l), partition)))
+    }
+}
+
 impl LeaseRow {
     /// The lease columns of a row of `ack_leases` or `ack_message_lock` (`consumer_group`,
     /// `expires_at`, `released`); None when the row names no lease (a NULL group: no row of
@@ -277,6 +289,17 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
         })
         .collect();
     spi::connect(|s| -> QueenResult<()> {
+        // A role that may not pop every queue: before anything is locked, the messages of
+        // queues it holds no privilege on are taken for unknown ones, and a queue it knows of
+        // but may not pop refuses the call (privilege.rs unknown_to).
+        let screened;
+        let entries = match screen(s, role, entries)? {
+            None => entries,
+            Some(e) => {
+                screened = e;
+                &screened[..]
+            }
+        };
         // One ack by message id (the common case): the message, its lease and, locked, the
         // cursor row of the lease's group (or of the group named) in one statement.
         if let [e @ AckEntry { message_id: Some(id), .. }] = entries {
@@ -284,11 +307,11 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
             {
                 may_ack(s, &mut vec![f.queue_id])?;
                 results[0].message_id = Some(f.message_id);
-                let leases: HashMap<Uuid, LeaseRow> =
-                    lease.into_iter().map(|l| (to_pg(e.lease_id.unwrap()), l)).collect();
-                if let Some(group) = group_of(e, &leases) {
+                let leases =
+                    Leases(lease.into_iter().map(|l| ((to_pg(e.lease_id.unwrap()), f.partition_id), l)).collect());
+                if let Some(group) = group_of(e, leases.at(e.lease_id, f.partition_id)) {
                     let mut g = Group::new(s, &f, &group, Some(locked));
-                    g.apply(entries, &[Some(f)], &[0], &leases, &mut results);
+                    g.apply(entries, &[Some(f)], &[0], &leases, &mut results)?;
                     return Ok(());
                 }
             }
@@ -307,7 +330,7 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
                 None => results[i].error = Some("message not found".into()),
                 Some(f) => {
                     results[i].message_id = Some(f.message_id);
-                    match group_of(&entries[i], &leases) {
+                    match group_of(&entries[i], leases.at(entries[i].lease_id, f.partition_id)) {
                         Some(g) => groups.entry((from_pg(f.partition_id), g)).or_default().push(i),
                         None => results[i].error = Some("lease not held".into()),
                     }
@@ -317,11 +340,49 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
         for ((_, group), idxs) in groups {
             let f = found[idxs[0]].expect("grouped entries were found");
             let mut g = Group::new(s, &f, &group, None);
-            g.apply(entries, &found, &idxs, &leases, &mut results);
+            g.apply(entries, &found, &idxs, &leases, &mut results)?;
+        }
+        // Entries whose message retention deleted under their lease: the rest of the batch
+        // may be gone too, and the lease then has nothing left to finish.
+        let mut gone: Vec<Uuid> =
+            (0..entries.len()).filter(|&i| found[i].is_none()).filter_map(|i| entries[i].lease_id.map(to_pg)).collect();
+        gone.sort_unstable_by_key(|l| *l.as_bytes());
+        gone.dedup();
+        for lease in gone {
+            sweep_vanished(s, lease, &mut results);
         }
         Ok(())
     })?;
     Ok(results)
+}
+
+/// The entries as the caller may see them, when it may not pop every queue: an entry naming a
+/// message of a queue it holds no privilege on names no message (the nil id) and is answered
+/// 'message not found', as an unknown id is. None: every entry as given. 42501 for a message
+/// of a queue it knows of but may not pop. Reads without locking anything.
+fn screen(s: &mut Spi, role: pgrx::pg_sys::Oid, entries: &[AckEntry]) -> QueenResult<Option<Vec<AckEntry>>> {
+    if crate::privilege::allowed_everywhere(s, role, crate::privilege::Privilege::Pop) {
+        return Ok(None);
+    }
+    let found = find(s, entries);
+    let mut queues: Vec<Uuid> = found.iter().flatten().map(|f| f.queue_id).collect();
+    queues.sort_unstable_by_key(|q| *q.as_bytes());
+    queues.dedup();
+    let unknown = crate::privilege::unknown_to(s, role, &queues, crate::privilege::Privilege::Pop)?;
+    if unknown.is_empty() {
+        return Ok(None);
+    }
+    let screened = entries
+        .iter()
+        .zip(&found)
+        .map(|(e, f)| match f {
+            Some(f) if unknown.contains(&f.queue_id) => {
+                AckEntry { message_id: Some(uuid::Uuid::nil()), transaction_id: None, partition_id: None, ..e.clone() }
+            }
+            _ => e.clone(),
+        })
+        .collect();
+    Ok(Some(screened))
 }
 
 /// A batch whose entries all name their message by id and one lease, with one group given or
@@ -377,7 +438,7 @@ fn batch_of_one_lease(
         return Ok(false);
     }
     may_ack(s, &mut rows.iter().map(|(f, _, _)| f[0].queue_id).collect())?;
-    let leases: HashMap<Uuid, LeaseRow> = [(to_pg(lease), rows[0].2.clone())].into_iter().collect();
+    let leases = Leases(rows.iter().map(|(f, _, l)| ((to_pg(lease), f[0].partition_id), l.clone())).collect());
     let group = rows[0].2.group.clone();
     let by_id: HashMap<Uuid, Found> = rows.iter().flat_map(|(f, _, _)| f.iter().map(|f| (f.message_id, *f))).collect();
     let found: Vec<Option<Found>> =
@@ -389,7 +450,7 @@ fn batch_of_one_lease(
         let p = partition_found[0].partition_id;
         let idxs: Vec<usize> = (0..entries.len()).filter(|&i| found[i].is_some_and(|f| f.partition_id == p)).collect();
         let mut g = Group::new(s, &partition_found[0], &group, Some(locked));
-        g.apply(entries, &found, &idxs, &leases, results);
+        g.apply(entries, &found, &idxs, &leases, results)?;
     }
     Ok(true)
 }
@@ -397,9 +458,9 @@ fn batch_of_one_lease(
 /// The group an entry acks for (SPEC §3.3): its lease's group when the lease is known, which
 /// `consumerGroup`, if given, must name (None: it names another, and the ack is refused with
 /// 'lease not held'); otherwise the group given (queue mode without one).
-fn group_of(e: &AckEntry, leases: &HashMap<Uuid, LeaseRow>) -> Option<String> {
+fn group_of(e: &AckEntry, lease: Option<&LeaseRow>) -> Option<String> {
     let given = names::group_key(e.group.as_deref());
-    match e.lease_id.and_then(|l| leases.get(&to_pg(l))) {
+    match lease {
         Some(lease) if e.group.is_some() && lease.group != given => None,
         Some(lease) => Some(lease.group.clone()),
         None => Some(given.to_string()),
@@ -408,22 +469,24 @@ fn group_of(e: &AckEntry, leases: &HashMap<Uuid, LeaseRow>) -> Option<String> {
 
 /// The leases the entries name, as the cursor rows of their messages' partitions know them
 /// (a lease lives in its rows; a released one is in none).
-fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Found>]) -> HashMap<Uuid, LeaseRow> {
+fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Found>]) -> Leases {
     let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.lease_id.map(to_pg)).collect();
     if ids.is_empty() {
-        return HashMap::new();
+        return Leases::default();
     }
     let mut partitions: Vec<Uuid> = found.iter().flatten().map(|f| f.partition_id).collect();
     partitions.sort_unstable_by_key(|p| *p.as_bytes());
     partitions.dedup();
     let args: [DatumWithOid; 2] = [ids.into(), partitions.into()];
-    ACK_LEASES
-        .run(s, &args)
-        .map(|r| {
-            let lease = LeaseRow::from_row(&r).expect("queen: ack_leases returns the lease's group");
-            (r.req::<Uuid>("lease_id"), lease)
-        })
-        .collect()
+    Leases(
+        ACK_LEASES
+            .run(s, &args)
+            .map(|r| {
+                let lease = LeaseRow::from_row(&r).expect("queen: ack_leases returns the lease's group");
+                ((r.req::<Uuid>("lease_id"), r.req::<Uuid>("partition_id")), lease)
+            })
+            .collect(),
+    )
 }
 
 /// Look up the messages the entries name.
@@ -532,16 +595,22 @@ impl<'a> Group<'a> {
         ((row, state::now(self.s), opts), sub)
     }
 
-    /// Create the row decided on, if nobody created it since: under the pair's advisory lock,
-    /// which pops take with a try-lock, so that no pop waits on the insert. False when a row
-    /// exists now (committed by another transaction meanwhile).
-    fn create(&mut self, row: &CursorRow, sub: Option<Subscription>) -> bool {
-        if sub.is_none() && crate::subscription::subscribe_all(self.s, self.queue_id, self.group).is_none() {
-            return false;
+    /// Create the row decided on, if nobody created it since: under the pair's lock
+    /// (locks.rs), which pops take with a try-lock, so that no pop waits on the insert.
+    fn create(&mut self, row: &CursorRow, sub: Option<Subscription>) -> QueenResult<Created> {
+        // Rows of the queue and the group are created: their shared locks (locks.rs), as a
+        // pop's. Having waited, a delete committed meanwhile: look again.
+        if crate::locks::writing(self.queue_id, "of the acknowledged message", Some(self.group))? {
+            return Ok(Created::LookAgain);
         }
-        let args: [DatumWithOid; 2] = [self.partition.into(), self.group.into()];
-        LOCK_PAIR.run(self.s, &args);
-        state::create(self.s, self.partition, self.group, self.queue_id, &row.cursor)
+        if sub.is_none() && crate::subscription::subscribe_all(self.s, self.queue_id, self.group)?.is_none() {
+            return Ok(Created::Exists);
+        }
+        state::lock_pair(self.partition, self.group)?;
+        Ok(match state::create(self.s, self.partition, self.group, self.queue_id, &row.cursor) {
+            true => Created::Yes,
+            false => Created::Exists,
+        })
     }
 
     fn apply(
@@ -549,32 +618,81 @@ impl<'a> Group<'a> {
         entries: &[AckEntry],
         found: &[Option<Found>],
         idxs: &[usize],
-        leases: &HashMap<Uuid, LeaseRow>,
+        leases: &Leases,
         results: &mut [AckResult],
-    ) {
+    ) -> QueenResult<()> {
         let key_of = |i: usize| found[i].expect("found").key;
         if let Some((mut row, now, opts)) = self.lock() {
-            let out = decide(entries, idxs, &key_of, leases, &mut row, now, &opts, results);
-            return self.write(&row, &opts, out);
+            self.forget_vanished(&mut row, now, &opts, entries, idxs, &key_of);
+            let out = decide(entries, idxs, &key_of, leases, self.partition, &mut row, now, &opts, results);
+            self.write(&row, &opts, out);
+            return Ok(());
         }
         let ((mut row, now, opts), sub) = self.virtual_row();
-        let out = decide(entries, idxs, &key_of, leases, &mut row, now, &opts, results);
+        let out = decide(entries, idxs, &key_of, leases, self.partition, &mut row, now, &opts, results);
         if !out.changed {
-            return; // refused, or nothing to do: nothing is written
+            return Ok(()); // refused, or nothing to do: nothing is written
         }
-        if self.create(&row, sub) {
-            return self.write(&row, &opts, out);
-        }
-        // Created meanwhile by another transaction: apply to what it committed.
-        let Some((mut row, now, opts)) = self.lock() else {
-            return;
+        let reset = |results: &mut [AckResult], error: Option<&str>| {
+            for &i in idxs {
+                let r = &mut results[i];
+                (r.success, r.error, r.lease_released, r.dead_lettered) = (false, error.map(Into::into), false, false);
+            }
         };
-        for &i in idxs {
-            let r = &mut results[i];
-            (r.success, r.error, r.lease_released, r.dead_lettered) = (false, None, false, false);
+        match self.create(&row, sub)? {
+            Created::Yes => {
+                self.write(&row, &opts, out);
+                return Ok(());
+            }
+            Created::LookAgain => {
+                // The locks are held now: the second look waits for nothing.
+                reset(results, None);
+                return self.apply(entries, found, idxs, leases, results);
+            }
+            Created::Exists => {}
         }
-        let out = decide(entries, idxs, &key_of, leases, &mut row, now, &opts, results);
+        // Created meanwhile by another transaction: apply to what it committed. Or gone with
+        // its queue: the message is no more.
+        let Some((mut row, now, opts)) = self.lock() else {
+            reset(results, Some("message not found"));
+            return Ok(());
+        };
+        reset(results, None);
+        let out = decide(entries, idxs, &key_of, leases, self.partition, &mut row, now, &opts, results);
         self.write(&row, &opts, out);
+        Ok(())
+    }
+
+    /// Messages of the row's active lease that retention deleted meanwhile (it leaves those
+    /// of committed leases alone, but not a lease whose pop had not committed when it looked)
+    /// count as finished: else the batch would never be finished, and the lease — and the
+    /// partition — would stall until it ran out (issue 21, item 12). Only for queues with
+    /// retention, and only when an entry acks under that lease: one probe of the batch's
+    /// unfinished keys.
+    fn forget_vanished(
+        &mut self,
+        row: &mut CursorRow,
+        now: Micros,
+        opts: &QueueOptions,
+        entries: &[AckEntry],
+        idxs: &[usize],
+        key_of: &dyn Fn(usize) -> Key,
+    ) {
+        if opts.retention_seconds <= 0 || !row.lease_active(now) {
+            return;
+        }
+        let lease = row.lease_id;
+        if !idxs.iter().any(|&i| entries[i].lease_id.map(to_pg) == lease) {
+            return;
+        }
+        let acked: Vec<Key> = idxs.iter().map(|&i| key_of(i)).collect();
+        let others: Vec<Key> = row.cursor.unfinished().into_iter().filter(|k| !acked.contains(k)).collect();
+        if others.is_empty() {
+            return;
+        }
+        for k in state::missing(self.s, self.partition, &others) {
+            row.cursor.vanished(k);
+        }
     }
 
     /// Write what `decide` decided: dead letters, the row, hints, the lease.
@@ -600,13 +718,72 @@ impl<'a> Group<'a> {
     }
 }
 
+/// The active rows of `lease` whose unfinished messages retention deleted, all of them: the
+/// batch is finished, and the lease released (on the result of the entry that named it, as
+/// `lease_released`), so that the partition does not stall until the lease runs out (issue
+/// 21, item 12). Only queues with retention; nothing is written otherwise.
+fn sweep_vanished(s: &mut Spi, lease: Uuid, results: &mut [AckResult]) {
+    let rows: Vec<(Uuid, String, Uuid, CursorRow, Micros, QueueOptions)> = ACK_LEASE_ROWS
+        .run(s, &[lease.into()])
+        .map(|r| {
+            (
+                r.req::<Uuid>("partition_id"),
+                r.req::<String>("consumer_group"),
+                r.req::<Uuid>("queue_id"),
+                state::parse(&r),
+                state::micros(r.req::<TimestampWithTimeZone>("now")),
+                crate::configure::stored_options(&r).effective(),
+            )
+        })
+        .collect();
+    for (partition, group, queue_id, mut row, now, opts) in rows {
+        if opts.retention_seconds <= 0 {
+            continue;
+        }
+        let unfinished = row.cursor.unfinished();
+        if unfinished.is_empty() || state::missing(s, partition, &unfinished).len() != unfinished.len() {
+            continue;
+        }
+        for k in unfinished {
+            row.cursor.vanished(k);
+        }
+        if !row.cursor.settle() {
+            continue;
+        }
+        row.lease_id = None;
+        row.lease_expires_at = None;
+        // The partition may have more: pops look at it again now (as after a released lease).
+        let hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
+        let also = state::SaveAlso { queue_id, hint_at, ended_lease: Some((lease, false)) };
+        state::save(s, partition, &group, &row, also);
+        crate::wait::touched(crate::wait::queue_key(&from_pg(queue_id)));
+        if let Some(r) =
+            results.iter_mut().find(|r| !r.lease_released && r.error.as_deref() == Some("message not found"))
+        {
+            r.lease_released = true;
+        }
+    }
+}
+
+/// What [`Group::create`] came to.
+enum Created {
+    /// The row is created.
+    Yes,
+    /// Not created: a row exists now (committed by another transaction meanwhile), or the
+    /// queue does not.
+    Exists,
+    /// Not created: a delete of the queue or the group committed while the ack waited for it.
+    LookAgain,
+}
+
 /// Why an entry with a lease is refused, if it is: the row's own lease, or the lease's row.
 fn lease_refusal(
     row: &CursorRow,
     now: Micros,
     lease: Uuid,
     k: Key,
-    leases: &HashMap<Uuid, LeaseRow>,
+    leases: &Leases,
+    partition: Uuid,
 ) -> Option<&'static str> {
     if row.lease_id == Some(lease) {
         if !row.lease_active(now) {
@@ -617,7 +794,7 @@ fn lease_refusal(
         }
         return None;
     }
-    match leases.get(&lease) {
+    match leases.0.get(&(lease, partition)) {
         Some(l) if !l.released && l.expires_at <= now => Some("lease expired"),
         _ => Some("lease not held"),
     }
@@ -630,7 +807,8 @@ fn decide(
     entries: &[AckEntry],
     idxs: &[usize],
     key_of: &dyn Fn(usize) -> Key,
-    leases: &HashMap<Uuid, LeaseRow>,
+    leases: &Leases,
+    partition: Uuid,
     row: &mut CursorRow,
     now: Micros,
     opts: &QueueOptions,
@@ -657,7 +835,7 @@ fn decide(
             continue;
         }
         if let Some(lease) = e.lease_id.map(to_pg) {
-            if let Some(why) = lease_refusal(row, now, lease, k, leases) {
+            if let Some(why) = lease_refusal(row, now, lease, k, leases, partition) {
                 r.error = Some(why.into());
                 continue;
             }

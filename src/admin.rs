@@ -2,7 +2,8 @@
 //! `queen_delete_group`, `queen_delete_queue`. Each is one statement of
 //! `sql/queries/admin.sql`.
 
-use crate::error::{QueenError, QueenResult};
+use crate::error::QueenResult;
+use crate::locks::{Kind, Mode};
 use crate::names;
 use crate::names::group_key;
 use crate::names::to_pg;
@@ -13,51 +14,88 @@ use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/admin.sql");
 const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID] };
-const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4] };
+const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4, INT4] };
 const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ] };
+const DELETE_GROUP_LOCK: Query = Query { file: SQL, name: "delete_group_lock", args: &[TEXT, UUID] };
 const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID] };
+const DELETE_QUEUE_LOCK: Query = Query { file: SQL, name: "delete_queue_lock", args: &[UUID] };
 const DELETE_QUEUE: Query = Query { file: SQL, name: "delete_queue", args: &[UUID] };
 
 /// Extend an active lease; None when it is no longer active.
 pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<TimestampWithTimeZone>> {
-    if let Some(s) = seconds.filter(|s| *s <= 0) {
-        return Err(QueenError::invalid("argument \"seconds\"", format!("must be 1 or more, got {s}")));
+    if let Some(s) = seconds {
+        crate::options::check_lease("argument \"seconds\"", s)?;
     }
     let role = crate::privilege::caller();
     spi::connect(|s| {
-        // The caller must hold `pop` on the queues the lease covers (none: nothing to renew).
+        // The caller must hold `pop` on the queues the lease covers (none: nothing to renew);
+        // a lease of a queue it holds no privilege on is, to it, no lease (privilege.rs
+        // unknown_to): NULL, as for an unknown one.
         if !crate::privilege::is_admin(s, role) {
             let queues: Vec<Uuid> = LEASE_QUEUES.run(s, &[lease_id.into()]).map(|r| r.req("queue_id")).collect();
-            crate::privilege::require_ids(s, role, &queues, crate::privilege::Privilege::Pop)?;
+            if !crate::privilege::unknown_to(s, role, &queues, crate::privilege::Privilege::Pop)?.is_empty() {
+                return Ok(None);
+            }
         }
-        let args: [DatumWithOid; 2] = [lease_id.into(), seconds.into()];
-        Ok(RENEW.run(s, &args).next().and_then(|r| r.get::<TimestampWithTimeZone>("expires_at")))
+        let args: [DatumWithOid; 3] = [lease_id.into(), seconds.into(), crate::gucs::MAX_LEASE_SECONDS.get().into()];
+        let r = RENEW.run(s, &args).first();
+        let expires_at = r.get::<TimestampWithTimeZone>("expires_at");
+        if expires_at.is_none() && r.req::<bool>("active") {
+            // The queue's leaseTime, set under a higher bound: refused, nothing changed.
+            crate::options::check_lease("option \"leaseTime\" of the lease's queue", r.req::<i32>("seconds"))?;
+        }
+        Ok(expires_at)
     })
 }
 
-pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {
+/// `queen_seek`: the group's shared locks first (locks.rs: an open delete is waited for), and
+/// the queue's Subscribe lock (its seek row is a subscription: completed retention leaves the
+/// queue alone until it commits).
+pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> QueenResult<i32> {
     let queue_id = to_pg(names::queue_id(queue));
-    spi::connect(|s| {
-        let args: [DatumWithOid; 3] = [queue_id.into(), group_key(group).into(), to_time.into()];
+    let key = group_key(group);
+    crate::locks::writing(queue_id, queue, Some(key))?;
+    crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
+        format!("queue \"{}\" (completed retention)", crate::error::shorten(queue))
+    })?;
+    Ok(spi::connect(|s| {
+        let args: [DatumWithOid; 3] = [queue_id.into(), key.into(), to_time.into()];
         crate::cache::changed();
         SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32
-    })
+    }))
 }
 
-pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> i32 {
+/// `queen_delete_group`: the group's exclusive lock (locks.rs), which waits for every open
+/// transaction that pops or creates rows of the group; then the rows an open ack holds are
+/// waited for (locked), and everything is deleted by a statement that sees what they
+/// committed (a dead letter an open `dlq` ack filed, item 11).
+pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> QueenResult<i32> {
     let queue_id = queue.map(|q| to_pg(names::queue_id(q)));
-    spi::connect(|s| {
-        let args: [DatumWithOid; 2] = [group_key(group).into(), queue_id.into()];
+    let key = group_key(group);
+    crate::locks::take_fresh(Kind::GroupWrite, crate::locks::group_key(key), Mode::Exclusive, || {
+        format!("group \"{}\" (in use by an open transaction)", crate::error::shorten(group.unwrap_or("(queue mode)")))
+    })?;
+    Ok(spi::connect(|s| {
+        let args: [DatumWithOid; 2] = [key.into(), queue_id.into()];
         crate::cache::changed();
+        DELETE_GROUP_LOCK.run(s, &args);
         DELETE_GROUP.run(s, &args).first().req::<i64>("cursors_removed") as i32
-    })
+    }))
 }
 
-pub fn delete_queue(queue: &str) -> bool {
+/// `queen_delete_queue`: the queue's exclusive lock (locks.rs), which waits for every open
+/// transaction that pushed, popped or otherwise wrote rows of the queue (its rows go with the
+/// queue: items 8, 9); then the rows open acks hold, as for a group; then everything,
+/// maintenance's count included (item 10).
+pub fn delete_queue(queue: &str) -> QueenResult<bool> {
     let queue_id = to_pg(names::queue_id(queue));
-    spi::connect(|s| {
+    crate::locks::take_fresh(Kind::QueueWrite, crate::locks::queue_key(queue_id), Mode::Exclusive, || {
+        format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue))
+    })?;
+    Ok(spi::connect(|s| {
         let args: [DatumWithOid; 1] = [queue_id.into()];
         crate::cache::changed();
+        DELETE_QUEUE_LOCK.run(s, &args);
         DELETE_QUEUE.run(s, &args).first().req::<bool>("existed")
-    })
+    }))
 }

@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 
 const SQL: &str = include_str!("../sql/queries/configure.sql");
 
-const LOCK_QUEUE: Query = Query { file: SQL, name: "lock_queue", args: &[UUID] };
 const LOAD_OPTIONS: Query = Query { file: SQL, name: "load_options", args: &[UUID] };
 const OPTION_ARGS: &[PgOid] = &[UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT];
 const UPDATE_OPTIONS: Query = Query { file: SQL, name: "update_options", args: OPTION_ARGS };
@@ -47,10 +46,17 @@ pub fn stored_options(row: &spi::Row<'_>) -> StoredOptions {
 /// Apply `patch` to `queue` and return `{"queue": name, "options": {every option}}`.
 pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
     let queue_id = pgrx::Uuid::from_bytes(*names::queue_id(queue).as_bytes());
+    // The queue's rows may be created: its shared lock (locks.rs), as a push's.
+    crate::locks::writing(queue_id, queue, None)?;
     spi::connect(|s| {
-        LOCK_QUEUE.run(s, &[queue_id.into()]);
+        crate::locks::wait_xact(crate::locks::Kind::Queue, crate::locks::hash(queue_id, ""), || {
+            format!("the configuration of queue \"{}\"", crate::error::shorten(queue))
+        })?;
         crate::cache::changed();
         let stored = load(s, queue_id).patched(patch)?;
+        if let Some(l) = patch.get("leaseTime").and(stored.lease_time) {
+            crate::options::check_lease("option \"leaseTime\"", l)?;
+        }
         let o = &stored;
         let args: [DatumWithOid; 12] = [
             queue_id.into(),

@@ -114,6 +114,24 @@ impl Cursor {
         self.settle()
     }
 
+    /// Count `k` finished without moving anything yet (a message of the lease's batch that
+    /// no longer exists: retention deleted it): the next `finish` or `settle` passes it.
+    pub fn vanished(&mut self, k: Key) {
+        if !self.is_finished(k) {
+            if let Err(i) = self.ahead.binary_search(&k) {
+                self.ahead.insert(i, k);
+            }
+        }
+    }
+
+    /// The messages of the lease's batch not finished yet.
+    pub fn unfinished(&self) -> Vec<Key> {
+        self.lease
+            .as_ref()
+            .map(|b| b.keys.iter().copied().filter(|k| !self.is_finished(*k)).collect())
+            .unwrap_or_default()
+    }
+
     /// Move over the longest finished prefix of the batch; release the lease when all of it
     /// is finished. Returns whether the lease was released.
     pub fn settle(&mut self) -> bool {

@@ -37,6 +37,11 @@ pub enum QueenError {
     RestoreUncommitted,
     /// 53400: the rebase after a restore could not run (no background worker slot, say).
     RebaseFailed { detail: String },
+    /// 55P03: queen waited for one of its own locks (locks.rs) as long as it may.
+    LockWait { what: String, ms: i32 },
+    /// 40001: a REPEATABLE READ or SERIALIZABLE transaction waited for a delete (or a
+    /// maintenance pass) to commit: its snapshot is older than what it would act on.
+    SnapshotTooOld,
 }
 
 pub type QueenResult<T> = Result<T, QueenError>;
@@ -59,8 +64,9 @@ impl QueenError {
             QueenError::SchemaVersion { .. } | QueenError::NotInstalled | QueenError::RestoreUncommitted => {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
-            QueenError::Rebased => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            QueenError::Rebased | QueenError::SnapshotTooOld => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             QueenError::RebaseFailed { .. } => PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            QueenError::LockWait { .. } => PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
         }
     }
 
@@ -121,6 +127,16 @@ impl fmt::Display for QueenError {
             QueenError::RebaseFailed { detail } => {
                 write!(f, "queen: could not rebase this database's transaction ids after a restore: {detail}")
             }
+            QueenError::SnapshotTooOld => write!(
+                f,
+                "queen: this transaction waited for another that deleted or changed what it uses, and its \
+                 snapshot is older than that: retry the transaction"
+            ),
+            QueenError::LockWait { what, ms } => write!(
+                f,
+                "queen: {what} was locked by another transaction for {ms} ms \
+                 (lock_timeout, or queen.lock_wait_seconds when it is not set)"
+            ),
         }
     }
 }

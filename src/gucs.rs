@@ -18,6 +18,15 @@ pub static WORKER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CStrin
 /// Seconds a partition must be empty and idle before maintenance removes it.
 pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
+/// The longest lease a pop, a queue's `leaseTime` or a renewal may give (SPEC §3.2): a role
+/// that may pop a queue must not be able to hold a partition for decades. Only superusers (or
+/// postgresql.conf, ALTER DATABASE/ROLE by a superuser) change it.
+pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(86_400);
+
+/// Seconds a queen call waits for one of queen's own locks (locks.rs) when the caller has no
+/// `lock_timeout` (or a longer one).
+pub static LOCK_WAIT_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(60);
+
 /// Milliseconds a pop sleeps between looking at a partition and claiming it: for tests that
 /// replay what happens when another transaction commits in between (superusers only).
 pub static DEBUG_CLAIM_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
@@ -121,6 +130,26 @@ pub fn init() {
         1_000_000,
         GucContext::Suset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"queen.max_lease_seconds",
+        c"The longest lease queen gives: lease_seconds, a queue's leaseTime and renewals.",
+        c"A longer one is refused with 22023.",
+        &MAX_LEASE_SECONDS,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"queen.lock_wait_seconds",
+        c"Seconds a queen call waits for one of queen's own locks when lock_timeout is not shorter.",
+        c"Then the call fails with 55P03.",
+        &LOCK_WAIT_SECONDS,
+        1,
+        86_400,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
         c"queen.partition_idle_seconds",

@@ -17,6 +17,7 @@ mod discovery;
 mod error;
 mod gucs;
 mod jsonb;
+mod locks;
 mod maintain;
 mod names;
 mod options;
@@ -44,6 +45,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         wait::init_shared();
         cache::init_shared();
+        worker::init_shared();
         worker::register();
     }
 }

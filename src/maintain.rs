@@ -9,6 +9,7 @@
 
 use crate::cursor::{Batch, Key};
 use crate::discovery::{next_point, Point};
+use crate::locks::{self, Kind, Mode};
 use crate::spi::types::{FLOAT8, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self};
@@ -17,7 +18,6 @@ use pgrx::Uuid;
 use serde_json::{json, Value};
 
 const SQL: &str = include_str!("../sql/queries/maintain.sql");
-const MAINTAIN_LOCK: Query = Query { file: SQL, name: "maintain_lock", args: &[] };
 const MAINTAIN_QUEUES: Query = Query { file: SQL, name: "maintain_queues", args: &[] };
 const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID, INT8] };
 const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8] };
@@ -53,6 +53,8 @@ struct Report {
     registry_rows_folded: i64,
     partitions_removed: i64,
     partitions_restored: i64,
+    /// Queues whose completed retention waits for a subscription not committed yet.
+    completed_retention_deferred: i64,
 }
 
 /// How a pass runs its units of work: `queen_maintain()` runs them all in the caller's
@@ -81,7 +83,7 @@ fn unit<R>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Result<R, Sk
     let mut f = Some(f);
     let mut out = None;
     units.run(&mut |s| {
-        if MAINTAIN_LOCK.run(s, &[]).first().req::<bool>("locked") {
+        if crate::locks::try_xact(crate::locks::Kind::Maintenance, 0) {
             out = f.take().map(|f| f(s));
         }
     });
@@ -115,6 +117,7 @@ impl Report {
             "registry_rows_folded": self.registry_rows_folded,
             "partitions_removed": self.partitions_removed,
             "partitions_restored": self.partitions_restored,
+            "completed_retention_deferred": self.completed_retention_deferred,
         })
     }
 }
@@ -163,11 +166,13 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
         r.queues += 1;
         unit(units, |s| refresh_count(s, queue_id))?;
         if let Some(secs) = retention.filter(|s| *s > 0) {
-            r.retention_deleted += retain_in_chunks(units, queue_id, secs, RETENTION, usize::MAX)?;
+            r.retention_deleted += retain_in_chunks(units, queue_id, secs, RETENTION, usize::MAX)?.unwrap_or(0);
         }
         if let Some(secs) = completed.filter(|s| *s > 0) {
-            r.completed_retention_deleted +=
-                retain_in_chunks(units, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS)?;
+            match retain_in_chunks(units, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS)? {
+                Some(deleted) => r.completed_retention_deleted += deleted,
+                None => r.completed_retention_deferred += 1,
+            }
         }
         if let Some(secs) = max_wait.filter(|s| *s > 0) {
             r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq)?;
@@ -235,7 +240,11 @@ impl CountScan {
 }
 
 /// Bring the queue's count up to its log's end (same pending-transaction rule as discovery).
+/// Not while the queue is being deleted (its count row would outlive it).
 fn refresh_count(s: &mut Spi, queue_id: Uuid) {
+    if !locks::try_in(Kind::QueueWrite, locks::queue_key(queue_id), Mode::Shared) {
+        return;
+    }
     let c = CountScan::from_row(&COUNT_SCAN.run(s, &[queue_id.into(), COUNT_CHUNK.into()]).first());
     let next = next_point(&c.point, &c.visible, &c.xip, c.last);
     if next == c.point && c.tail == 0 && c.committed == 0 {
@@ -253,29 +262,38 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
 
 /// Run a retention query (`retention` or `completed_retention`: messages older than `secs`)
 /// chunk after chunk, each a unit, until a chunk deletes nothing, at most `chunks` times; how
-/// many it deleted in all.
+/// many it deleted in all. Completed retention runs only while no subscription of the queue
+/// is open (locks.rs Subscribe; SPEC §4: a group whose first pop has not committed counts):
+/// None when one is, and the queue is left to the next pass.
 fn retain_in_chunks(
     units: &mut dyn Units,
     queue_id: Uuid,
     secs: i32,
     query: Query,
     chunks: usize,
-) -> Result<i64, Skipped> {
+) -> Result<Option<i64>, Skipped> {
+    let completed = query.name == COMPLETED_RETENTION.name;
     let cutoff = unit(units, |s| cutoff(s, secs))?;
     let mut total = 0;
     for _ in 0..chunks {
         let deleted = unit(units, |s| {
+            if completed && !locks::try_in(Kind::Subscribe, locks::queue_key(queue_id), Mode::Exclusive) {
+                return None;
+            }
             let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
             let (deleted, counted) = (row.req::<i64>("deleted"), row.req::<i64>("counted"));
             subtract(s, queue_id, counted);
-            deleted
+            Some(deleted)
         })?;
+        let Some(deleted) = deleted else {
+            return Ok(if total > 0 { Some(total) } else { None });
+        };
         total += deleted;
         if deleted == 0 {
             break;
         }
     }
-    Ok(total)
+    Ok(Some(total))
 }
 
 /// File the messages of queue `queue_id` unfinished after `secs` seconds as dead letters of
@@ -307,6 +325,13 @@ fn max_wait_file(
     cutoff: TimestampWithTimeZone,
     dlq: bool,
 ) -> i64 {
+    // Rows of the queue and the group may be created: never while either is being deleted
+    // (locks.rs); the next pass comes back.
+    if !locks::try_in(Kind::QueueWrite, locks::queue_key(queue_id), Mode::Shared)
+        || !locks::try_in(Kind::GroupWrite, locks::group_key(group), Mode::Shared)
+    {
+        return 0;
+    }
     let cutoff_us = state::micros(cutoff);
     let Some((sub, _)) = crate::subscription::subscription(s, queue_id, group) else {
         return 0;
@@ -315,11 +340,11 @@ fn max_wait_file(
     let look = state::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
     // Take the row as looked at, never waiting (a pop or an ack holding it has the
     // partition's next moves; the next pass comes back): lock it in that version, or create
-    // it under the pair's advisory lock, as pops do, so that no pop waits on the uncommitted
+    // it under the pair's lock (locks.rs), as pops do, so that no pop waits on the uncommitted
     // insert.
     let held = match look.row.version.as_deref().filter(|_| look.stored) {
         Some(version) => state::lock(s, partition, group, version),
-        None => state::try_lock_pair(s, partition, group) && state::create(s, partition, group, queue_id, &initial),
+        None => state::try_lock_pair(partition, group) && state::create(s, partition, group, queue_id, &initial),
     };
     if !held || look.row.lease_active(look.now) {
         return 0;

@@ -54,6 +54,22 @@ impl Default for QueueOptions {
     }
 }
 
+/// A lease of `seconds` (SPEC §3.2): 1 or more, and at most `queen.max_lease_seconds`; `what`
+/// names where the length came from.
+pub fn check_lease(what: &str, seconds: i32) -> QueenResult<()> {
+    lease_in_bounds(what, seconds, crate::gucs::MAX_LEASE_SECONDS.get())
+}
+
+fn lease_in_bounds(what: &str, seconds: i32, max: i32) -> QueenResult<()> {
+    match seconds {
+        s if s <= 0 => Err(QueenError::invalid(what, format!("must be 1 or more, got {s}"))),
+        s if s > max => {
+            Err(QueenError::invalid(what, format!("must be at most queen.max_lease_seconds ({max}), got {s}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What kind of value an option takes, with its inclusive range for integers.
 enum Kind {
     Int { min: i64, max: i64 },
@@ -236,5 +252,18 @@ mod tests {
         // The valid leaseTime in the same patch must not be applied either.
         assert!(base.patched(&json!({"leaseTime": 20, "retryLimit": -5})).is_err());
         assert_eq!(base.effective().lease_time, 10);
+    }
+
+    #[test]
+    fn leases_are_bounded_both_ways() {
+        assert!(lease_in_bounds("argument \"lease_seconds\"", 1, 86_400).is_ok());
+        assert!(lease_in_bounds("argument \"lease_seconds\"", 86_400, 86_400).is_ok());
+        let e = lease_in_bounds("argument \"lease_seconds\"", 86_401, 86_400).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "queen: argument \"lease_seconds\": must be at most queen.max_lease_seconds (86400), got 86401"
+        );
+        assert!(lease_in_bounds("x", 0, 86_400).unwrap_err().to_string().contains("must be 1 or more, got 0"));
+        assert!(lease_in_bounds("x", i32::MAX, 86_400).is_err());
     }
 }

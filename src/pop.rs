@@ -1,8 +1,8 @@
 //! `queen_pop` (SPEC §3.2): claiming partitions for a consumer group, leases, and delivery.
 //!
 //! A pop looks at candidate partitions (hinted by discovery.rs, oldest hint first) without
-//! locking anything, and locks a partition's cursor row (`FOR UPDATE SKIP LOCKED`, or an
-//! advisory try-lock to create it) only when it has messages to deliver there. Looking costs
+//! locking anything, and locks a partition's cursor row (`FOR UPDATE SKIP LOCKED`, or a
+//! try-lock of queen's own (locks.rs) to create it) only when it has messages to deliver there. Looking costs
 //! no lock, so a pop inside a long transaction holds only the partitions it leased; and no
 //! pop ever waits for another.
 
@@ -89,9 +89,7 @@ pub fn check(
         return Err(QueenError::invalid("argument \"wait_ms\"", format!("must be 0 or more, got {wait_ms}")));
     }
     if let Some(s) = lease_seconds {
-        if s <= 0 {
-            return Err(QueenError::invalid("argument \"lease_seconds\"", format!("must be 1 or more, got {s}")));
-        }
+        crate::options::check_lease("argument \"lease_seconds\"", s)?;
     }
     let mode = match (mode, from) {
         (_, true) => "from",
@@ -120,17 +118,24 @@ pub struct Outcome {
 }
 
 /// One attempt at popping: what is deliverable now, in the caller's transaction.
-pub fn pop_once(req: &PopRequest) -> Outcome {
+pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
     let queue_id = crate::names::to_pg(names::queue_id(&req.queue));
     let group = names::group_key(req.group.as_deref()).to_string();
+    // Shared locks of the queue and the group (locks.rs): an open delete of either is waited
+    // for, and a later one waits for this transaction. Before anything is read.
+    crate::locks::writing(queue_id, &req.queue, Some(&group))?;
     spi::connect(|s| {
         // Queue mode always reads from the oldest retained message.
         let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
         let from = if req.group.is_none() { None } else { req.from };
-        let Some((sub, opts)) = subscription::subscribe(s, queue_id, &group, mode, from) else {
+        let Some((sub, opts)) = subscription::subscribe(s, queue_id, &group, mode, from)? else {
             // No such queue (yet): a push that creates it wakes a waiting pop.
-            return Outcome { rows: Vec::new(), next_due: None, contended: false, more: false };
+            return Ok(Outcome { rows: Vec::new(), next_due: None, contended: false, more: false });
         };
+        if req.lease_seconds.is_none() && !req.auto_ack {
+            // The queue's leaseTime, set under a higher bound than today's.
+            crate::options::check_lease("option \"leaseTime\"", opts.lease_time)?;
+        }
         let mut pop = Pop {
             req,
             queue_id,
@@ -147,7 +152,7 @@ pub fn pop_once(req: &PopRequest) -> Outcome {
         };
         pop.run(s);
         let next_due = (pop.out.is_empty() && req.wait_ms > 0).then(|| pop.next_due(s)).flatten();
-        Outcome { rows: pop.out, next_due, contended: pop.contended, more: pop.more }
+        Ok(Outcome { rows: pop.out, next_due, contended: pop.contended, more: pop.more })
     })
 }
 
@@ -390,7 +395,7 @@ impl Pop<'_> {
                 false => Claim::Changed, // or held by another: the caller looks again to tell
             };
         }
-        if !state::try_lock_pair(s, partition, &self.group) {
+        if !state::try_lock_pair(partition, &self.group) {
             return Claim::Busy;
         }
         if state::create(s, partition, &self.group, self.queue_id, &look.row.cursor) {
@@ -502,7 +507,7 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
             // Before looking: a commit between the look and the sleep then wakes the sleep.
             crate::wait::reset_latch();
         }
-        let found = pop_once(req);
+        let found = pop_once(req)?;
         let now = std::time::Instant::now();
         match &waiting {
             // More of the log to read: look again at once, without sleeping.

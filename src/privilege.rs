@@ -257,6 +257,36 @@ pub fn require_ids(s: &mut Spi, role: pg_sys::Oid, queue_ids: &[pgrx::Uuid], pri
     Ok(())
 }
 
+/// For calls that name something of a queue by id (an ack its message, a renewal its lease):
+/// the queues among `queue_ids` that the caller may not know of — it holds no privilege at all
+/// there — which the call treats as if they did not exist (an ack answers 'message not found',
+/// as for an unknown id, so that no role learns another queue's messages or name by probing).
+/// 42501 for a queue the caller knows of but lacks `privilege` on. Nothing is locked before.
+pub fn unknown_to(
+    s: &mut Spi,
+    role: pg_sys::Oid,
+    queue_ids: &[pgrx::Uuid],
+    privilege: Privilege,
+) -> QueenResult<Vec<pgrx::Uuid>> {
+    if is_admin(s, role) {
+        return Ok(Vec::new());
+    }
+    let mut unknown = Vec::new();
+    for id in queue_ids {
+        let args: [DatumWithOid; 1] = [(*id).into()];
+        let name = QUEUE_NAME.run(s, &args).next().and_then(|r| r.get::<String>("name"));
+        let name = name.unwrap_or_else(|| names::from_pg(*id).to_string());
+        if allowed(s, role, &name, privilege) {
+            continue;
+        }
+        match Privilege::ALL.into_iter().any(|p| allowed(s, role, &name, p)) {
+            true => return Err(denied(&name, privilege)),
+            false => unknown.push(*id),
+        }
+    }
+    Ok(unknown)
+}
+
 /// 42501 unless the caller holds `privilege` on every queue (`'*'`): for calls that reach every
 /// queue (`queen_delete_group` without a queue).
 pub fn require_everywhere(privilege: Privilege) -> QueenResult<()> {

@@ -200,6 +200,14 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
     let mut results: Vec<PushResult> =
         items.iter().zip(&targets).enumerate().map(|(i, (it, t))| new_result(i, it, t)).collect();
 
+    // Shared locks of the queues written (locks.rs): a queen_delete_queue that is open is
+    // waited for, and one that comes later waits for this transaction. In id order: two
+    // transactions never wait for each other's.
+    let mut written: Vec<(&str, uuid::Uuid)> = queues.iter().map(|(n, q)| (*n, *q)).collect();
+    written.sort_unstable_by_key(|(_, q)| *q.as_bytes());
+    for (name, q) in written {
+        crate::locks::writing(to_pg(q), name, None)?;
+    }
     spi::connect(|s| -> QueenResult<()> {
         match payloads {
             Payloads::One(payload) => push_one(s, &items[0], &targets[0], &mut results[0], payload)?,

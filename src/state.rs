@@ -2,6 +2,7 @@
 //! retry timing that live beside it. Shared by pop and ack.
 
 use crate::cursor::{Batch, Cursor, Key};
+use crate::error::QueenResult;
 use crate::jsonb::Jsonb;
 use crate::spi::types::{BOOL, INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Row, Spi};
@@ -98,7 +99,7 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
 
 /// Create the row of (partition, group) in state `c` (where the group's subscription starts
 /// it: the row keeps that start, SPEC §3.2); false when it exists already. The caller holds
-/// the pair's advisory lock.
+/// the pair's lock (locks.rs).
 pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
     let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
     let args: [DatumWithOid; 7] =
@@ -168,7 +169,6 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
     }
 }
 
-const TRY_LOCK_PAIR: Query = Query { file: SQL, name: "try_lock_pair", args: &[UUID, TEXT] };
 const LOOK: Query =
     Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
 
@@ -279,11 +279,27 @@ pub(crate) fn look(
     look
 }
 
-/// Take the (partition, group) pair's advisory lock for this transaction, never waiting: the
+/// Take the (partition, group) pair's lock (locks.rs) for this transaction, never waiting: the
 /// right to create its cursor row. False when another transaction holds it.
-pub fn try_lock_pair(s: &mut Spi, partition: Uuid, group: &str) -> bool {
-    let args: [DatumWithOid; 2] = [partition.into(), group.into()];
-    TRY_LOCK_PAIR.run(s, &args).first().req::<bool>(1)
+pub fn try_lock_pair(partition: Uuid, group: &str) -> bool {
+    crate::locks::try_xact(crate::locks::Kind::Pair, crate::locks::hash(partition, group))
+}
+
+/// Take the pair's lock for this transaction, waiting (bounded, locks.rs) for whoever holds
+/// it: for an ack or maintenance that creates a cursor row where no pop is waiting to.
+pub fn lock_pair(partition: Uuid, group: &str) -> QueenResult<()> {
+    crate::locks::wait_xact(crate::locks::Kind::Pair, crate::locks::hash(partition, group), || {
+        format!("the cursor of group \"{}\" on a partition", crate::error::shorten(group))
+    })
+}
+
+const MISSING: Query = Query { file: SQL, name: "missing", args: &[UUID, INT8S, INT8S] };
+
+/// Which of `keys` of `partition` no longer exist (retention deleted them).
+pub fn missing(s: &mut Spi, partition: Uuid, keys: &[Key]) -> Vec<Key> {
+    let (t, q): (Vec<i64>, Vec<i64>) = keys.iter().copied().unzip();
+    let args: [DatumWithOid; 3] = [partition.into(), t.into(), q.into()];
+    MISSING.run(s, &args).map(|r| (r.req::<i64>("txid"), r.req::<i64>("seq"))).collect()
 }
 
 const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };

@@ -4,6 +4,8 @@
 //! created by a group's first pop, or by an ack without a lease that applies.
 
 use crate::cursor::{Cursor, Key};
+use crate::error::QueenResult;
+use crate::locks::{Kind, Mode};
 use crate::options::QueueOptions;
 use crate::spi::types::{TEXT, TSTZ, UUID};
 use crate::spi::{Query, Spi};
@@ -61,7 +63,7 @@ pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscri
 
 /// For an ack without a lease that applies: the group's subscription, mode 'all' if it has
 /// none yet (it subscribes its group, as a pop would). None when the queue does not exist.
-pub fn subscribe_all(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscription, QueueOptions)> {
+pub fn subscribe_all(s: &mut Spi, queue_id: Uuid, group: &str) -> QueenResult<Option<(Subscription, QueueOptions)>> {
     subscribe(s, queue_id, group, "all", None)
 }
 
@@ -73,12 +75,23 @@ pub fn subscribe(
     group: &str,
     mode: &str,
     from: Option<TimestampWithTimeZone>,
-) -> Option<(Subscription, QueueOptions)> {
+) -> QueenResult<Option<(Subscription, QueueOptions)>> {
     // The common case, a group already subscribed, is a plain read; creating the
     // subscription is a statement of its own.
     let existing = subscription(s, queue_id, group);
     if existing.is_some() {
-        return existing;
+        return Ok(existing);
+    }
+    // A subscription not committed yet holds completed retention off the queue (locks.rs
+    // Subscribe): nothing it will be owed once it commits is deleted meanwhile (SPEC §4).
+    let waited = crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
+        "the queue's completed retention".to_string()
+    })?;
+    if waited {
+        // Completed retention committed meanwhile: read what is there now.
+        if let Some(sub) = subscription(s, queue_id, group) {
+            return Ok(Some(sub));
+        }
     }
     // Inserts nothing when the queue does not exist (then there is none to read back), or when
     // another transaction's subscription committed meanwhile (then that one is read).
@@ -86,7 +99,7 @@ pub fn subscribe(
     if SUBSCRIBE.run(s, &create).len() > 0 {
         crate::cache::changed();
     }
-    subscription(s, queue_id, group)
+    Ok(subscription(s, queue_id, group))
 }
 
 /// A row of `subscription_get`.

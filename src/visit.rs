@@ -1,4 +1,4 @@
-//! Which pop is looking at which (partition, group) right now: a session-level advisory lock
+//! Which pop is looking at which (partition, group) right now: a session-level lock of queen's own
 //! held for the length of one visit (look, claim, deliver or pass by). A partition the pop
 //! delivered from keeps its mark until the transaction (or the subtransaction that popped)
 //! ends: its row is the transaction's until then, and others would only look and fail to claim
@@ -12,14 +12,13 @@
 //! hide every partition it merely looked at. This lock goes when the visit ends, and a pop that
 //! finds it taken moves on to the next candidate: it never waits.
 //!
-//! The lock is taken and released through the lock manager directly (no SQL): first key
-//! 1364542800 (1364542801 for a group's discovery; queen's other advisory keys are 1364542798
-//! for pairs, 1364542799 for maintenance, 1902474318 for configuration), second key a hash of
-//! the pair. Two pairs with the same hash
-//! only make one pop skip a candidate another is visiting. The guard releases the lock when
+//! The lock is one of queen's own (locks.rs), which no SQL can take: no other role can hide a
+//! partition from pops by holding its mark. Two pairs with the same hash only make one pop
+//! skip a candidate another is visiting. The guard releases the lock when
 //! dropped, also when an error unwinds the pop (session locks outlive the transaction, so they
 //! must not be left to it).
 
+use crate::locks::{self, Kind};
 use pgrx::pg_sys;
 use pgrx::Uuid;
 use std::cell::RefCell;
@@ -55,28 +54,15 @@ pub fn release_from(sub: pg_sys::SubTransactionId) {
     drop(gone);
 }
 
-const VISIT_KEY: u32 = 1_364_542_800;
-const DISCOVERY_KEY: u32 = 1_364_542_801;
-
 /// A visit in progress; the lock is released on drop.
 pub struct Visit {
     tag: pg_sys::LOCKTAG,
 }
 
-/// 32-bit FNV-1a of the partition id and the group: the lock's second key.
-fn pair_hash(partition: Uuid, group: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in partition.as_bytes().iter().chain(group.as_bytes()) {
-        h ^= *b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
 impl Visit {
     /// Start visiting the pair, unless another backend is visiting it now. Never waits.
     pub fn try_start(partition: Uuid, group: &str) -> Option<Visit> {
-        Visit::try_mark(VISIT_KEY, pair_hash(partition, group))
+        Visit::try_mark(Kind::Visit, locks::hash(partition, group))
     }
 
     /// Start a discovery of the group's queue log (`queue`, `group`), unless another backend
@@ -84,36 +70,17 @@ impl Visit {
     /// the hints the others are writing (at 16 clients, 77 000 hints for 10 000 partitions).
     /// Never waits; the pop that finds it taken uses the hints there are.
     pub fn try_discover(queue: Uuid, group: &str) -> Option<Visit> {
-        Visit::try_mark(DISCOVERY_KEY, pair_hash(queue, group))
+        Visit::try_mark(Kind::Discovery, locks::hash(queue, group))
     }
 
-    fn try_mark(key: u32, hash: u32) -> Option<Visit> {
-        // SAFETY: MyDatabaseId is set at backend start; the tag is a plain value the lock
-        // manager copies.
-        let tag = pg_sys::LOCKTAG {
-            locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-            locktag_field2: key,
-            locktag_field3: hash,
-            locktag_field4: 2,
-            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-        };
-        // SAFETY: an advisory tag in the user lock method, as pg_try_advisory_lock builds it;
-        // dontWait, so this returns at once.
-        let got = unsafe { pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as i32, true, true) };
-        match got {
-            pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL => None,
-            _ => Some(Visit { tag }),
-        }
+    fn try_mark(kind: Kind, key: u32) -> Option<Visit> {
+        let tag = locks::tag(kind, key);
+        locks::try_take(&tag, true).then_some(Visit { tag })
     }
 }
 
 impl Drop for Visit {
     fn drop(&mut self) {
-        // SAFETY: the lock was acquired with this tag and mode as a session lock by this
-        // backend; releasing it touches only the lock manager.
-        unsafe {
-            pg_sys::LockRelease(&self.tag, pg_sys::ExclusiveLock as i32, true);
-        }
+        locks::release_session(&self.tag);
     }
 }

@@ -6,10 +6,88 @@
 
 use crate::gucs;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
+use pgrx::lwlock::PgLwLock;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
+use pgrx::shmem::PGRXSharedMemory;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// What a worker could not write into its database's queen.maintenance_totals: passes that
+/// failed when recording the failure failed too (a database made read-only, say), and passes
+/// skipped because another pass held the maintenance lock. One slot per worker (its index in
+/// queen.databases), named by its database's oid; read by queen.maintenance_stats.
+#[derive(Clone, Copy, Default)]
+pub struct Unrecorded {
+    db: u32,
+    failed_passes: i64,
+    skipped_passes: i64,
+}
+
+/// Slots of the first workers; a worker past them counts nothing here (its failures are in the
+/// server log).
+const SLOTS: usize = 64;
+
+#[derive(Clone, Copy)]
+pub struct WorkerSlots([Unrecorded; SLOTS]);
+
+impl Default for WorkerSlots {
+    fn default() -> Self {
+        WorkerSlots([Unrecorded::default(); SLOTS])
+    }
+}
+
+// SAFETY: plain integers, no pointers: valid in any process that maps the segment.
+unsafe impl PGRXSharedMemory for WorkerSlots {}
+
+// SAFETY: the name is queen's own; no other shared memory of this library uses it.
+static WORKER_SLOTS: PgLwLock<WorkerSlots> = unsafe { PgLwLock::new(c"queen_worker_slots") };
+
+/// Whether the slots exist (the library was preloaded).
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// Called from `_PG_init` when preloading.
+pub fn init_shared() {
+    pgrx::pg_shmem_init!(WORKER_SLOTS);
+    READY.store(true, Ordering::Relaxed);
+}
+
+fn count(index: usize, f: impl FnOnce(&mut Unrecorded)) {
+    if index < SLOTS && READY.load(Ordering::Relaxed) {
+        let mut slots = WORKER_SLOTS.exclusive();
+        let slot = &mut slots.0[index];
+        // SAFETY: the worker is connected to its database: MyDatabaseId is set.
+        slot.db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+        f(slot);
+    }
+}
+
+/// This database's passes that failed without a record, and passes skipped, since the server
+/// started: (failed, skipped). Zeros without preloading (there is no worker).
+pub fn unrecorded() -> (i64, i64) {
+    if !READY.load(Ordering::Relaxed) {
+        return (0, 0);
+    }
+    // SAFETY: a backend connected to a database, as every SQL call is.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let slots = WORKER_SLOTS.share();
+    slots.0.iter().filter(|u| u.db == db).fold((0, 0), |(f, k), u| (f + u.failed_passes, k + u.skipped_passes))
+}
+
+/// The settings a pass depends on, whatever ALTER DATABASE / ALTER ROLE ... SET say (a
+/// database owner may set them; SPEC §11: the worker never runs user code, and must not be
+/// stopped by a setting either): a fixed search_path (every query of queen names its schema,
+/// and nothing on another path is called), read-write transactions in READ COMMITTED, and no
+/// timeout that would cut a pass short. Set for the session, before the first pass.
+const WORKER_SETTINGS: &str = "SET search_path TO pg_catalog, pg_temp; \
+     SET default_transaction_read_only = off; \
+     SET default_transaction_isolation = 'read committed'; \
+     SET default_transaction_deferrable = off; \
+     SET statement_timeout = 0; \
+     SET lock_timeout = 0; \
+     SET idle_in_transaction_session_timeout = 0; \
+     SET transaction_timeout = 0";
 
 /// Register one worker per configured database. Called from `_PG_init` when preloading.
 pub fn register() {
@@ -38,10 +116,17 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let role = gucs::WORKER_ROLE.get().and_then(|r| r.into_string().ok()).filter(|r| !r.is_empty());
     BackgroundWorker::connect_worker_to_spi(Some(&db), role.as_deref());
-    // A fixed search_path, whatever ALTER DATABASE / ALTER ROLE ... SET search_path say
-    // (SPEC §11): every query of queen names its schema, and nothing on another path is
-    // called. (Set for the session, before the first pass.)
-    in_transaction(|| Spi::run("SET search_path TO pg_catalog, pg_temp").expect("queen: setting search_path"));
+    in_transaction(|| {
+        for set in WORKER_SETTINGS.split(';') {
+            // transaction_timeout exists from PostgreSQL 17 on: an unknown setting is skipped.
+            // SAFETY: reads a setting by name (missing_ok: NULL when this server has none).
+            let exists = !unsafe { pg_sys::GetConfigOption(c"transaction_timeout".as_ptr(), true, false) }.is_null();
+            if set.contains("transaction_timeout") && !exists {
+                continue;
+            }
+            Spi::run(set.trim()).expect("queen: setting the worker's settings");
+        }
+    });
     log!("queen: maintenance worker for database \"{db}\" started");
     loop {
         let interval = Duration::from_secs(gucs::MAINTENANCE_INTERVAL.get().max(1) as u64);
@@ -60,7 +145,7 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
         unsafe {
             pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"queen maintenance pass".as_ptr())
         };
-        pass(&db);
+        pass(&db, index);
         // SAFETY: the pass has ended, committed or rolled back: no transaction is open.
         unsafe {
             pg_sys::pgstat_report_stat(true);
@@ -134,7 +219,7 @@ fn in_transaction<R>(f: impl FnOnce() -> R) -> R {
 
 /// One pass, unit by unit; an error is logged, its transaction rolled back, and the next
 /// interval tries again.
-fn pass(db: &str) {
+fn pass(db: &str, index: usize) {
     PgTryBuilder::new(|| {
         let installed = in_transaction(|| {
             Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen')")
@@ -144,8 +229,9 @@ fn pass(db: &str) {
         });
         if installed {
             let report = crate::maintain::pass(&mut OwnTransactions, gucs::PARTITION_IDLE_SECONDS.get());
-            if report.get("skipped").is_none() {
-                debug1!("queen: maintenance of \"{db}\": {report}");
+            match report.get("skipped") {
+                None => debug1!("queen: maintenance of \"{db}\": {report}"),
+                Some(_) => count(index, |u| u.skipped_passes += 1),
             }
         }
     })
@@ -156,21 +242,25 @@ fn pass(db: &str) {
         // AbortCurrentTransaction is what Postgres runs after an error: it releases the locks,
         // snapshots and SPI state of the failed transaction, and does nothing outside one.
         unsafe { pg_sys::AbortCurrentTransaction() };
-        note_failure(&e);
+        note_failure(&e, index);
     })
     .execute();
 }
 
 /// Count the failed pass in queen.maintenance_stats, in a transaction of its own. If that
-/// fails too (the extension was dropped meanwhile, say), the warning above is all there is.
-fn note_failure(e: &CaughtError) {
+/// fails too (a read-only database, say), it is counted in shared memory, which the view
+/// adds.
+fn note_failure(e: &CaughtError, index: usize) {
     let message = match e {
         CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => {
             r.message().to_string()
         }
     };
     PgTryBuilder::new(|| crate::maintain::record_failure(&mut OwnTransactions, &message))
-        // SAFETY: as above.
-        .catch_others(|_| unsafe { pg_sys::AbortCurrentTransaction() })
+        .catch_others(|_| {
+            // SAFETY: as above.
+            unsafe { pg_sys::AbortCurrentTransaction() };
+            count(index, |u| u.failed_passes += 1);
+        })
         .execute();
 }

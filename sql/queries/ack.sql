@@ -65,10 +65,31 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
  WHERE ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
    FOR UPDATE OF c;
 
+-- name: ack_lease_rows
+-- The active rows of lease $1 (through cursors_lease), locked, with the clock and their
+-- queue's stored options: for an ack under the lease whose message retention deleted
+-- (src/ack.rs sweep_vanished).
+SELECT c.partition_id, c.consumer_group, c.queue_id,
+       c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
+       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
+       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
+       clock_timestamp() AS now,
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
+       o.max_wait_time_seconds
+  FROM queen.cursors c
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
+ WHERE c.lease_id = $1 AND c.lease_expires_at > clock_timestamp()
+ ORDER BY c.partition_id, c.consumer_group
+   FOR UPDATE OF c;
+
 -- name: ack_batch_lock
 -- A batch ack whose entries all name their message by id ($1) and one lease ($2), and the same
--- group or none ($3): in one statement, the lease as the rows of the messages' partitions know
--- it (its group; expiry, -infinity once it ended; whether it was released) and, locked in
+-- group or none ($3): in one statement, the lease's group as the rows of the messages'
+-- partitions know it, and, per partition, the lease as that partition's row knows it (expiry,
+-- -infinity once it ended; whether it was released) and, locked in
 -- partition order, that group's cursor rows of those partitions, each with the messages found
 -- there, the clock (read after the locks: an ack may wait for the popping transaction) and the
 -- queue's stored options. No row when no row of those partitions knows the lease, or $3 is
@@ -102,13 +123,19 @@ WITH m AS MATERIALIZED (
         SELECT c.partition_id, c.queue_id, c.consumer_group, c.done_txid, c.done_seq, c.pending_txid,
                c.pending_seq, c.ahead_txid, c.ahead_seq, c.fail_txid, c.fail_seq, c.failures, c.retry_at,
                c.lease_id, c.lease_expires_at, c.lease_txid, c.lease_seq, c.lease_xip,
-               c.xmin::text AS version
+               c.xmin::text AS version,
+               -- The lease as this partition's row knows it (a lease over two partitions may
+               -- be released in one and run out in the other: each entry hears its own).
+               CASE WHEN c.lease_id = $2 THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
+               CASE WHEN c.lease_id = $2 THEN false
+                    WHEN c.last_lease_id = $2 THEN NOT c.last_lease_expired
+                    ELSE true END AS released
           FROM queen.cursors c
          WHERE c.partition_id = p.partition_id AND c.consumer_group = (SELECT consumer_group FROM l)
            AND ($3::text IS NULL OR $3 = (SELECT consumer_group FROM l))
            FOR UPDATE) AS x
 )
-SELECT c.*, l.expires_at, l.released, clock_timestamp() AS now,
+SELECT c.*, clock_timestamp() AS now,
        p.found_ids, p.found_txids, p.found_seqs,
        (SELECT count(*) FROM m) AS messages_found,
        (SELECT count(*) FROM p) AS partitions_found,
@@ -123,20 +150,13 @@ SELECT c.*, l.expires_at, l.released, clock_timestamp() AS now,
 
 -- name: ack_leases
 -- The leases an ack batch names ($1), as the cursor rows of the acked messages' partitions
--- ($2) know them (the lease a row holds, or the last one that ended there): group, expiry
--- (-infinity once it ended), whether it was released; a row that holds it is preferred to one
--- where it ended (IS NOT DISTINCT FROM: a NULL lease_id must not sort first). Found through the
--- primary key's partition prefix: no index on leases is needed for acks.
-SELECT DISTINCT ON (ls.l) ls.l AS lease_id, c.consumer_group,
+-- ($2) know them, one row per (lease, partition) (the lease a row holds, or the last one that
+-- ended there; a lease is one group's, so one row of a partition at most): group, expiry
+-- (-infinity once it ended), whether it was released. Found through the primary key's
+-- partition prefix: no index on leases is needed for acks.
+SELECT ls.l AS lease_id, c.partition_id, c.consumer_group,
        CASE WHEN c.lease_id = ls.l THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
        c.lease_id IS DISTINCT FROM ls.l AND NOT c.last_lease_expired AS released
   FROM (SELECT DISTINCT x AS l FROM unnest($1::uuid[]) AS x) AS ls
   JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[])
-                      AND (c.lease_id = ls.l OR c.last_lease_id = ls.l)
- ORDER BY ls.l, c.lease_id IS NOT DISTINCT FROM ls.l DESC;
-
--- name: lock_pair
--- The advisory lock of (partition $1, group $2) (state.sql try_lock_pair), waited for: an ack
--- that creates a cursor row holds it, so that a pop never waits on the uncommitted insert
--- (pops take it with a try-lock and move on).
-SELECT pg_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
+                      AND (c.lease_id = ls.l OR c.last_lease_id = ls.l);

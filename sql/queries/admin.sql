@@ -7,10 +7,12 @@
 SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1;
 
 -- name: renew
--- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it; the
--- new expiry, or no row when the lease is no longer active. The lease is its cursor rows' (one
--- per partition it covers, found through cursors_lease), locked as an ack locks them. Hint
--- rows another transaction holds are skipped (the next pop that looks moves them).
+-- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it, if
+-- that is at most $3 seconds (queen.max_lease_seconds). One row: the new expiry (NULL when the
+-- lease is no longer active, or the length is over the bound: nothing changed), the length
+-- asked for, and whether the lease is active. The lease is its cursor rows' (one per partition
+-- it covers, found through cursors_lease), locked as an ack locks them. Hint rows another
+-- transaction holds are skipped (the next pop that looks moves them).
 WITH c AS MATERIALIZED (
     SELECT partition_id, consumer_group, queue_id, lease_expires_at FROM queen.cursors
      WHERE lease_id = $1 AND lease_expires_at > clock_timestamp()
@@ -20,7 +22,7 @@ WITH c AS MATERIALIZED (
                           ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1), 300) AS s
 ), new AS MATERIALIZED (
     SELECT greatest((SELECT max(lease_expires_at) FROM c), clock_timestamp() + make_interval(secs => secs.s)) AS e
-      FROM secs WHERE EXISTS (SELECT 1 FROM c)
+      FROM secs WHERE EXISTS (SELECT 1 FROM c) AND secs.s <= $3
 ), cursors AS (
     UPDATE queen.cursors u SET lease_expires_at = new.e FROM c, new
      WHERE u.partition_id = c.partition_id AND u.consumer_group = c.consumer_group AND u.lease_id = $1
@@ -30,7 +32,7 @@ WITH c AS MATERIALIZED (
          WHERE r2.partition_id = c.partition_id AND r2.consumer_group = c.consumer_group
            FOR UPDATE OF r2 SKIP LOCKED)
 )
-SELECT e AS expires_at FROM new;
+SELECT (SELECT e FROM new) AS expires_at, secs.s AS seconds, EXISTS (SELECT 1 FROM c) AS active FROM secs;
 
 -- name: seek
 -- Move group $2's cursor in every partition of queue $1 to just before the first message
@@ -49,10 +51,10 @@ WITH snap AS MATERIALIZED (
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
--- The cursor rows it creates are created under their pairs' advisory locks (state.sql
+-- The cursor rows it creates are created under their pairs' locks (locks.rs, state.rs
 -- try_lock_pair), waited for, in partition order: a pop never waits on the uncommitted insert.
 pairs_locked AS MATERIALIZED (
-    SELECT count(pg_advisory_xact_lock(1364542798, hashtext(o.partition_id::text || '/' || $2))) AS n
+    SELECT count(queen.lock_pair(o.partition_id, $2)) AS n
       FROM (SELECT partition_id FROM parts ORDER BY partition_id) AS o
 ),
 pos AS MATERIALIZED (
@@ -106,6 +108,14 @@ set AS (
 )
 SELECT count(*) AS partitions_set FROM set;
 
+-- name: delete_group_lock
+-- The group's cursor rows on queue $2 (NULL: every queue), locked: waits for the open acks that
+-- hold them (pops are kept out by the group's lock, locks.rs), so that delete_group, a
+-- statement of its own, sees what they commit (a dead letter, a hint).
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) FOR UPDATE
+) AS l;
+
 -- name: delete_group
 -- Forget group $1 on queue $2 (NULL: every queue): cursors (and their leases), subscriptions, dead
 -- letters, hints, discovery points. Returns the number of (logical) cursors removed: one per
@@ -123,8 +133,14 @@ WITH subs AS MATERIALIZED (
 )
 SELECT n AS cursors_removed FROM counted;
 
+-- name: delete_queue_lock
+-- The queue's cursor rows, locked: waits for the open acks that hold them (as
+-- delete_group_lock).
+SELECT count(*) AS n FROM (SELECT 1 FROM queen.cursors WHERE queue_id = $1 FOR UPDATE) AS l;
+
 -- name: delete_queue
--- Drop queue $1 with everything in it; whether it existed.
+-- Drop queue $1 with everything in it, maintenance's count of it included; whether it
+-- existed.
 WITH existed AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1)
         OR EXISTS (SELECT 1 FROM queen.partitions WHERE queue_id = $1) AS e
@@ -136,5 +152,7 @@ WITH existed AS MATERIALIZED (
 ), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1
 ), r AS (DELETE FROM queen.ready WHERE queue_id = $1
 ), x AS (DELETE FROM queen.discovery WHERE queue_id = $1
+), n AS (DELETE FROM queen.queue_counts WHERE queue_id = $1
+), t AS (DELETE FROM queen.retired_partitions WHERE queue_id = $1
 )
 SELECT e AS existed FROM existed;

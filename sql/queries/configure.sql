@@ -1,10 +1,5 @@
 -- Queries of queen_configure (src/configure.rs). Sections are prepared once per backend.
 
--- name: lock_queue
--- Serialises queen_configure calls on one queue (and only those: pushes never take it), so
--- that two concurrent patches are applied one after the other, neither lost.
-SELECT pg_advisory_xact_lock(1902474318, hashtext($1::text));
-
 -- name: load_options
 -- The effective row of a queue: the one configured last, then the oldest (schema.sql, rule 1).
 SELECT lease_time, retry_limit, retry_delay, dead_letter_queue, delayed_processing,

@@ -1,10 +1,5 @@
 -- Queries of queen_maintain (src/maintain.rs). Sections are prepared once per backend.
 
--- name: maintain_lock
--- One maintenance pass at a time per database (the worker and queen_maintain() calls). Its
--- first key is its own (state.sql try_lock_pair lists them): pair locks hash to any second key.
-SELECT pg_try_advisory_xact_lock(1364542799, 0) AS locked;
-
 -- name: maintain_queues
 -- Every queue, with the options maintenance applies (NULL = default = off).
 SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_seconds,
@@ -61,15 +56,27 @@ ON CONFLICT (queue_id) DO UPDATE
 -- Delete the queue's messages created before $2, oldest first in the queue log, at most $3 of
 -- those looked at; returns how many were deleted and how many of them the queue's count had
 -- counted. Stops early when the head of the log is younger than the cutoff.
+-- A message in the batch of an active lease is left to its holder until the lease ends (as
+-- max wait leaves it): deleted under the lease, its ack would find nothing and the batch would
+-- never finish — the partition stalled until the lease ran out (issue 21, item 12).
 -- The rows go by their ctids (a TID scan): a join on ctid is planned, in the generic plan
 -- queen keeps, as a hash join over a sequential scan of the whole table (214 ms per chunk of
 -- 10 000 on a 392 000-message table, growing with the table; 28 ms this way, whatever its size).
 WITH head AS MATERIALIZED (
-    SELECT ctid, txid, seq, created_at FROM queen.messages WHERE queue_id = $1
+    SELECT ctid, partition_id, txid, seq, created_at FROM queen.messages WHERE queue_id = $1
      ORDER BY txid, seq LIMIT $3
+), leased AS MATERIALIZED (
+    SELECT c.partition_id, l.t, l.s
+      FROM queen.cursors c CROSS JOIN LATERAL unnest(c.lease_txid, c.lease_seq) AS l(t, s)
+     WHERE c.partition_id IN (SELECT DISTINCT partition_id FROM head WHERE created_at < $2)
+       AND c.lease_expires_at > clock_timestamp()
 ), gone AS (
     DELETE FROM queen.messages m
-     WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM head WHERE created_at < $2))
+     WHERE m.ctid = ANY (ARRAY(
+            SELECT h.ctid FROM head h
+             WHERE h.created_at < $2
+               AND NOT EXISTS (SELECT 1 FROM leased l
+                                WHERE l.partition_id = h.partition_id AND l.t = h.txid AND l.s = h.seq)))
     RETURNING m.txid, m.seq
 ), c AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1

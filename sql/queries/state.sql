@@ -145,7 +145,7 @@ UPDATE queen.cursors
 
 -- name: cursor_create
 -- Create a cursor row for a (partition, group) that has none, in the state the group's
--- subscription starts it with; no row back when one exists already. The caller holds the pair's transaction-level advisory lock (a pop takes it
+-- subscription starts it with; no row back when one exists already. The caller holds the pair's transaction-level lock (locks.rs) (a pop takes it
 -- with a try-lock, never waiting), so no other uncommitted insert of the key can exist and
 -- ON CONFLICT cannot wait.
 INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid,
@@ -154,12 +154,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (partition_id, consumer_group) DO NOTHING
 RETURNING xmin::text;
 
--- name: try_lock_pair
--- The advisory lock of (partition $1, group $2), never waited for: whoever creates a cursor row
--- holds it (a pop, an ack, maintenance, a seek), so that a pop never waits on an uncommitted
--- insert. Its first key is the pairs' own (1364542798, "QUEN"); queen's other advisory locks use
--- 1364542799 (a maintenance pass, maintain.sql) and 1902474318 (a queue's configuration).
-SELECT pg_try_advisory_xact_lock(1364542798, hashtext($1::text || '/' || $2));
+-- name: missing
+-- Which of the keys ($2, $3) of partition $1 no longer exist: messages of a lease's batch that
+-- retention deleted (src/ack.rs forget_vanished). Through the primary key.
+SELECT k.t AS txid, k.s AS seq FROM unnest($2::bigint[], $3::bigint[]) AS k(t, s)
+ WHERE NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = $1 AND m.txid = k.t AND m.seq = k.s);
 
 -- name: dead_letter
 -- File a message as a dead letter of a group; the message itself stays.

@@ -32,7 +32,7 @@ fn queen_seek(
         names::check_group("argument \"consumer_group\"", g).or_report(F);
     }
     privilege::require(&[queue], Privilege::Configure).or_report(F);
-    admin::seek(queue, consumer_group, to_time)
+    admin::seek(queue, consumer_group, to_time).or_report(F)
 }
 
 /// `queen_delete_group(consumer_group, queue)`: forget a group (NULL: queue mode) on one queue
@@ -52,7 +52,7 @@ fn queen_delete_group(consumer_group: Option<&str>, queue: default!(Option<&str>
         None => privilege::require_everywhere(Privilege::Configure),
     }
     .or_report(F);
-    admin::delete_group(consumer_group, queue)
+    admin::delete_group(consumer_group, queue).or_report(F)
 }
 
 /// `queen_delete_queue(queue)`: drop a queue with everything in it; false if there was none.
@@ -62,5 +62,5 @@ fn queen_delete_queue(queue: Option<&str>) -> bool {
     const F: &str = "queen_delete_queue";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     privilege::require(&[queue], Privilege::Configure).or_report(F);
-    admin::delete_queue(queue)
+    admin::delete_queue(queue).or_report(F)
 }

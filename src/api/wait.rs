@@ -23,7 +23,7 @@ fn queen_waiting_pops() -> TableIterator<
 ::pgrx::extension_sql!(
     r#"
 -- Pops waiting for messages now (needs the library in shared_preload_libraries).
-CREATE VIEW queen.waiting_pops AS
+CREATE VIEW queen.waiting_pops WITH (security_barrier) AS
 SELECT w.pid, q.name AS queue, w.since, w.wakeups
   FROM queen_waiting_pops() w
   LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = w.queue_id LIMIT 1) q ON true;

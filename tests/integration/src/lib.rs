@@ -299,6 +299,20 @@ pub fn await_debug_sleep(c: &mut Client, pid: i32) {
     }
 }
 
+/// Wait until backend `pid` waits for a lock (a row's, or one of queen's own), or panic.
+pub fn await_lock_wait(c: &mut Client, pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", &[&pid])
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "backend {pid} never waited for a lock");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Wait until `pid` is a waiting pop (it shows in queen.waiting_pops), or panic.
 pub fn await_waiting(c: &mut Client, pid: i32) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -263,8 +263,8 @@ fn a_visit_mark_lasts_no_longer_than_the_visit_or_the_rows_it_holds() {
              WHERE l.locktype = 'advisory' AND l.classid = 1364542800 AND d.datname = current_database()",
             &[],
         )
-            .unwrap()
-            .get(0)
+        .unwrap()
+        .get(0)
     };
     // A pop inside an open transaction keeps the mark of the partition it holds, until the
     // savepoint that popped rolls back, or the transaction ends.

@@ -31,6 +31,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("subscription", "queue_from_position", &["uuid", "timestamptz"]),
     ("subscription", "partition_from_position", &["uuid", "timestamptz"]),
     ("state", "dead_letter", &["uuid", "text", "bigint", "bigint", "text", "int"]),
+    ("state", "missing", &["uuid", "bigint[]", "bigint[]"]),
     ("push", "count_queue", &["uuid", "bigint"]),
     ("push", "push_one", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
     (

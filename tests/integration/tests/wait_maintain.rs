@@ -423,25 +423,7 @@ fn the_background_worker_maintains_its_database() {
     // never calls them.
     plant_spies(&mut c, "trap");
     c.batch_execute("ALTER DATABASE queen_worker_test SET search_path = trap, pg_catalog").unwrap();
-    let old_pid =
-        count(&mut admin, "SELECT max(pid)::bigint FROM pg_stat_activity WHERE backend_type = 'queen maintenance'");
-    admin
-        .batch_execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
-        )
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let pid = count(
-            &mut admin,
-            "SELECT coalesce(max(pid), 0)::bigint FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
-        );
-        if pid != 0 && pid != old_pid {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the worker did not restart");
-        thread::sleep(Duration::from_millis(100));
-    }
+    restart_worker(&mut admin);
     let mut c = connect("queen_worker_test");
     let path: String = c.query_one("SHOW search_path", &[]).unwrap().get(0);
     assert_eq!(path, "trap, pg_catalog", "the database's setting reaches new sessions");
@@ -459,8 +441,79 @@ fn the_background_worker_maintains_its_database() {
         thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(spy_calls(&mut c, "trap"), Vec::<String>::new(), "the worker called the database's hostile objects");
+
+    // Settings a database's owner may set (issue 21, item 5): read-only transactions and
+    // timeouts that would cut every pass short. The worker, restarted under them, sets what it
+    // depends on itself: its passes go on, none fails.
+    c.batch_execute(
+        "ALTER DATABASE queen_worker_test SET default_transaction_read_only = on;
+         ALTER DATABASE queen_worker_test SET statement_timeout = '1ms';
+         ALTER DATABASE queen_worker_test SET lock_timeout = '1ms';
+         ALTER DATABASE queen_worker_test SET idle_in_transaction_session_timeout = '1ms'",
+    )
+    .unwrap();
+    restart_worker(&mut admin);
+    let mut c = connect("queen_worker_test");
+    c.batch_execute(
+        "SET default_transaction_read_only = off; SET statement_timeout = 0; SET lock_timeout = 0;
+         SET idle_in_transaction_session_timeout = 0; SET search_path = pg_catalog, public",
+    )
+    .unwrap();
+    let stats = "SELECT passes, failed_passes FROM queen.maintenance_stats";
+    let (passes, failed): (i64, i64) = c.query_one(stats, &[]).map(|r| (r.get(0), r.get(1))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (p, f): (i64, i64) = c.query_one(stats, &[]).map(|r| (r.get(0), r.get(1))).unwrap();
+        assert_eq!(f, failed, "a pass failed under the database's settings");
+        if p >= passes + 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker's passes stopped under the database's settings");
+        thread::sleep(Duration::from_millis(100));
+    }
+    // A failure it cannot record in the table (the row cannot be written) is counted in shared
+    // memory, and the view shows it.
+    c.batch_execute("ALTER TABLE queen.maintenance_totals ADD CONSTRAINT unwritable CHECK (passes < 0) NOT VALID")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.query_one("SELECT failed_passes, (SELECT failed_passes FROM queen.maintenance_totals) FROM queen.maintenance_stats", &[]).unwrap();
+        let (shown, stored): (i64, i64) = (r.get(0), r.get(1));
+        assert_eq!(stored, failed, "the table took a write it cannot");
+        if shown >= failed + 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "failures the worker could not record are not shown");
+        thread::sleep(Duration::from_millis(100));
+    }
+    c.batch_execute("ALTER TABLE queen.maintenance_totals DROP CONSTRAINT unwritable").unwrap();
     drop(c);
     admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
+}
+
+/// Terminate the maintenance worker and wait until it is back (a new pid).
+fn restart_worker(admin: &mut Client) {
+    let old_pid = count(
+        admin,
+        "SELECT coalesce(max(pid), 0)::bigint FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
+    );
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pid = count(
+            admin,
+            "SELECT coalesce(max(pid), 0)::bigint FROM pg_stat_activity WHERE backend_type = 'queen maintenance'",
+        );
+        if pid != 0 && pid != old_pid {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the worker did not restart");
+        thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A partition maintenance finds idle while a pop holds its cursor row (the message the pop

@@ -29,8 +29,14 @@
 //!   exactly when the role held it (the grants and revokes committed before the call);
 //! - and the executor's own findings: a pop or keyless push that waited on a lock, an error no
 //!   call should raise.
+//!
+//! On the side queues (issue 21; `side`): completed retention never deletes a message under a
+//! committed lease of a group that has not finished it (`deleted under a lease`); a lease whose
+//! every message was acked — found, or gone by retention — is released (`lease outlived its
+//! batch`); and nothing committed before a delete of the queue or group survives it: no
+//! message, no dead letter, no lease (`survived a delete`).
 
-use super::{Event, Grp, Run, Status};
+use super::{Event, Grp, Run, Status, SIDE_QUEUES};
 use postgres::Client;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use uuid::Uuid;
@@ -57,13 +63,21 @@ pub(super) struct Traces {
 pub(super) fn traces(k: &mut Client) -> Traces {
     Traces {
         groups: k
-            .query("SELECT DISTINCT consumer_group FROM queen.subscriptions", &[])
+            .query(
+                "SELECT DISTINCT consumer_group FROM queen.subscriptions
+                  WHERE queue_id IN (SELECT queue_id FROM queen.queues WHERE name = 'eq')",
+                &[],
+            )
             .unwrap()
             .iter()
             .map(|r| r.get(0))
             .collect(),
         cursors: k
-            .query("SELECT partition_id, consumer_group FROM queen.cursors", &[])
+            .query(
+                "SELECT partition_id, consumer_group FROM queen.cursors
+                  WHERE queue_id IN (SELECT queue_id FROM queen.queues WHERE name = 'eq')",
+                &[],
+            )
             .unwrap()
             .iter()
             .map(|r| (r.get(0), r.get(1)))
@@ -404,6 +418,137 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                     call.privilege.as_str(),
                     if call.allowed { "let through" } else { "refused" },
                     if held { "held" } else { "did not hold" }
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// The side queues' checks (issue 21, items 7, 8, 9, 11, 12), at the end of a run, every
+/// transaction committed or gone.
+pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut v = |kind: &'static str, detail: String| out.push(Violation { kind, detail });
+    // Committed deletes: (queue, group or None for the queue, commit step).
+    let mut deletes: Vec<(u8, Option<u8>, usize)> = Vec::new();
+    // Committed deliveries under a lease: lease -> (queue, group, commit, messages).
+    let mut leases: HashMap<Uuid, (u8, u8, usize, Vec<Uuid>)> = HashMap::new();
+    let mut acked: HashSet<(Uuid, Uuid)> = HashSet::new();
+    let mut pushed: Vec<(u8, Uuid, usize)> = Vec::new();
+    let mut dead: Vec<(u8, u8, Uuid, usize)> = Vec::new();
+    for t in &run.history {
+        for e in &t.events {
+            match e {
+                Event::SideDeleted { q, group } => deletes.push((*q, *group, t.commit)),
+                Event::SideDelivered { q, group, msg, lease: Some(l) } => {
+                    leases.entry(*l).or_insert((*q, *group, t.commit, Vec::new())).3.push(*msg);
+                }
+                Event::SideAcked { q, group, msg, lease, dlq } => {
+                    acked.insert((*lease, *msg));
+                    if *dlq {
+                        dead.push((*q, *group, *msg, t.commit));
+                    }
+                }
+                Event::SidePushed { q, msg } => pushed.push((*q, *msg, t.commit)),
+                _ => {}
+            }
+        }
+    }
+    let deleted_between = |q: u8, g: u8, from: usize, to: usize| {
+        deletes.iter().any(|&(dq, dg, at)| dq == q && dg.is_none_or(|dg| dg == g) && at > from && at <= to)
+    };
+    // Deleted under a lease (rc: completed retention only; nothing but a delete may take a
+    // message a group holds under an active lease).
+    let delivered_commit = |lease: Uuid| leases.get(&lease).map(|l| l.2);
+    for g in &run.side_gone {
+        if g.q != 0 {
+            continue;
+        }
+        let Some((lease, commit)) =
+            leases.iter().find(|(_, l)| l.3.contains(&g.msg) && l.1 == g.group).map(|(l, x)| (*l, x.2))
+        else {
+            continue; // its pop never committed
+        };
+        let _ = delivered_commit(lease);
+        if commit < g.step && !deleted_between(g.q, g.group, g.delivered, g.step) {
+            v(
+                "deleted under a lease",
+                format!(
+                    "step {}: side queue {} group r{}: message {} delivered at step {} (committed at {}) under lease {lease} was gone",
+                    g.step, SIDE_QUEUES[g.q as usize], g.group, g.msg, g.delivered, commit
+                ),
+            );
+        }
+    }
+    // Leases and what survives: read once.
+    let all_leases: Vec<Uuid> = leases.keys().copied().collect();
+    let active: HashSet<Uuid> = k
+        .query(
+            "SELECT DISTINCT lease_id FROM queen.cursors WHERE lease_id = ANY($1) AND lease_expires_at > clock_timestamp()",
+            &[&all_leases],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // A lease whose every message was acked is released (rr: retention may take its messages).
+    for (lease, (q, g, commit, msgs)) in &leases {
+        if *q != 1 || !active.contains(lease) {
+            continue;
+        }
+        if msgs.iter().all(|m| acked.contains(&(*lease, *m))) && !deleted_between(*q, *g, *commit, usize::MAX) {
+            v(
+                "lease outlived its batch",
+                format!(
+                    "side queue {} group r{g}: lease {lease} (committed at step {commit}) is active, though each of its {} messages was acked",
+                    SIDE_QUEUES[*q as usize],
+                    msgs.len()
+                ),
+            );
+        }
+    }
+    // Nothing committed before a delete survives it.
+    let ids: Vec<Uuid> = pushed.iter().map(|p| p.1).chain(dead.iter().map(|d| d.2)).collect();
+    let messages: HashSet<Uuid> = k
+        .query("SELECT message_id FROM queen.messages WHERE message_id = ANY($1)", &[&ids])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let letters: HashSet<(String, Uuid)> = k
+        .query("SELECT consumer_group, message_id FROM queen.dead_letters WHERE message_id = ANY($1)", &[&ids])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for &(q, msg, commit) in &pushed {
+        if messages.contains(&msg) && deletes.iter().any(|&(dq, dg, at)| dq == q && dg.is_none() && at > commit) {
+            v(
+                "survived a delete",
+                format!("side queue {}: message {msg} (pushed, committed at step {commit}) outlived a later delete of its queue", SIDE_QUEUES[q as usize]),
+            );
+        }
+    }
+    for &(q, g, msg, commit) in &dead {
+        if letters.contains(&(format!("r{g}"), msg))
+            && deletes.iter().any(|&(dq, dg, at)| dq == q && dg.is_none_or(|dg| dg == g) && at > commit)
+        {
+            v(
+                "survived a delete",
+                format!("side queue {} group r{g}: the dead letter of {msg} (committed at step {commit}) outlived a later delete", SIDE_QUEUES[q as usize]),
+            );
+        }
+    }
+    for (lease, (q, g, commit, _)) in &leases {
+        if active.contains(lease)
+            && deletes.iter().any(|&(dq, dg, at)| dq == *q && dg.is_none_or(|dg| dg == *g) && at > *commit)
+        {
+            v(
+                "survived a delete",
+                format!(
+                    "side queue {} group r{g}: lease {lease} (committed at step {commit}) outlived a later delete",
+                    SIDE_QUEUES[*q as usize]
                 ),
             );
         }

@@ -8,7 +8,7 @@
 //! interleaving — but for a slow commit (`commit_slow`), which another thread sends while the
 //! next steps run, once it is visible and before the caches learn of it. Steps that would wait
 //! for a lock fail after `lock_timeout`: a pop or a keyless push that does is a violation (pops
-//! and producers never wait); an ack or a push of a key another open transaction holds may
+//! and producers never wait, but for an open delete of their group or queue); an ack or a push of a key another open transaction holds may
 //! wait, and is rolled back. Rolled-back, failed and killed transactions count as never having
 //! happened, and the executor checks that they left no trace: around every refused or failed
 //! call and every rollback, a fingerprint of queen's tables must not change. At the end every
@@ -28,7 +28,9 @@ mod check;
 mod schedule;
 
 pub use check::Violation;
-pub use schedule::{Grp, Item, LeaseKind, Privilege, SeekTo, Status, Step};
+pub use schedule::{
+    Grp, Item, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS, SIDE_QUEUES,
+};
 
 pub use crate::Server;
 use postgres::{Client, NoTls};
@@ -125,6 +127,52 @@ pub enum Event {
         privilege: Privilege,
         grant: bool,
     },
+    /// Side queues (issue 21): a push, a delivery, an ack that finished its message (or found
+    /// it gone), a delete of the queue (group None) or of one group.
+    SidePushed {
+        q: u8,
+        msg: Uuid,
+    },
+    SideDelivered {
+        q: u8,
+        group: u8,
+        msg: Uuid,
+        lease: Option<Uuid>,
+    },
+    SideAcked {
+        q: u8,
+        group: u8,
+        msg: Uuid,
+        lease: Uuid,
+        dlq: bool,
+    },
+    SideDeleted {
+        q: u8,
+        group: Option<u8>,
+    },
+}
+
+/// A side queue's delivery a connection received: what side acks pick from.
+#[derive(Clone, Debug)]
+struct SideDelivery {
+    q: u8,
+    group: u8,
+    msg: Uuid,
+    lease: Uuid,
+    /// The lease's expiry and the server's clock at the pop (seconds).
+    expires: f64,
+    step: usize,
+}
+
+/// An ack of a side delivery under its lease, still active by the clock, that found the message
+/// gone: step, queue, group, message, the delivery's step.
+#[derive(Clone, Debug)]
+pub struct SideGone {
+    pub step: usize,
+    pub q: u8,
+    pub group: u8,
+    pub msg: Uuid,
+    pub delivered: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -170,6 +218,7 @@ struct Conn {
     pid: i32,
     tx: Option<Tx>,
     deliveries: Vec<Delivery>,
+    side_deliveries: Vec<SideDelivery>,
     /// The application role's connection (the others are superusers).
     app: bool,
     /// A slow commit in flight: its thread, the transaction, the step.
@@ -216,6 +265,8 @@ pub struct Run<'a> {
     probes: usize,
     /// `queen.debug_scan_limit` of the superuser connections (0: the built-in bounds).
     scan_limit: i32,
+    /// Acks of side deliveries that found their message gone under an active lease.
+    side_gone: Vec<SideGone>,
 }
 
 fn connect_retrying(info: &str) -> Client {
@@ -282,6 +333,16 @@ fn fingerprint(c: &mut Client) -> Option<String> {
     c.query_one(FINGERPRINT, &[]).ok().map(|r| r.get(0))
 }
 
+/// The options of side queue `q`: `rc` completed retention, `rr` retention by age, both after
+/// 1 s (Sleep steps let that pass), with leases that outlast a run.
+fn side_configure(q: u8) -> String {
+    let opts = match q {
+        0 => r#"{"completedRetentionSeconds": 1, "leaseTime": 120}"#,
+        _ => r#"{"retentionSeconds": 1, "leaseTime": 120}"#,
+    };
+    format!("SELECT queen_configure('{}', '{opts}')", SIDE_QUEUES[q as usize])
+}
+
 /// Create the application role in a cluster (once; runs at once may race to create it).
 fn ensure_app_role(admin: &mut Client) {
     let _ = admin.batch_execute(&format!(
@@ -301,6 +362,14 @@ impl<'a> Run<'a> {
              SELECT queen_grant('{QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop']);"
         ))
         .unwrap();
+        for (q, _) in SIDE_QUEUES.iter().enumerate() {
+            c.batch_execute(&side_configure(q as u8)).unwrap();
+            c.batch_execute(&format!(
+                "SELECT queen_grant('{}', '{APP_ROLE}', ARRAY['push', 'pop', 'configure'])",
+                SIDE_QUEUES[q]
+            ))
+            .unwrap();
+        }
         let observer = connect_retrying(&server.conninfo(name, "postgres"));
         let mut run = Run {
             cfg,
@@ -320,6 +389,7 @@ impl<'a> Run<'a> {
             delivered_in_step: 0,
             probes: 0,
             scan_limit: 0,
+            side_gone: Vec::new(),
         };
         for i in 0..cfg.conns {
             let conn = run.open(i);
@@ -370,7 +440,15 @@ impl<'a> Run<'a> {
             client.batch_execute(&format!("SET queen.debug_scan_limit = {}", self.scan_limit)).unwrap();
         }
         let pid = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-        Conn { client: Some(client), pid, tx: None, deliveries: Vec::new(), app, slow: None }
+        Conn {
+            client: Some(client),
+            pid,
+            tx: None,
+            deliveries: Vec::new(),
+            side_deliveries: Vec::new(),
+            app,
+            slow: None,
+        }
     }
 
     /// Drop the database (when the run passed).
@@ -548,6 +626,7 @@ impl<'a> Run<'a> {
                 true
             }
             Step::Push { c, items, batch } => self.push(step, *c, items, *batch),
+            Step::Side { c, q, op } => self.side(step, *c, *q, op),
             Step::Fill { c, partition, n, consume } => {
                 let items: Vec<Item> = (0..*n).map(|_| Item { partition: *partition, key: None }).collect();
                 let pushed = self.push(step, *c, &items, true);
@@ -839,6 +918,144 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// A step on a side queue. Any of them may wait for a delete of the queue or group that
+    /// another transaction holds open (and a delete for them): a wait is rolled back.
+    fn side(&mut self, step: &Step, c: usize, q: u8, op: &SideOp) -> bool {
+        let queue = SIDE_QUEUES[q as usize];
+        let group_name = |g: u8| format!("r{g}");
+        match op {
+            SideOp::Push(p) => {
+                let r = self.exec(c, |k| {
+                    k.query_one("SELECT message_id FROM queen_push($1, '1'::jsonb, $2)", &[&queue, &format!("p{p}")])
+                });
+                match r {
+                    Ok(row) => {
+                        self.record(c, vec![Event::SidePushed { q, msg: row.get(0) }]);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
+                }
+            }
+            SideOp::Pop { group, auto } => {
+                let g = group_name(*group);
+                let r = self.exec(c, |k| {
+                    k.query(
+                        "SELECT message_id, lease_id, coalesce(extract(epoch FROM lease_expires_at)::float8, 0)
+                           FROM queen_pop($1, $2, batch => 2, auto_ack => $3)",
+                        &[&queue, &g, auto],
+                    )
+                });
+                match r {
+                    Ok(rows) => {
+                        let mut events = Vec::new();
+                        for row in &rows {
+                            let (msg, lease): (Uuid, Option<Uuid>) = (row.get(0), row.get(1));
+                            events.push(Event::SideDelivered { q, group: *group, msg, lease });
+                            if let Some(lease) = lease {
+                                let expires = row.get(2);
+                                self.conns[c].side_deliveries.push(SideDelivery {
+                                    q,
+                                    group: *group,
+                                    msg,
+                                    lease,
+                                    expires,
+                                    step: self.step,
+                                });
+                            }
+                        }
+                        self.record(c, events);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
+                }
+            }
+            SideOp::Ack { pick, dlq } => {
+                let n = self.conns[c].side_deliveries.len();
+                if n == 0 {
+                    return true;
+                }
+                let d = self.conns[c].side_deliveries[n - 1 - (*pick as usize % n)].clone();
+                let status = if *dlq { "dlq" } else { "completed" };
+                let r = self.exec(c, |k| {
+                    k.query_one(
+                        "SELECT success, error, extract(epoch FROM clock_timestamp())::float8
+                           FROM queen_ack($1, $2, $3)",
+                        &[&d.msg, &d.lease, &status],
+                    )
+                });
+                match r {
+                    Ok(row) => {
+                        let (success, error, now): (bool, Option<String>, f64) = (row.get(0), row.get(1), row.get(2));
+                        let gone = error.as_deref() == Some("message not found");
+                        if gone && d.expires > now + 1.0 {
+                            self.side_gone.push(SideGone {
+                                step: self.step,
+                                q: d.q,
+                                group: d.group,
+                                msg: d.msg,
+                                delivered: d.step,
+                            });
+                        }
+                        if success || gone {
+                            self.conns[c].side_deliveries.retain(|x| !(x.msg == d.msg && x.lease == d.lease));
+                            self.record(
+                                c,
+                                vec![Event::SideAcked {
+                                    q: d.q,
+                                    group: d.group,
+                                    msg: d.msg,
+                                    lease: d.lease,
+                                    dlq: *dlq,
+                                }],
+                            );
+                        }
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
+                }
+            }
+            SideOp::DeleteQueue => {
+                let configure = side_configure(q);
+                let r = self.exec(c, |k| {
+                    k.query_one("SELECT queen_delete_queue($1)", &[&queue])?;
+                    k.batch_execute(&configure)
+                });
+                match r {
+                    Ok(()) => {
+                        self.record(c, vec![Event::SideDeleted { q, group: None }]);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
+                }
+            }
+            SideOp::DeleteGroup(g) => {
+                let name = group_name(*g);
+                match self.exec(c, |k| k.query_one("SELECT queen_delete_group($1, $2)", &[&name, &queue])) {
+                    Ok(_) => {
+                        self.record(c, vec![Event::SideDeleted { q, group: Some(*g) }]);
+                        true
+                    }
+                    Err(f) => {
+                        self.failed(step, f, true);
+                        false
+                    }
+                }
+            }
+        }
+    }
+
     fn pop(&mut self, step: &Step) -> bool {
         let &Step::Pop { c, group, batch, partitions, partition, auto_ack, wait_ms, rollback_empty } = step else {
             unreachable!()
@@ -910,7 +1127,9 @@ impl<'a> Run<'a> {
                 if matches!(f, Failure::Refused) && app {
                     self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: false });
                 }
-                self.failed(step, f, false);
+                // A pop never waits, but for a delete of its group (or queue) that another
+                // transaction holds open (issue 21: nothing the pop writes may outlive it).
+                self.failed(step, f, group == Grp::Scratch);
                 false
             }
         }
@@ -974,26 +1193,32 @@ impl<'a> Run<'a> {
                 })
                 .collect();
             self.exec(c, |k| {
-                k.query("SELECT success, lease_released FROM queen_ack($1::jsonb) ORDER BY idx", &[&Value::Array(arr)])
+                k.query(
+                    "SELECT success, lease_released, error = 'message not found' FROM queen_ack($1::jsonb) ORDER BY idx",
+                    &[&Value::Array(arr)],
+                )
             })
-            .map(|rows| rows.iter().map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1))).collect::<Vec<_>>())
+            .map(|rows| rows.iter().map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1), r.get::<_, Option<bool>>(2) == Some(true))).collect::<Vec<_>>())
         } else {
             let (d, lease, group) = entries[0].clone();
             entries.truncate(1);
             self.exec(c, |k| {
                 k.query(
-                    "SELECT success, lease_released FROM queen_ack($1, $2, $3, 'explorer', $4)",
+                    "SELECT success, lease_released, error = 'message not found' FROM queen_ack($1, $2, $3, 'explorer', $4)",
                     &[&d.msg, &lease, &status.as_str(), &group],
                 )
             })
-            .map(|rows| rows.iter().map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1))).collect::<Vec<_>>())
+            .map(|rows| rows.iter().map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1), r.get::<_, Option<bool>>(2) == Some(true))).collect::<Vec<_>>())
         };
         let results = match rows {
             Ok(r) => {
-                if app {
+                // An ack answered 'message not found' throughout is what a role with no
+                // privilege on the queue hears (issue 21, item 3): neither let through nor
+                // refused, so not counted either way.
+                if app && !r.iter().all(|(_, _, unknown)| *unknown) {
                     self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: true });
                 }
-                r
+                r.into_iter().map(|(success, released, _)| (success, released)).collect::<Vec<_>>()
             }
             Err(f) => {
                 if matches!(f, Failure::Refused) && app {
@@ -1188,6 +1413,8 @@ impl<'a> Run<'a> {
         }
         let violations = check::check(&self, &mut drainer, &traces);
         self.violations.extend(violations);
+        let side = check::side(&self, &mut drainer);
+        self.violations.extend(side);
         let outcome = Outcome {
             violations: std::mem::take(&mut self.violations),
             steps: self.step,
@@ -1425,6 +1652,17 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
         930..=944 => Step::Sleep(if rng.random_bool(0.5) { 1100 } else { 150 }),
         945..=959 => Step::Terminate(c),
         960..=964 if cfg.other.is_some() => Step::Restore { ahead: rng.random_bool(0.3) },
+        965..=979 | 990..=999 => {
+            let q = rng.random_range(0..SIDE_QUEUES.len() as u8);
+            let op = match rng.random_range(0..100) {
+                0..=34 => SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)),
+                35..=64 => SideOp::Pop { group: rng.random_range(0..SIDE_GROUPS), auto: rng.random_bool(0.4) },
+                65..=89 => SideOp::Ack { pick: rng.random_range(0..3), dlq: rng.random_bool(0.15) },
+                90..=94 => SideOp::DeleteQueue,
+                _ => SideOp::DeleteGroup(rng.random_range(0..SIDE_GROUPS)),
+            };
+            Step::Side { c, q, op }
+        }
         980..=989 if cfg.crash.is_some() => Step::Crash,
         _ => Step::Pop {
             c,

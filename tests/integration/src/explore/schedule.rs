@@ -153,6 +153,34 @@ pub struct Item {
     pub key: Option<u32>,
 }
 
+/// The side queues (issue 21): `rc` with completed retention, `rr` with retention (by age),
+/// both with long leases, deleted (and configured again) and their groups deleted mid-schedule.
+pub const SIDE_QUEUES: [&str; 2] = ["rc", "rr"];
+/// Groups of the side queues (a deleted group's next pop is a first pop again).
+pub const SIDE_GROUPS: u8 = 3;
+/// Partitions of the side queues.
+pub const SIDE_PARTITIONS: u8 = 2;
+
+/// What a step does on a side queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SideOp {
+    Push(u8),
+    /// A pop of group `group` (batch 1–2), auto_ack or under a lease.
+    Pop {
+        group: u8,
+        auto: bool,
+    },
+    /// Ack (completed, or dlq) a side delivery this connection received (`pick` counted back),
+    /// with its lease.
+    Ack {
+        pick: u32,
+        dlq: bool,
+    },
+    /// queen_delete_queue, and queen_configure of it again, in one transaction.
+    DeleteQueue,
+    DeleteGroup(u8),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     Begin(usize),
@@ -235,6 +263,12 @@ pub enum Step {
     Restore {
         ahead: bool,
     },
+    /// A step on side queue `q` (`SIDE_QUEUES`).
+    Side {
+        c: usize,
+        q: u8,
+        op: SideOp,
+    },
 }
 
 impl Step {
@@ -256,7 +290,8 @@ impl Step {
             | Step::Ack { c, .. }
             | Step::Renew { c, .. }
             | Step::Seek { c, .. }
-            | Step::Grant { c, .. } => Some(*c),
+            | Step::Grant { c, .. }
+            | Step::Side { c, .. } => Some(*c),
             Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Restore { .. } => None,
         }
     }
@@ -326,6 +361,16 @@ impl fmt::Display for Step {
             Step::Terminate(c) => write!(f, "terminate {c}"),
             Step::Crash => write!(f, "crash"),
             Step::Restore { ahead } => write!(f, "restore {}", if *ahead { "ahead" } else { "behind" }),
+            Step::Side { c, q, op } => {
+                write!(f, "{c} side {} ", SIDE_QUEUES[*q as usize])?;
+                match op {
+                    SideOp::Push(p) => write!(f, "push p{p}"),
+                    SideOp::Pop { group, auto } => write!(f, "pop g{group}{}", if *auto { " auto" } else { "" }),
+                    SideOp::Ack { pick, dlq } => write!(f, "ack {pick}{}", if *dlq { " dlq" } else { "" }),
+                    SideOp::DeleteQueue => write!(f, "delete_queue"),
+                    SideOp::DeleteGroup(g) => write!(f, "delete_group g{g}"),
+                }
+            }
         }
     }
 }
@@ -431,6 +476,21 @@ impl FromStr for Step {
                 },
             },
             "delete_group" => Step::DeleteGroup(c),
+            "side" => {
+                let name = at(2)?;
+                let q =
+                    SIDE_QUEUES.iter().position(|n| *n == name).ok_or_else(|| format!("no side queue: {line}"))? as u8;
+                let g = |s: &str| num::<u8>(s.trim_start_matches('g'));
+                let op = match at(3)? {
+                    "push" => SideOp::Push(num(at(4)?.trim_start_matches('p'))?),
+                    "pop" => SideOp::Pop { group: g(at(4)?)?, auto: w.get(5) == Some(&"auto") },
+                    "ack" => SideOp::Ack { pick: num(at(4)?)?, dlq: w.get(5) == Some(&"dlq") },
+                    "delete_queue" => SideOp::DeleteQueue,
+                    "delete_group" => SideOp::DeleteGroup(g(at(4)?)?),
+                    s => return Err(format!("no side step {s}")),
+                };
+                Step::Side { c, q, op }
+            }
             "maintain" => Step::Maintain(c),
             "grant" => Step::Grant { c, privilege: privilege(at(2)?)?, grant: true },
             "revoke" => Step::Grant { c, privilege: privilege(at(2)?)?, grant: false },
@@ -446,6 +506,12 @@ mod tests {
     #[test]
     fn steps_print_and_parse_back() {
         let steps = [
+            Step::Side { c: 1, q: 0, op: SideOp::Push(1) },
+            Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 2, auto: true } },
+            Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 0, auto: false } },
+            Step::Side { c: 0, q: 0, op: SideOp::Ack { pick: 1, dlq: true } },
+            Step::Side { c: 0, q: 1, op: SideOp::DeleteQueue },
+            Step::Side { c: 3, q: 0, op: SideOp::DeleteGroup(1) },
             Step::Begin(2),
             Step::TakeXid(1),
             Step::Push {
