@@ -31,8 +31,9 @@ fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize
     let (outcome, schedule) = explore::explore_seed(cfg, seed);
     if outcome.violations.is_empty() {
         println!(
-            "explorer: seed {seed}: {} steps, {} crash rounds, {} restores, application role {} let through and {} refused, {} no-trace checks",
-            outcome.steps, outcome.crashes, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks
+            "explorer: seed {seed}: {} steps, {} crash rounds, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes",
+            outcome.steps, outcome.crashes, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks,
+            outcome.side_deletes, outcome.passes
         );
         return (outcome.steps, outcome.crashes);
     }

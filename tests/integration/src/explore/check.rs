@@ -154,7 +154,11 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     };
 
     let dead: HashSet<(String, Uuid)> = k
-        .query("SELECT consumer_group, message_id FROM queen.dead_letters", &[])
+        .query(
+            "SELECT consumer_group, message_id FROM queen.dead_letters
+              WHERE queue_id IN (SELECT queue_id FROM queen.queues WHERE name = 'eq')",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
@@ -435,6 +439,8 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     // Committed deliveries under a lease: lease -> (queue, group, commit, messages).
     let mut leases: HashMap<Uuid, (u8, u8, usize, Vec<Uuid>)> = HashMap::new();
     let mut acked: HashSet<(Uuid, Uuid)> = HashSet::new();
+    // Per lease: the last commit of its acks, and whether one of them released it.
+    let mut ack_ends: HashMap<Uuid, (usize, bool)> = HashMap::new();
     let mut pushed: Vec<(u8, Uuid, usize)> = Vec::new();
     let mut dead: Vec<(u8, u8, Uuid, usize)> = Vec::new();
     for t in &run.history {
@@ -444,8 +450,10 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
                 Event::SideDelivered { q, group, msg, lease: Some(l) } => {
                     leases.entry(*l).or_insert((*q, *group, t.commit, Vec::new())).3.push(*msg);
                 }
-                Event::SideAcked { q, group, msg, lease, dlq } => {
+                Event::SideAcked { q, group, msg, lease, dlq, released } => {
                     acked.insert((*lease, *msg));
+                    let end = ack_ends.entry(*lease).or_insert((0, false));
+                    *end = (end.0.max(t.commit), end.1 || *released);
                     if *dlq {
                         dead.push((*q, *group, *msg, t.commit));
                     }
@@ -492,16 +500,18 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    // A lease whose every message was acked is released (rr: retention may take its messages).
+    // A lease whose every message was acked is released by one of those acks (rr: retention
+    // may take its messages), unless a delete took the lease first.
     for (lease, (q, g, commit, msgs)) in &leases {
-        if *q != 1 || !active.contains(lease) {
+        let Some(&(last, released)) = ack_ends.get(lease) else { continue };
+        if *q != 1 || released || !msgs.iter().all(|m| acked.contains(&(*lease, *m))) {
             continue;
         }
-        if msgs.iter().all(|m| acked.contains(&(*lease, *m))) && !deleted_between(*q, *g, *commit, usize::MAX) {
+        if !deleted_between(*q, *g, *commit, last) {
             v(
                 "lease outlived its batch",
                 format!(
-                    "side queue {} group r{g}: lease {lease} (committed at step {commit}) is active, though each of its {} messages was acked",
+                    "side queue {} group r{g}: lease {lease} (committed at step {commit}): each of its {} messages was acked (the last at step {last}), and none of the acks released it",
                     SIDE_QUEUES[*q as usize],
                     msgs.len()
                 ),

@@ -145,6 +145,7 @@ pub enum Event {
         msg: Uuid,
         lease: Uuid,
         dlq: bool,
+        released: bool,
     },
     SideDeleted {
         q: u8,
@@ -218,7 +219,6 @@ struct Conn {
     pid: i32,
     tx: Option<Tx>,
     deliveries: Vec<Delivery>,
-    side_deliveries: Vec<SideDelivery>,
     /// The application role's connection (the others are superusers).
     app: bool,
     /// A slow commit in flight: its thread, the transaction, the step.
@@ -236,6 +236,9 @@ pub struct Outcome {
     pub app_refused: usize,
     pub app_allowed: usize,
     pub no_trace_checks: usize,
+    /// Side queue deletes (of a queue or a group) and maintenance passes that committed.
+    pub side_deletes: usize,
+    pub passes: usize,
 }
 
 /// One exploration run over a database of its own.
@@ -267,6 +270,11 @@ pub struct Run<'a> {
     scan_limit: i32,
     /// Acks of side deliveries that found their message gone under an active lease.
     side_gone: Vec<SideGone>,
+    /// Side deliveries under a lease not acked yet, whichever connection popped them: any
+    /// connection acks them (a lease id is all an ack needs).
+    side_deliveries: Vec<SideDelivery>,
+    /// queen_maintain() calls that returned.
+    passes: usize,
 }
 
 fn connect_retrying(info: &str) -> Client {
@@ -390,6 +398,8 @@ impl<'a> Run<'a> {
             probes: 0,
             scan_limit: 0,
             side_gone: Vec::new(),
+            side_deliveries: Vec::new(),
+            passes: 0,
         };
         for i in 0..cfg.conns {
             let conn = run.open(i);
@@ -440,15 +450,7 @@ impl<'a> Run<'a> {
             client.batch_execute(&format!("SET queen.debug_scan_limit = {}", self.scan_limit)).unwrap();
         }
         let pid = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-        Conn {
-            client: Some(client),
-            pid,
-            tx: None,
-            deliveries: Vec::new(),
-            side_deliveries: Vec::new(),
-            app,
-            slow: None,
-        }
+        Conn { client: Some(client), pid, tx: None, deliveries: Vec::new(), app, slow: None }
     }
 
     /// Drop the database (when the run passed).
@@ -674,7 +676,10 @@ impl<'a> Run<'a> {
                 }
             }
             Step::Maintain(c) => match self.exec(*c, |k| k.execute("SELECT queen_maintain()", &[])) {
-                Ok(_) => true,
+                Ok(_) => {
+                    self.passes += 1;
+                    true
+                }
                 Err(f) => {
                     self.failed(step, f, true);
                     false
@@ -956,7 +961,7 @@ impl<'a> Run<'a> {
                             events.push(Event::SideDelivered { q, group: *group, msg, lease });
                             if let Some(lease) = lease {
                                 let expires = row.get(2);
-                                self.conns[c].side_deliveries.push(SideDelivery {
+                                self.side_deliveries.push(SideDelivery {
                                     q,
                                     group: *group,
                                     msg,
@@ -976,22 +981,23 @@ impl<'a> Run<'a> {
                 }
             }
             SideOp::Ack { pick, dlq } => {
-                let n = self.conns[c].side_deliveries.len();
+                let n = self.side_deliveries.len();
                 if n == 0 {
                     return true;
                 }
-                let d = self.conns[c].side_deliveries[n - 1 - (*pick as usize % n)].clone();
+                let d = self.side_deliveries[n - 1 - (*pick as usize % n)].clone();
                 let status = if *dlq { "dlq" } else { "completed" };
                 let r = self.exec(c, |k| {
                     k.query_one(
-                        "SELECT success, error, extract(epoch FROM clock_timestamp())::float8
+                        "SELECT success, error, extract(epoch FROM clock_timestamp())::float8, lease_released
                            FROM queen_ack($1, $2, $3)",
                         &[&d.msg, &d.lease, &status],
                     )
                 });
                 match r {
                     Ok(row) => {
-                        let (success, error, now): (bool, Option<String>, f64) = (row.get(0), row.get(1), row.get(2));
+                        let (success, error, now, released): (bool, Option<String>, f64, bool) =
+                            (row.get(0), row.get(1), row.get(2), row.get(3));
                         let gone = error.as_deref() == Some("message not found");
                         if gone && d.expires > now + 1.0 {
                             self.side_gone.push(SideGone {
@@ -1003,7 +1009,7 @@ impl<'a> Run<'a> {
                             });
                         }
                         if success || gone {
-                            self.conns[c].side_deliveries.retain(|x| !(x.msg == d.msg && x.lease == d.lease));
+                            self.side_deliveries.retain(|x| !(x.msg == d.msg && x.lease == d.lease));
                             self.record(
                                 c,
                                 vec![Event::SideAcked {
@@ -1012,6 +1018,7 @@ impl<'a> Run<'a> {
                                     msg: d.msg,
                                     lease: d.lease,
                                     dlq: *dlq,
+                                    released,
                                 }],
                             );
                         }
@@ -1423,6 +1430,13 @@ impl<'a> Run<'a> {
             app_refused: self.app_calls.iter().filter(|c| !c.allowed).count(),
             app_allowed: self.app_calls.iter().filter(|c| c.allowed).count(),
             no_trace_checks: self.no_trace_checks,
+            side_deletes: self
+                .history
+                .iter()
+                .flat_map(|t| &t.events)
+                .filter(|e| matches!(e, Event::SideDeleted { .. }))
+                .count(),
+            passes: self.passes,
         };
         (outcome, self)
     }
@@ -1582,7 +1596,7 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             consume: (!in_tx && rng.random_bool(0.6))
                 .then(|| [Grp::All, Grp::From, Grp::QueueMode, Grp::New][rng.random_range(0..4)]),
         },
-        295..=619 => {
+        295..=489 => {
             let group = match rng.random_range(0..100) {
                 0..=24 => Grp::All,
                 25..=42 => Grp::New,
@@ -1652,13 +1666,16 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
         930..=944 => Step::Sleep(if rng.random_bool(0.5) { 1100 } else { 150 }),
         945..=959 => Step::Terminate(c),
         960..=964 if cfg.other.is_some() => Step::Restore { ahead: rng.random_bool(0.3) },
-        965..=979 | 990..=999 => {
+        490..=619 | 965..=979 | 990..=999 => {
             let q = rng.random_range(0..SIDE_QUEUES.len() as u8);
             let op = match rng.random_range(0..100) {
                 0..=34 => SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)),
-                35..=64 => SideOp::Pop { group: rng.random_range(0..SIDE_GROUPS), auto: rng.random_bool(0.4) },
-                65..=89 => SideOp::Ack { pick: rng.random_range(0..3), dlq: rng.random_bool(0.15) },
-                90..=94 => SideOp::DeleteQueue,
+                35..=64 => SideOp::Pop { group: rng.random_range(0..SIDE_GROUPS), auto: rng.random_bool(0.25) },
+                65..=89 => SideOp::Ack {
+                    pick: if rng.random_bool(0.7) { 0 } else { rng.random_range(1..3) },
+                    dlq: rng.random_bool(0.15),
+                },
+                90..=95 => SideOp::DeleteQueue,
                 _ => SideOp::DeleteGroup(rng.random_range(0..SIDE_GROUPS)),
             };
             Step::Side { c, q, op }

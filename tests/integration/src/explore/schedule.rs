@@ -170,8 +170,8 @@ pub enum SideOp {
         group: u8,
         auto: bool,
     },
-    /// Ack (completed, or dlq) a side delivery this connection received (`pick` counted back),
-    /// with its lease.
+    /// Ack (completed, or dlq) a side delivery under a lease, whichever connection received it
+    /// (`pick` counted back from the latest), with its lease.
     Ack {
         pick: u32,
         dlq: bool,
