@@ -999,7 +999,15 @@ impl<'a> Run<'a> {
                         let (success, error, now, released): (bool, Option<String>, f64, bool) =
                             (row.get(0), row.get(1), row.get(2), row.get(3));
                         let gone = error.as_deref() == Some("message not found");
-                        if gone && d.expires > now + 1.0 {
+                        // (A delete of the queue or group in this transaction, not committed
+                        // yet, took it: the check counts committed deletes only.)
+                        let own_delete = self.conns[c].tx.as_ref().is_some_and(|t| {
+                            t.events.iter().any(|e| {
+                                matches!(e, Event::SideDeleted { q, group }
+                                    if *q == d.q && group.is_none_or(|g| g == d.group))
+                            })
+                        });
+                        if gone && !own_delete && d.expires > now + 1.0 {
                             self.side_gone.push(SideGone {
                                 step: self.step,
                                 q: d.q,
