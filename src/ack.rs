@@ -349,7 +349,7 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
         gone.sort_unstable_by_key(|l| *l.as_bytes());
         gone.dedup();
         for lease in gone {
-            sweep_vanished(s, lease, &mut results);
+            sweep_vanished(s, lease, entries, &mut results);
         }
         Ok(())
     })?;
@@ -600,7 +600,7 @@ impl<'a> Group<'a> {
     fn create(&mut self, row: &CursorRow, sub: Option<Subscription>) -> QueenResult<Created> {
         // Rows of the queue and the group are created: their shared locks (locks.rs), as a
         // pop's. Having waited, a delete committed meanwhile: look again.
-        if crate::locks::writing(self.queue_id, "of the acknowledged message", Some(self.group))? {
+        if crate::locks::writing(self.queue_id, None, Some(self.group))? {
             return Ok(Created::LookAgain);
         }
         if sub.is_none() && crate::subscription::subscribe_all(self.s, self.queue_id, self.group)?.is_none() {
@@ -722,7 +722,7 @@ impl<'a> Group<'a> {
 /// batch is finished, and the lease released (on the result of the entry that named it, as
 /// `lease_released`), so that the partition does not stall until the lease runs out (issue
 /// 21, item 12). Only queues with retention; nothing is written otherwise.
-fn sweep_vanished(s: &mut Spi, lease: Uuid, results: &mut [AckResult]) {
+fn sweep_vanished(s: &mut Spi, lease: Uuid, entries: &[AckEntry], results: &mut [AckResult]) {
     let rows: Vec<(Uuid, String, Uuid, CursorRow, Micros, QueueOptions)> = ACK_LEASE_ROWS
         .run(s, &[lease.into()])
         .map(|r| {
@@ -757,10 +757,12 @@ fn sweep_vanished(s: &mut Spi, lease: Uuid, results: &mut [AckResult]) {
         let also = state::SaveAlso { queue_id, hint_at, ended_lease: Some((lease, false)) };
         state::save(s, partition, &group, &row, also);
         crate::wait::touched(crate::wait::queue_key(&from_pg(queue_id)));
-        if let Some(r) =
-            results.iter_mut().find(|r| !r.lease_released && r.error.as_deref() == Some("message not found"))
-        {
-            r.lease_released = true;
+        // On the first entry that named the lease and found its message gone.
+        let named = |i: &usize| {
+            entries[*i].lease_id.map(to_pg) == Some(lease) && results[*i].error.as_deref() == Some("message not found")
+        };
+        if let Some(i) = (0..entries.len()).find(named) {
+            results[i].lease_released = true;
         }
     }
 }

@@ -54,7 +54,7 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
 pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> QueenResult<i32> {
     let queue_id = to_pg(names::queue_id(queue));
     let key = group_key(group);
-    crate::locks::writing(queue_id, queue, Some(key))?;
+    crate::locks::writing(queue_id, Some(queue), Some(key))?;
     crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
         format!("queue \"{}\" (completed retention)", crate::error::shorten(queue))
     })?;

@@ -178,11 +178,13 @@ pub fn group_key(group: &str) -> u32 {
     hash(Uuid::from_bytes([0; 16]), group)
 }
 
-/// Shared locks of a transaction that writes rows of `queue` for `group` (None: a push, no
-/// group): a delete of either waits for it, and it waits for a delete that is open.
-pub fn writing(queue_id: Uuid, queue: &str, group: Option<&str>) -> QueenResult<bool> {
-    let mut waited = take_fresh(Kind::QueueWrite, queue_key(queue_id), Mode::Shared, || {
-        format!("queue \"{}\" (being deleted)", crate::error::shorten(queue))
+/// Shared locks of a transaction that writes rows of queue `queue_id` (named `queue`, when the
+/// caller knows its name) for `group` (None: a push, no group): a delete of either waits for
+/// it, and it waits for a delete that is open.
+pub fn writing(queue_id: Uuid, queue: Option<&str>, group: Option<&str>) -> QueenResult<bool> {
+    let mut waited = take_fresh(Kind::QueueWrite, queue_key(queue_id), Mode::Shared, || match queue {
+        Some(q) => format!("queue \"{}\" (being deleted)", crate::error::shorten(q)),
+        None => "the message's queue (being deleted)".to_string(),
     })?;
     if let Some(g) = group {
         waited |= take_fresh(Kind::GroupWrite, group_key(g), Mode::Shared, || {

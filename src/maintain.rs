@@ -166,10 +166,10 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
         r.queues += 1;
         unit(units, |s| refresh_count(s, queue_id))?;
         if let Some(secs) = retention.filter(|s| *s > 0) {
-            r.retention_deleted += retain_in_chunks(units, queue_id, secs, RETENTION, usize::MAX)?.unwrap_or(0);
+            r.retention_deleted += retain_in_chunks(units, queue_id, secs, RETENTION, usize::MAX, false)?.unwrap_or(0);
         }
         if let Some(secs) = completed.filter(|s| *s > 0) {
-            match retain_in_chunks(units, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS)? {
+            match retain_in_chunks(units, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS, true)? {
                 Some(deleted) => r.completed_retention_deleted += deleted,
                 None => r.completed_retention_deferred += 1,
             }
@@ -262,7 +262,7 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
 
 /// Run a retention query (`retention` or `completed_retention`: messages older than `secs`)
 /// chunk after chunk, each a unit, until a chunk deletes nothing, at most `chunks` times; how
-/// many it deleted in all. Completed retention runs only while no subscription of the queue
+/// many it deleted in all. `completed` (completed retention) runs only while no subscription of the queue
 /// is open (locks.rs Subscribe; SPEC §4: a group whose first pop has not committed counts):
 /// None when one is, and the queue is left to the next pass.
 fn retain_in_chunks(
@@ -271,8 +271,8 @@ fn retain_in_chunks(
     secs: i32,
     query: Query,
     chunks: usize,
+    completed: bool,
 ) -> Result<Option<i64>, Skipped> {
-    let completed = query.name == COMPLETED_RETENTION.name;
     let cutoff = unit(units, |s| cutoff(s, secs))?;
     let mut total = 0;
     for _ in 0..chunks {

@@ -123,7 +123,7 @@ pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
     let group = names::group_key(req.group.as_deref()).to_string();
     // Shared locks of the queue and the group (locks.rs): an open delete of either is waited
     // for, and a later one waits for this transaction. Before anything is read.
-    crate::locks::writing(queue_id, &req.queue, Some(&group))?;
+    crate::locks::writing(queue_id, Some(&req.queue), Some(&group))?;
     spi::connect(|s| {
         // Queue mode always reads from the oldest retained message.
         let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };

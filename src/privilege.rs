@@ -240,6 +240,13 @@ pub fn require(queues: &[&str], privilege: Privilege) -> QueenResult<()> {
     })
 }
 
+/// The name of queue `id` (its id's text when the queue has no row: grants name queues).
+fn queue_name(s: &mut Spi, id: pgrx::Uuid) -> String {
+    let args: [DatumWithOid; 1] = [id.into()];
+    let name = QUEUE_NAME.run(s, &args).next().and_then(|r| r.get::<String>("name"));
+    name.unwrap_or_else(|| names::from_pg(id).to_string())
+}
+
 /// The same for queues known by id (an ack finds its messages' queues), inside a connection.
 /// `role` is the caller, read before the connection switched to the owner.
 pub fn require_ids(s: &mut Spi, role: pg_sys::Oid, queue_ids: &[pgrx::Uuid], privilege: Privilege) -> QueenResult<()> {
@@ -247,9 +254,7 @@ pub fn require_ids(s: &mut Spi, role: pg_sys::Oid, queue_ids: &[pgrx::Uuid], pri
         return Ok(());
     }
     for id in queue_ids {
-        let args: [DatumWithOid; 1] = [(*id).into()];
-        let name = QUEUE_NAME.run(s, &args).next().and_then(|r| r.get::<String>("name"));
-        let name = name.unwrap_or_else(|| names::from_pg(*id).to_string());
+        let name = queue_name(s, *id);
         if !allowed(s, role, &name, privilege) {
             return Err(denied(&name, privilege));
         }
@@ -273,9 +278,7 @@ pub fn unknown_to(
     }
     let mut unknown = Vec::new();
     for id in queue_ids {
-        let args: [DatumWithOid; 1] = [(*id).into()];
-        let name = QUEUE_NAME.run(s, &args).next().and_then(|r| r.get::<String>("name"));
-        let name = name.unwrap_or_else(|| names::from_pg(*id).to_string());
+        let name = queue_name(s, *id);
         if allowed(s, role, &name, privilege) {
             continue;
         }

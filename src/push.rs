@@ -206,7 +206,7 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
     let mut written: Vec<(&str, uuid::Uuid)> = queues.iter().map(|(n, q)| (*n, *q)).collect();
     written.sort_unstable_by_key(|(_, q)| *q.as_bytes());
     for (name, q) in written {
-        crate::locks::writing(to_pg(q), name, None)?;
+        crate::locks::writing(to_pg(q), Some(name), None)?;
     }
     spi::connect(|s| -> QueenResult<()> {
         match payloads {

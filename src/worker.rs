@@ -80,14 +80,17 @@ pub fn unrecorded() -> (i64, i64) {
 /// stopped by a setting either): a fixed search_path (every query of queen names its schema,
 /// and nothing on another path is called), read-write transactions in READ COMMITTED, and no
 /// timeout that would cut a pass short. Set for the session, before the first pass.
-const WORKER_SETTINGS: &str = "SET search_path TO pg_catalog, pg_temp; \
-     SET default_transaction_read_only = off; \
-     SET default_transaction_isolation = 'read committed'; \
-     SET default_transaction_deferrable = off; \
-     SET statement_timeout = 0; \
-     SET lock_timeout = 0; \
-     SET idle_in_transaction_session_timeout = 0; \
-     SET transaction_timeout = 0";
+const WORKER_SETTINGS: &[(&str, &str)] = &[
+    ("search_path", "pg_catalog, pg_temp"),
+    ("default_transaction_read_only", "off"),
+    ("default_transaction_isolation", "read committed"),
+    ("default_transaction_deferrable", "off"),
+    ("statement_timeout", "0"),
+    ("lock_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    // From PostgreSQL 17 on; skipped where the server has no such setting.
+    ("transaction_timeout", "0"),
+];
 
 /// Register one worker per configured database. Called from `_PG_init` when preloading.
 pub fn register() {
@@ -117,14 +120,17 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
     let role = gucs::WORKER_ROLE.get().and_then(|r| r.into_string().ok()).filter(|r| !r.is_empty());
     BackgroundWorker::connect_worker_to_spi(Some(&db), role.as_deref());
     in_transaction(|| {
-        for set in WORKER_SETTINGS.split(';') {
-            // transaction_timeout exists from PostgreSQL 17 on: an unknown setting is skipped.
+        for (name, value) in WORKER_SETTINGS {
+            let name = std::ffi::CString::new(*name).expect("a setting's name has no NUL");
             // SAFETY: reads a setting by name (missing_ok: NULL when this server has none).
-            let exists = !unsafe { pg_sys::GetConfigOption(c"transaction_timeout".as_ptr(), true, false) }.is_null();
-            if set.contains("transaction_timeout") && !exists {
+            if unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) }.is_null() {
                 continue;
             }
-            Spi::run(set.trim()).expect("queen: setting the worker's settings");
+            Spi::run_with_args(
+                "SELECT pg_catalog.set_config($1, $2, false)",
+                &[name.to_str().expect("ASCII").into(), (*value).into()],
+            )
+            .expect("queen: setting the worker's settings");
         }
     });
     log!("queen: maintenance worker for database \"{db}\" started");

@@ -287,28 +287,21 @@ pub fn look_snapshot(c: &mut Client) -> String {
 /// Wait until backend `pid` sleeps in one of queen's debug delays (`queen.debug_claim_delay_ms`,
 /// `queen.debug_commit_delay_ms`: wait event PgSleep), or panic.
 pub fn await_debug_sleep(c: &mut Client, pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c
-        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", &[&pid])
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
-        assert!(Instant::now() < deadline, "backend {pid} never reached its debug delay");
-        thread::sleep(Duration::from_millis(2));
-    }
+    await_activity(c, pid, "wait_event = 'PgSleep'", "reached its debug delay");
 }
 
 /// Wait until backend `pid` waits for a lock (a row's, or one of queen's own), or panic.
 pub fn await_lock_wait(c: &mut Client, pid: i32) {
+    await_activity(c, pid, "wait_event_type = 'Lock'", "waited for a lock");
+}
+
+/// Wait until pg_stat_activity shows backend `pid` with `condition` (a fixed SQL condition),
+/// or panic after 10 s saying it never `what`.
+fn await_activity(c: &mut Client, pid: i32, condition: &str, what: &str) {
+    let sql = format!("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND {condition}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while c
-        .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", &[&pid])
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
-        assert!(Instant::now() < deadline, "backend {pid} never waited for a lock");
+    while c.query_one(&sql, &[&pid]).unwrap().get::<_, i64>(0) == 0 {
+        assert!(Instant::now() < deadline, "backend {pid} never {what}");
         thread::sleep(Duration::from_millis(2));
     }
 }

@@ -2,7 +2,7 @@
 //! granted (issue 21, items 1–4), over real connections as roles that are not superusers.
 
 use postgres::Client;
-use queen_integration_tests::{open_tx, push, sqlstate, TestDb};
+use queen_integration_tests::{connect, open_tx, push, sqlstate, TestDb};
 use serde_json::json;
 
 /// A queue "secret" with a pending message in partition p, a dead letter whose payload is a card
@@ -258,4 +258,33 @@ fn no_lease_outlasts_queen_max_lease_seconds() {
         .unwrap()
         .get(0);
     assert!(left <= 60.0, "{left}");
+}
+
+/// docs/security.md: where `public` is writable by others, queen installs into a schema of its
+/// own, and works there called by its schema.
+#[test]
+fn queen_installs_into_a_schema_of_its_own() {
+    let name = format!("t_own_schema_{}", std::process::id());
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    let mut c = connect(&name);
+    c.batch_execute("CREATE SCHEMA queen_api; CREATE EXTENSION queen SCHEMA queen_api; SET search_path = pg_catalog")
+        .unwrap();
+    c.query_one("SELECT queen_api.queen_push('q', '1'::jsonb)", &[]).unwrap();
+    let n = c.query("SELECT * FROM queen_api.queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().len();
+    assert_eq!(n, 1);
+    let m: i64 = c.query_one("SELECT partitions FROM queen.queue_stats WHERE queue = 'q'", &[]).unwrap().get(0);
+    assert_eq!(m, 1);
+    c.query("SELECT * FROM queen.maintenance_stats", &[]).unwrap();
+    let in_public: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'queen%'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(in_public, 0, "functions landed in public");
+    drop(c);
+    admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).unwrap();
 }

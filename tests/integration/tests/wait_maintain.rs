@@ -471,6 +471,21 @@ fn the_background_worker_maintains_its_database() {
         assert!(Instant::now() < deadline, "the worker's passes stopped under the database's settings");
         thread::sleep(Duration::from_millis(100));
     }
+    // A pass held open by queen_maintain() in a transaction: the worker's passes meanwhile are
+    // skipped, and counted as such.
+    let mut h = connect("queen_worker_test");
+    h.batch_execute(
+        "SET default_transaction_read_only = off; SET statement_timeout = 0; SET lock_timeout = 0;
+         SET idle_in_transaction_session_timeout = 0; SET search_path = pg_catalog, public",
+    )
+    .unwrap();
+    h.batch_execute("BEGIN; SELECT queen_maintain()").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT skipped_passes FROM queen.maintenance_stats") < 1 {
+        assert!(Instant::now() < deadline, "the worker's skipped passes are not counted");
+        thread::sleep(Duration::from_millis(100));
+    }
+    h.batch_execute("COMMIT").unwrap();
     // A failure it cannot record in the table (the row cannot be written) is counted in shared
     // memory, and the view shows it.
     c.batch_execute("ALTER TABLE queen.maintenance_totals ADD CONSTRAINT unwritable CHECK (passes < 0) NOT VALID")

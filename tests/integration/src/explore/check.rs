@@ -468,7 +468,6 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     };
     // Deleted under a lease (rc: completed retention only; nothing but a delete may take a
     // message a group holds under an active lease).
-    let delivered_commit = |lease: Uuid| leases.get(&lease).map(|l| l.2);
     for g in &run.side_gone {
         if g.q != 0 {
             continue;
@@ -478,7 +477,6 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         else {
             continue; // its pop never committed
         };
-        let _ = delivered_commit(lease);
         if commit < g.step && !deleted_between(g.q, g.group, g.delivered, g.step) {
             v(
                 "deleted under a lease",
