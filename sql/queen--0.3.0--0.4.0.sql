@@ -53,3 +53,14 @@ SELECT coalesce(t.passes, 0) AS passes, coalesce(t.failed_passes, 0) + u.failed_
   FROM queen_worker_unrecorded() u
   LEFT JOIN queen.maintenance_totals t ON true
  WHERE t.singleton OR u.failed_passes > 0 OR u.skipped_passes > 0;
+
+-- Max wait counts from a push's commit (src/max_wait.rs).
+-- Visibility points (src/max_wait.rs): what a maintenance pass's snapshot saw, in stored ids
+-- (transactions below seen_xmax and not in seen_xip had ended), and when. A message has waited
+-- maxWaitTimeSeconds once the newest point older than that saw it. Thinned by every pass;
+-- not dumped (a restored database counts waits from its own passes).
+CREATE TABLE queen.visibility_points (
+    taken_at timestamptz PRIMARY KEY,
+    seen_xmax bigint     NOT NULL,
+    seen_xip  bigint[]   NOT NULL
+);

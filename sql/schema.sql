@@ -279,6 +279,16 @@ CREATE TABLE queen.retired_partitions (
     retired_at   timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
+-- Visibility points (src/max_wait.rs): what a maintenance pass's snapshot saw, in stored ids
+-- (transactions below seen_xmax and not in seen_xip had ended), and when. A message has waited
+-- maxWaitTimeSeconds once the newest point older than that saw it. Thinned by every pass;
+-- not dumped (a restored database counts waits from its own passes).
+CREATE TABLE queen.visibility_points (
+    taken_at timestamptz PRIMARY KEY,
+    seen_xmax bigint     NOT NULL,
+    seen_xip  bigint[]   NOT NULL
+);
+
 -- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
 -- The functions return them (src/api/rows.rs).
 CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,

@@ -19,6 +19,7 @@ mod gucs;
 mod jsonb;
 mod locks;
 mod maintain;
+mod max_wait;
 mod names;
 mod options;
 mod pop;

@@ -106,6 +106,19 @@ fn try_mode(tag: &pg_sys::LOCKTAG, mode: Mode, session: bool) -> bool {
     got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
 }
 
+/// Whether another transaction holds (`kind`, `key`) in a mode that conflicts with `mode`,
+/// without taking anything (so nobody waits for the look).
+pub fn held_by_others(kind: Kind, key: u32, mode: Mode) -> bool {
+    let tag = tag(kind, key);
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: a tag of the user lock method; the lock manager fills a palloc'd array (freed
+    // with the memory context) and its length; this backend's own locks are not counted.
+    unsafe {
+        pg_sys::GetLockConflicts(&tag, mode.lockmode(), &mut count);
+    }
+    count > 0
+}
+
 /// Release a session lock taken by [`try_take`].
 pub fn release_session(tag: &pg_sys::LOCKTAG) {
     // SAFETY: the lock was taken with this tag and mode as a session lock by this backend;

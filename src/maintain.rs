@@ -10,7 +10,8 @@
 use crate::cursor::{Batch, Key};
 use crate::discovery::{next_point, Point};
 use crate::locks::{self, Kind, Mode};
-use crate::spi::types::{FLOAT8, INT8, INT8S, TEXT, TSTZ, UUID};
+use crate::max_wait;
+use crate::spi::types::{FLOAT8, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -24,9 +25,12 @@ const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, I
 const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8] };
 const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ, INT8] };
 const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
-const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, TSTZ] };
+const RECORD_POINT: Query = Query { file: SQL, name: "record_point", args: &[] };
+const MAX_WAIT_POINT: Query = Query { file: SQL, name: "max_wait_point", args: &[FLOAT8] };
+const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, INT8, INT8S] };
 const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
-const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8] };
+const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8, UUIDS] };
+const FORGETTABLE_QUEUES: Query = Query { file: SQL, name: "forgettable_queues", args: &[] };
 /// The report goes as text (serde_json writes it; the query casts it to jsonb and adds up its
 /// counts).
 const RECORD_PASS: Query = Query { file: SQL, name: "record_pass", args: &[TEXT, FLOAT8] };
@@ -145,6 +149,8 @@ struct QueueRow {
     max_wait: Option<i32>,
     /// Dead letter queue on (the default when not set).
     dlq: bool,
+    /// retryLimit (for a lease the max-wait pass finds expired).
+    retry_limit: i32,
 }
 
 impl QueueRow {
@@ -155,14 +161,17 @@ impl QueueRow {
             completed: q.get("completed_retention_seconds"),
             max_wait: q.get("max_wait_time_seconds"),
             dlq: q.get::<bool>("dead_letter_queue").unwrap_or(true),
+            retry_limit: q.get("retry_limit").unwrap_or(crate::options::QueueOptions::default().retry_limit),
         }
     }
 }
 
 fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Report, Skipped> {
     let mut r = Report::default();
+    // First, what this pass's snapshot sees: the points max wait counts from (src/max_wait.rs).
+    unit(units, |s| RECORD_POINT.run(s, &[]).first().req::<i64>("thinned"))?;
     let queues: Vec<QueueRow> = unit(units, |s| MAINTAIN_QUEUES.run(s, &[]).map(|q| QueueRow::from_row(&q)).collect())?;
-    for QueueRow { queue_id, retention, completed, max_wait, dlq } in queues {
+    for QueueRow { queue_id, retention, completed, max_wait, dlq, retry_limit } in queues {
         r.queues += 1;
         unit(units, |s| refresh_count(s, queue_id))?;
         if let Some(secs) = retention.filter(|s| *s > 0) {
@@ -175,7 +184,7 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
             }
         }
         if let Some(secs) = max_wait.filter(|s| *s > 0) {
-            r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq)?;
+            r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq, retry_limit)?;
         }
     }
     r.registry_rows_folded = unit(units, |s| {
@@ -186,7 +195,15 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
         folded
     })?;
     (r.partitions_removed, r.partitions_restored) = unit(units, |s| {
-        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into()]).first();
+        // Retired partitions are remembered while a push that saw their registry row may be
+        // open: forgotten (after a day) only for queues no push holds open now (its shared
+        // lock, locks.rs, taken before it reads the registry).
+        let forgettable: Vec<Uuid> = FORGETTABLE_QUEUES
+            .run(s, &[])
+            .map(|r| r.req::<Uuid>("queue_id"))
+            .filter(|q| !locks::held_by_others(Kind::QueueWrite, locks::queue_key(*q), Mode::Exclusive))
+            .collect();
+        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into(), forgettable.into()]).first();
         (idle.req::<i64>("removed"), idle.req::<i64>("restored"))
     })?;
     Ok(r)
@@ -296,22 +313,27 @@ fn retain_in_chunks(
     Ok(Some(total))
 }
 
-/// File the messages of queue `queue_id` unfinished after `secs` seconds as dead letters of
-/// each group (reason 'max wait time exceeded'), leaving partitions under an active lease to
-/// their holder; each (partition, group) is a unit. Returns how many were filed (or skipped,
-/// without a dead letter queue).
-fn max_wait_pass(units: &mut dyn Units, queue_id: Uuid, secs: i32, dlq: bool) -> Result<i64, Skipped> {
-    let (cutoff, pairs) = unit(units, |s| {
-        let cutoff = cutoff(s, secs);
+/// File the messages of queue `queue_id` that have waited `secs` seconds since their push
+/// committed (src/max_wait.rs) and are unfinished as dead letters of each group (reason 'max
+/// wait time exceeded'), leaving partitions under an active lease to their holder; each
+/// (partition, group) is a unit. Returns how many were filed (or skipped, without a dead
+/// letter queue).
+fn max_wait_pass(units: &mut dyn Units, queue_id: Uuid, secs: i32, dlq: bool, retry_limit: i32) -> Result<i64, Skipped> {
+    let (point, pairs) = unit(units, |s| {
+        let Some(row) = MAX_WAIT_POINT.run(s, &[(secs as f64).into()]).next() else {
+            return (None, vec![]);
+        };
+        let point = max_wait::Point { xmax: row.req("seen_xmax"), xip: row.req("seen_xip") };
         let pairs: Vec<(Uuid, String)> = MAX_WAIT_CANDIDATES
-            .run(s, &[queue_id.into(), cutoff.into()])
+            .run(s, &[queue_id.into(), point.xmax.into(), point.xip.clone().into()])
             .map(|r| (r.req("partition_id"), r.req("consumer_group")))
             .collect();
-        (cutoff, pairs)
+        (Some(point), pairs)
     })?;
+    let Some(point) = point else { return Ok(0) };
     let mut filed = 0;
     for (partition, group) in pairs {
-        filed += unit(units, |s| max_wait_file(s, queue_id, partition, &group, cutoff, dlq))?;
+        filed += unit(units, |s| max_wait_file(s, queue_id, partition, &group, &point, (dlq, retry_limit)))?;
     }
     Ok(filed)
 }
@@ -322,8 +344,8 @@ fn max_wait_file(
     queue_id: Uuid,
     partition: Uuid,
     group: &str,
-    cutoff: TimestampWithTimeZone,
-    dlq: bool,
+    point: &max_wait::Point,
+    (dlq, retry_limit): (bool, i32),
 ) -> i64 {
     // Rows of the queue and the group may be created: never while either is being deleted
     // (locks.rs); the next pass comes back.
@@ -332,7 +354,6 @@ fn max_wait_file(
     {
         return 0;
     }
-    let cutoff_us = state::micros(cutoff);
     let Some((sub, _)) = crate::subscription::subscription(s, queue_id, group) else {
         return 0;
     };
@@ -349,12 +370,27 @@ fn max_wait_file(
     if !held || look.row.lease_active(look.now) {
         return 0;
     }
+    // An expired lease (an active one was left alone above) ends as a pop ends it (SPEC §5): a
+    // failure of its first unfinished message, counted in that message's attempts (filed as
+    // 'lease expired' if that spent them); a late ack of it hears 'lease expired'. Then the
+    // partition is read again from the settled row. (0.3.0 left any row with a lease alone:
+    // with no consumer popping, a message under an expired lease waited past max wait for ever.)
+    let mut look = look;
+    if let Some(ended) = look.row.lease_id {
+        let mut row = look.row.clone();
+        if let Some(charge) = row.cursor.expire(retry_limit) {
+            if charge.spent && dlq {
+                state::dead_letter(s, partition, group, charge.key, Some("lease expired"), charge.attempt);
+            }
+        }
+        row.lease_id = None;
+        row.lease_expires_at = None;
+        state::save(s, partition, group, &row, state::SaveAlso { queue_id, hint_at: None, ended_lease: Some((ended, true)) });
+        look = state::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
+    }
     let mut row = look.row;
-    // An expired lease (an active one was left alone above) is replaced: a late ack of it
-    // hears 'lease expired'.
-    let ended = row.lease_id;
     let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();
-    let old: Vec<_> = look.msgs.iter().filter(|m| state::micros(m.created_at) < cutoff_us).map(|m| m.key).collect();
+    let old: Vec<_> = look.msgs.iter().filter(|m| point.saw(m.key.0)).map(|m| m.key).collect();
     if old.is_empty() {
         return 0;
     }
@@ -376,7 +412,7 @@ fn max_wait_file(
     row.cursor.release();
     row.lease_id = None;
     row.lease_expires_at = None;
-    let also = state::SaveAlso { queue_id, hint_at: Some(look.now), ended_lease: ended.map(|l| (l, true)) };
+    let also = state::SaveAlso { queue_id, hint_at: Some(look.now), ended_lease: None };
     state::save(s, partition, group, &row, also);
     filed
 }

@@ -12,10 +12,14 @@ SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1;
 -- lease is no longer active, or the length is over the bound: nothing changed), the length
 -- asked for, and whether the lease is active. The lease is its cursor rows' (one per partition
 -- it covers, found through cursors_lease), locked as an ack locks them. Hint rows another
--- transaction holds are skipped (the next pop that looks moves them).
+-- transaction holds are skipped (the next pop that looks moves them). The rows are locked in
+-- partition order, as acks lock them: a renew and a batch ack of one lease over several
+-- partitions never wait for each other crosswise (0.3.0 locked them in the index's order: a
+-- deadlock, 40P01, that rolled back one of the two).
 WITH c AS MATERIALIZED (
     SELECT partition_id, consumer_group, queue_id, lease_expires_at FROM queen.cursors
      WHERE lease_id = $1 AND lease_expires_at > clock_timestamp()
+     ORDER BY partition_id
        FOR UPDATE
 ), secs AS MATERIALIZED (
     SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = (SELECT queue_id FROM c LIMIT 1)

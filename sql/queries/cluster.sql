@@ -27,6 +27,7 @@ LOCK TABLE queen.cluster IN EXCLUSIVE MODE;
 -- (queen.messages, the cursors' positions, pending lists and batches, subscription points,
 -- discovery points, hints, dead letters, counts), and never goes back. Stored ids stay as
 -- they are: to every snapshot of this cluster they are transactions that ended long ago.
+-- Visibility points go.
 -- Returns the offset.
 WITH hi AS MATERIALIZED (
     SELECT greatest(
@@ -53,6 +54,10 @@ WITH hi AS MATERIALIZED (
                     0) AS o FROM hi
 ), gone AS (
     DELETE FROM queen.cluster
+), points AS (
+    -- Visibility points (src/max_wait.rs) taken before ids of another counter arrived say
+    -- nothing of those: max wait counts from the passes after the rebase.
+    DELETE FROM queen.visibility_points
 )
 INSERT INTO queen.cluster (system_identifier, xid_offset, rebased_at, verified)
 SELECT $1, off.o, clock_timestamp(), true FROM off

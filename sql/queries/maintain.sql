@@ -3,7 +3,7 @@
 -- name: maintain_queues
 -- Every queue, with the options maintenance applies (NULL = default = off).
 SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_seconds,
-       max_wait_time_seconds, dead_letter_queue
+       max_wait_time_seconds, dead_letter_queue, retry_limit
   FROM queen.queues
  ORDER BY queue_id, options_updated_at DESC NULLS LAST, created_at;
 
@@ -155,10 +155,50 @@ SELECT count(*) AS deleted,
 -- name: subtract_counted
 UPDATE queen.queue_counts SET counted = greatest(counted - $2, 0) WHERE queue_id = $1;
 
+-- name: record_point
+-- The pass's visibility point (src/max_wait.rs): its snapshot in stored ids — the caller's
+-- own transaction counted as running (queen_maintain() inside a transaction that pushed) —
+-- taken before the clock is read. Then the points no queue can need go: those older than a
+-- point older than the longest max wait (the newest such serves every queue), and those with
+-- a newer point in the same bucket, buckets being 2^k seconds wide for the largest 2^k under
+-- a thirty-second of their age (1 s at least): about 32 points per doubling of age.
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
+             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip
+      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
+), added AS (
+    INSERT INTO queen.visibility_points (taken_at, seen_xmax, seen_xip)
+    SELECT clock_timestamp(), xmax, xip FROM snap
+        ON CONFLICT (taken_at) DO NOTHING
+), enough AS MATERIALIZED (
+    SELECT max(v.taken_at) AS taken_at FROM queen.visibility_points v
+     WHERE v.taken_at <= clock_timestamp() - make_interval(secs => (
+               SELECT coalesce(max(max_wait_time_seconds), 0) FROM queen.queues))
+), gone AS (
+    DELETE FROM queen.visibility_points v
+     WHERE v.taken_at < (SELECT taken_at FROM enough)
+        OR EXISTS (
+            SELECT 1 FROM (SELECT power(2, floor(log(2, greatest(
+                                extract(epoch FROM clock_timestamp() - v.taken_at) / 32, 1)::numeric))) AS w) AS b,
+                   queen.visibility_points r
+             WHERE r.taken_at > v.taken_at
+               AND r.taken_at < to_timestamp((floor(extract(epoch FROM v.taken_at) / b.w) + 1) * b.w))
+    RETURNING 1
+)
+SELECT count(*) AS thinned FROM gone;
+
+-- name: max_wait_point
+-- The newest visibility point taken $1 seconds ago or earlier (none: nothing has waited yet).
+SELECT taken_at, seen_xmax, seen_xip FROM queen.visibility_points
+ WHERE taken_at <= clock_timestamp() - make_interval(secs => $1)
+ ORDER BY taken_at DESC LIMIT 1;
+
 -- name: max_wait_candidates
--- (partition, group) pairs of queue $1 whose next unfinished message is older than $2 and that
--- hold no active lease: the frontier's next message, for cursors that exist; for groups that
--- never popped a partition, its oldest message.
+-- (partition, group) pairs of queue $1 that hold no active lease and have an unfinished
+-- message that the visibility point ($2 xmax, $3 xip) saw: a pending one, or one past the
+-- frontier (read in log order from the frontier up to the point's xmax: it stops at the
+-- first). For groups that never popped a partition, from its start.
 SELECT p.partition_id, subs.consumer_group
   FROM (SELECT DISTINCT ON (consumer_group) consumer_group FROM queen.subscriptions
          WHERE queue_id = $1 ORDER BY consumer_group, created_at) subs
@@ -167,11 +207,11 @@ SELECT p.partition_id, subs.consumer_group
  WHERE NOT coalesce(c.lease_expires_at > clock_timestamp(), false)
    AND (EXISTS (SELECT 1 FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
                   JOIN queen.messages m ON m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
-                 WHERE m.created_at < $2)
-        OR (SELECT m.created_at FROM queen.messages m
-             WHERE m.partition_id = p.partition_id
-               AND (m.txid, m.seq) > (coalesce(c.done_txid, 0), coalesce(c.done_seq, 0))
-             ORDER BY m.txid, m.seq LIMIT 1) < $2);
+                 WHERE m.txid < $2 AND NOT m.txid = ANY ($3))
+        OR EXISTS (SELECT 1 FROM queen.messages m
+                    WHERE m.partition_id = p.partition_id
+                      AND (m.txid, m.seq) > (coalesce(c.done_txid, 0), coalesce(c.done_seq, 0))
+                      AND m.txid < $2 AND NOT m.txid = ANY ($3)));
 
 -- name: fold_registry
 -- Duplicate registry rows (two transactions created the same queue, partition or
@@ -223,7 +263,9 @@ SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s) + (SELECT count(*) FR
 -- Remove partitions that hold no message, whose registry row and cursors have not changed for
 -- $1 seconds, and that no lease holds; remember them (retired_partitions). Partitions retired
 -- earlier that have messages again are registered again (a push that saw the row just before
--- it went), and retired entries older than a day are forgotten.
+-- it went), and retired entries older than a day are forgotten — of the queues $2 only, those
+-- no push had open when the pass looked (src/maintain.rs): a push that saw the row before it
+-- went has committed by then, and this statement's snapshot sees its message.
 WITH idle AS MATERIALIZED (
     SELECT DISTINCT ON (p.partition_id) p.partition_id, p.queue_id, p.name FROM queen.partitions p
      WHERE p.created_at < clock_timestamp() - make_interval(secs => $1)
@@ -254,10 +296,14 @@ WITH idle AS MATERIALIZED (
     RETURNING partition_id
 ), forget AS (
     DELETE FROM queen.retired_partitions
-     WHERE retired_at < clock_timestamp() - interval '1 day'
+     WHERE retired_at < clock_timestamp() - interval '1 day' AND queue_id = ANY ($2)
         OR partition_id IN (SELECT partition_id FROM back)
 )
 SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS restored;
+
+-- name: forgettable_queues
+-- Queues with retired partitions older than a day (idle_partitions forgets them).
+SELECT DISTINCT queue_id FROM queen.retired_partitions WHERE retired_at < clock_timestamp() - interval '1 day';
 
 -- name: ago
 SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;

@@ -20,8 +20,8 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("maintain", "count_scan", &["uuid", "bigint"]),
     ("maintain", "retention", &["uuid", "timestamptz", "bigint"]),
     ("maintain", "completed_retention", &["uuid", "timestamptz", "bigint"]),
-    ("maintain", "max_wait_candidates", &["uuid", "timestamptz"]),
-    ("maintain", "idle_partitions", &["float8"]),
+    ("maintain", "max_wait_candidates", &["uuid", "bigint", "bigint[]"]),
+    ("maintain", "idle_partitions", &["float8", "uuid[]"]),
     (
         "discovery",
         "discovery_scan",

@@ -298,3 +298,147 @@ fn a_lease_whose_messages_retention_took_is_released_by_its_acks() {
     push(&mut admin, "q", "P", json!(4));
     assert_eq!(pop_auto(&mut admin, "q", Some("g"), 10), vec![json!(4)]);
 }
+
+/// Item 13: a message waits from its push's commit (docs/api.md, "Max wait"). A push held open
+/// longer than maxWaitTimeSeconds — seen running by a pass of another connection and by a pass
+/// inside its own transaction — is not a dead letter when it commits; it is one once a pass
+/// that saw it committed is maxWaitTimeSeconds old.
+#[test]
+fn max_wait_counts_from_the_commit_of_the_push() {
+    let db = TestDb::new("max_wait_commit");
+    let mut admin = db.connect();
+    admin.execute("SELECT queen_configure('q', '{\"maxWaitTimeSeconds\": 1}')", &[]).unwrap();
+    assert!(admin.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().is_empty(), "g subscribes");
+    let mut t = open_tx(&db);
+    push(&mut t, "q", "P", json!("long"));
+    admin.query_one("SELECT queen_maintain()", &[]).unwrap();
+    let report: Value = t.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["max_wait_dead_lettered"], json!(0), "{report}");
+    thread::sleep(Duration::from_millis(1100)); // the push is older than max wait ...
+    t.batch_execute("COMMIT").unwrap(); // ... when it commits
+    let report: Value = admin.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["max_wait_dead_lettered"], json!(0), "filed the moment it committed: {report}");
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM queen.dead_letters_view"), 0);
+    thread::sleep(Duration::from_millis(1100)); // committed for longer than max wait
+    let report: Value = admin.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["max_wait_dead_lettered"], json!(1), "{report}");
+    let dl: (Value, String, i32) = admin
+        .query_one("SELECT payload, error, attempts FROM queen.dead_letters_view", &[])
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .unwrap();
+    assert_eq!(dl, (json!("long"), "max wait time exceeded".to_string(), 1));
+    // The points passes keep stay few: one per second of age here (src/max_wait.rs).
+    for _ in 0..50 {
+        admin.query_one("SELECT queen_maintain()", &[]).unwrap();
+    }
+    let points = count(&mut admin, "SELECT count(*) FROM queen.visibility_points");
+    assert!((1..=4).contains(&points), "{points} visibility points kept");
+}
+
+/// Suspected in issue 21: the max-wait pass replacing an expired lease charged nothing. What
+/// 0.2.0 did is worse: it left every row with a lease, expired or not, alone — with no consumer
+/// popping, the message waited past max wait for ever. The pass now ends the expired lease as
+/// a pop would (SPEC §5) and files the message, its attempts counting the expiry.
+#[test]
+fn max_wait_files_a_message_under_an_expired_lease_and_charges_the_expiry() {
+    let db = TestDb::new("max_wait_expired");
+    let mut admin = db.connect();
+    admin.execute("SELECT queen_configure('q', '{\"maxWaitTimeSeconds\": 1, \"leaseTime\": 1}')", &[]).unwrap();
+    push(&mut admin, "q", "P", json!("m"));
+    admin.query_one("SELECT queen_maintain()", &[]).unwrap(); // a pass sees it committed
+    let got = admin.query("SELECT attempt FROM queen_pop('q', 'g')", &[]).unwrap();
+    assert_eq!(got.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), vec![1]);
+    thread::sleep(Duration::from_millis(1100)); // the lease expires; the message waited
+    let report: Value = admin.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["max_wait_dead_lettered"], json!(1), "{report}");
+    let dl: (String, i32) = admin
+        .query_one("SELECT error, attempts FROM queen.dead_letters_view", &[])
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!(dl, ("max wait time exceeded".to_string(), 2), "delivered once, its lease expired once");
+}
+
+/// Suspected in issue 21: `retired_partitions` forgotten after a day while a push into the
+/// retired partition is still open. The push saw the registry row before maintenance removed
+/// it; the retired entry is what brings the partition back when the push commits. It is kept
+/// while any push of the queue is open (a day passes here by moving the entry's time back).
+#[test]
+fn a_retired_partition_is_remembered_while_a_push_into_it_is_open() {
+    let db = TestDb::new("retired_open_push");
+    let mut admin = db.connect();
+    admin.batch_execute("SET queen.partition_idle_seconds = 0").unwrap();
+    push(&mut admin, "q", "stays", json!(0));
+    push(&mut admin, "q", "gone", json!(1));
+    assert_eq!(pop_auto(&mut admin, "q", Some("g"), 10).len() + pop_auto(&mut admin, "q", Some("g"), 10).len(), 2);
+    admin.execute("DELETE FROM queen.messages WHERE partition = 'gone'", &[]).unwrap();
+    let mut t = open_tx(&db);
+    push(&mut t, "q", "gone", json!("late")); // the registry row is still there
+    thread::sleep(Duration::from_millis(10));
+    let report: Value = admin.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["partitions_removed"], json!(1), "{report}");
+    admin.execute("UPDATE queen.retired_partitions SET retired_at = retired_at - interval '2 days'", &[]).unwrap();
+    admin.query_one("SELECT queen_maintain()", &[]).unwrap();
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM queen.retired_partitions"), 1, "forgotten under an open push");
+    t.batch_execute("COMMIT").unwrap();
+    let report: Value = admin.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["partitions_restored"], json!(1), "{report}");
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM queen.retired_partitions"), 0);
+    assert_eq!(pop_auto(&mut admin, "q", Some("g"), 10), vec![json!("late")]);
+    // With no push open, a day-old entry goes.
+    admin.execute("DELETE FROM queen.messages WHERE partition = 'gone'", &[]).unwrap();
+    admin.query_one("SELECT queen_maintain()", &[]).unwrap();
+    admin.execute("UPDATE queen.retired_partitions SET retired_at = retired_at - interval '2 days'", &[]).unwrap();
+    admin.query_one("SELECT queen_maintain()", &[]).unwrap();
+    assert_eq!(count(&mut admin, "SELECT count(*) FROM queen.retired_partitions"), 0);
+}
+
+/// Suspected in issue 21: a renew and a batch ack of one lease over two partitions locking its
+/// cursor rows in different orders. Reproduced on 0.3.0: the ack waits for partition b's row
+/// (held by a third transaction) holding nothing; the renew locked a first (the table's order)
+/// and queues behind it for b; when b is free the ack takes it and waits for a: 40P01 rolls
+/// one back. Both now lock in partition order, and both go through.
+#[test]
+fn a_renew_and_a_batch_ack_of_one_lease_never_deadlock() {
+    let db = TestDb::new("renew_ack_order");
+    let mut admin = db.connect();
+    push(&mut admin, "q", "a", json!(1));
+    push(&mut admin, "q", "b", json!(2));
+    let rows = admin.query("SELECT message_id, lease_id, partition_id FROM queen_pop('q', 'g', batch => 10, partitions => 2)", &[]).unwrap();
+    assert_eq!(rows.len(), 2);
+    let lease: uuid::Uuid = rows[0].get(1);
+    let mut ids: Vec<(uuid::Uuid, uuid::Uuid)> = rows.iter().map(|r| (r.get(2), r.get(0))).collect();
+    ids.sort();
+    // The precondition that made 0.3.0 deadlock: the rows' physical order is not partition order
+    // (the first partition's row written again after the other's, in the heap and its indexes).
+    admin
+        .execute(
+            "WITH d AS (DELETE FROM queen.cursors WHERE partition_id = $1 RETURNING *) INSERT INTO queen.cursors SELECT * FROM d",
+            &[&ids[0].0],
+        )
+        .unwrap();
+    let physical: Vec<uuid::Uuid> =
+        admin.query("SELECT partition_id FROM queen.cursors ORDER BY ctid", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(physical, vec![ids[1].0, ids[0].0], "the table's order is not partition order");
+    let mut holder = open_tx(&db);
+    holder.execute("SELECT 1 FROM queen.cursors WHERE partition_id = $1 FOR UPDATE", &[&ids[0].0]).unwrap();
+    let mut acker = open_tx(&db);
+    let acker_pid = pid(&mut acker);
+    let (m0, m1, l) = (ids[0].1.to_string(), ids[1].1.to_string(), lease.to_string());
+    let entries = json!([{"messageId": m0, "leaseId": l, "status": "completed"},
+                         {"messageId": m1, "leaseId": l, "status": "completed"}]);
+    let ack = thread::spawn(move || {
+        let n = acker.query("SELECT * FROM queen_ack($1) WHERE success", &[&entries]).map(|r| r.len());
+        n.and_then(|n| acker.batch_execute("COMMIT").map(|_| n)).map_err(|e| sqlstate(&e))
+    });
+    await_lock_wait(&mut admin, acker_pid);
+    let mut renewer = open_tx(&db);
+    let renewer_pid = pid(&mut renewer);
+    let renew = thread::spawn(move || {
+        let r = renewer.query_one("SELECT queen_renew($1) IS NOT NULL", &[&lease]).map(|r| r.get::<_, bool>(0));
+        r.and_then(|r| renewer.batch_execute("COMMIT").map(|_| r)).map_err(|e| sqlstate(&e))
+    });
+    await_lock_wait(&mut admin, renewer_pid);
+    holder.batch_execute("COMMIT").unwrap();
+    assert_eq!(ack.join().unwrap(), Ok(2), "the batch ack");
+    assert!(renew.join().unwrap().is_ok(), "the renew (after the ack: the lease is gone, NULL)");
+}
