@@ -443,7 +443,19 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     let mut ack_ends: HashMap<Uuid, (usize, bool)> = HashMap::new();
     let mut pushed: Vec<(u8, Uuid, usize)> = Vec::new();
     let mut dead: Vec<(u8, u8, Uuid, usize)> = Vec::new();
+    // Leases a delete in their own transaction took, after their pop.
+    let mut own_deleted: HashSet<Uuid> = HashSet::new();
     for t in &run.history {
+        for (i, e) in t.events.iter().enumerate() {
+            if let Event::SideDelivered { q, group, lease: Some(l), .. } = e {
+                let later = t.events[i + 1..].iter().any(
+                    |x| matches!(x, Event::SideDeleted { q: dq, group: dg } if dq == q && dg.is_none_or(|dg| dg == *group)),
+                );
+                if later {
+                    own_deleted.insert(*l);
+                }
+            }
+        }
         for e in &t.events {
             match e {
                 Event::SideDeleted { q, group } => deletes.push((*q, *group, t.commit)),
@@ -502,7 +514,7 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     // may take its messages), unless a delete took the lease first.
     for (lease, (q, g, commit, msgs)) in &leases {
         let Some(&(last, released)) = ack_ends.get(lease) else { continue };
-        if *q != 1 || released || !msgs.iter().all(|m| acked.contains(&(*lease, *m))) {
+        if *q != 1 || released || own_deleted.contains(lease) || !msgs.iter().all(|m| acked.contains(&(*lease, *m))) {
             continue;
         }
         if !deleted_between(*q, *g, *commit, last) {
@@ -546,6 +558,51 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
                 "survived a delete",
                 format!("side queue {} group r{g}: the dead letter of {msg} (committed at step {commit}) outlived a later delete", SIDE_QUEUES[q as usize]),
             );
+        }
+    }
+    // rc and rm: the messages of a lease still active at the end and not acked are there
+    // (completed retention never takes what a group has yet to finish, nor max wait) unless a
+    // delete came after the lease — also when the pop was open while maintenance ran (issue 21,
+    // item 7: a group whose first pop is open counts).
+    for (lease, (q, g, commit, msgs)) in &leases {
+        if *q == 1 || !active.contains(lease) || own_deleted.contains(lease) || deleted_between(*q, *g, *commit, usize::MAX) {
+            continue;
+        }
+        for m in msgs.iter().filter(|m| !acked.contains(&(*lease, **m)) && !messages.contains(m)) {
+            v(
+                "deleted under a lease",
+                format!(
+                    "side queue {} group r{g}: message {m} of lease {lease} (committed at step {commit}, active at the end, not acked) is gone",
+                    SIDE_QUEUES[*q as usize]
+                ),
+            );
+        }
+    }
+    // rm: no message is filed by max wait before it has waited 1 s since its push committed
+    // (issue 21, item 13; the commit came no earlier than its step began).
+    let rm: Vec<Uuid> = pushed.iter().filter(|p| p.0 == 2).map(|p| p.1).collect();
+    let filed: HashMap<Uuid, f64> = k
+        .query(
+            "SELECT message_id, min(extract(epoch FROM failed_at))::float8 FROM queen.dead_letters
+              WHERE message_id = ANY($1) AND error = 'max wait time exceeded' GROUP BY message_id",
+            &[&rm],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for &(q, msg, commit) in pushed.iter().filter(|p| p.0 == 2) {
+        if let Some(&at) = filed.get(&msg) {
+            let waited = at - run.began(commit);
+            if waited < 0.995 {
+                v(
+                    "filed before max wait",
+                    format!(
+                        "side queue {}: message {msg} (pushed, committed at step {commit}) was filed by max wait {waited:.3} s after that step began",
+                        SIDE_QUEUES[q as usize]
+                    ),
+                );
+            }
         }
     }
     for (lease, (q, g, commit, _)) in &leases {

@@ -275,6 +275,9 @@ pub struct Run<'a> {
     side_deliveries: Vec<SideDelivery>,
     /// queen_maintain() calls that returned.
     passes: usize,
+    /// When steps began (step, seconds since the epoch by this machine's clock, which the
+    /// server shares): a lower bound of when what a step committed became visible.
+    step_times: Vec<(usize, f64)>,
 }
 
 fn connect_retrying(info: &str) -> Client {
@@ -341,12 +344,13 @@ fn fingerprint(c: &mut Client) -> Option<String> {
     c.query_one(FINGERPRINT, &[]).ok().map(|r| r.get(0))
 }
 
-/// The options of side queue `q`: `rc` completed retention, `rr` retention by age, both after
-/// 1 s (Sleep steps let that pass), with leases that outlast a run.
+/// The options of side queue `q`: `rc` completed retention, `rr` retention by age, `rm` max
+/// wait, all after 1 s (Sleep steps let that pass), with leases that outlast a run.
 fn side_configure(q: u8) -> String {
     let opts = match q {
         0 => r#"{"completedRetentionSeconds": 1, "leaseTime": 120}"#,
-        _ => r#"{"retentionSeconds": 1, "leaseTime": 120}"#,
+        1 => r#"{"retentionSeconds": 1, "leaseTime": 120}"#,
+        _ => r#"{"maxWaitTimeSeconds": 1, "leaseTime": 120}"#,
     };
     format!("SELECT queen_configure('{}', '{opts}')", SIDE_QUEUES[q as usize])
 }
@@ -398,6 +402,7 @@ impl<'a> Run<'a> {
             probes: 0,
             scan_limit: 0,
             side_gone: Vec::new(),
+            step_times: Vec::new(),
             side_deliveries: Vec::new(),
             passes: 0,
         };
@@ -563,6 +568,21 @@ impl<'a> Run<'a> {
         }
     }
 
+    fn note_time(&mut self) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        self.step_times.push((self.step, now));
+    }
+
+    /// When step `step` began, or the last step before it that noted its time.
+    pub(super) fn began(&self, step: usize) -> f64 {
+        let i = self.step_times.partition_point(|(s, _)| *s <= step);
+        if i == 0 {
+            0.0
+        } else {
+            self.step_times[i - 1].1
+        }
+    }
+
     /// Run one step.
     pub fn run_step(&mut self, step: &Step) {
         // Around a call that may be refused or fail outside a transaction, the committed state
@@ -573,6 +593,7 @@ impl<'a> Run<'a> {
         };
         let before = if watch || matches!(step, Step::Rollback(_)) { self.committed_state() } else { None };
         self.delivered_in_step = 0;
+        self.note_time();
         let ok = self.execute(step);
         if !ok && before.is_some() {
             self.check_no_trace(step, before);
@@ -1055,6 +1076,19 @@ impl<'a> Run<'a> {
                     }
                 }
             }
+            SideOp::FirstPop(g) => {
+                if self.conns[c].tx.is_some() {
+                    return true;
+                }
+                if !self.side(step, c, q, &SideOp::DeleteGroup(*g)) {
+                    return false;
+                }
+                if self.exec(c, |k| k.batch_execute("BEGIN")).is_err() {
+                    return false;
+                }
+                self.conns[c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
+                self.side(step, c, q, &SideOp::Pop { group: *g, auto: false })
+            }
             SideOp::DeleteGroup(g) => {
                 let name = group_name(*g);
                 match self.exec(c, |k| k.query_one("SELECT queen_delete_group($1, $2)", &[&name, &queue])) {
@@ -1415,6 +1449,7 @@ impl<'a> Run<'a> {
     /// Commit every open transaction, drain every checked group, and check the history.
     pub fn finish(mut self) -> (Outcome, Run<'a>) {
         for c in 0..self.conns.len() {
+            self.note_time();
             self.land(c);
             self.commit(c);
             self.step += 1;
@@ -1683,7 +1718,8 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                     pick: if rng.random_bool(0.7) { 0 } else { rng.random_range(1..3) },
                     dlq: rng.random_bool(0.15),
                 },
-                90..=95 => SideOp::DeleteQueue,
+                90..=94 => SideOp::DeleteQueue,
+                95..=97 if !in_tx => SideOp::FirstPop(rng.random_range(0..SIDE_GROUPS)),
                 _ => SideOp::DeleteGroup(rng.random_range(0..SIDE_GROUPS)),
             };
             Step::Side { c, q, op }

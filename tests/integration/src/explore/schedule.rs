@@ -154,8 +154,9 @@ pub struct Item {
 }
 
 /// The side queues (issue 21): `rc` with completed retention, `rr` with retention (by age),
-/// both with long leases, deleted (and configured again) and their groups deleted mid-schedule.
-pub const SIDE_QUEUES: [&str; 2] = ["rc", "rr"];
+/// `rm` with max wait, all after 1 s and with long leases, deleted (and configured again) and
+/// their groups deleted mid-schedule.
+pub const SIDE_QUEUES: [&str; 3] = ["rc", "rr", "rm"];
 /// Groups of the side queues (a deleted group's next pop is a first pop again).
 pub const SIDE_GROUPS: u8 = 3;
 /// Partitions of the side queues.
@@ -179,6 +180,9 @@ pub enum SideOp {
     /// queen_delete_queue, and queen_configure of it again, in one transaction.
     DeleteQueue,
     DeleteGroup(u8),
+    /// A group's first pop held open (connection in no transaction): the group deleted
+    /// (committed), then a transaction opened with its pop, which later steps commit or not.
+    FirstPop(u8),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -369,6 +373,7 @@ impl fmt::Display for Step {
                     SideOp::Ack { pick, dlq } => write!(f, "ack {pick}{}", if *dlq { " dlq" } else { "" }),
                     SideOp::DeleteQueue => write!(f, "delete_queue"),
                     SideOp::DeleteGroup(g) => write!(f, "delete_group g{g}"),
+                    SideOp::FirstPop(g) => write!(f, "first_pop g{g}"),
                 }
             }
         }
@@ -487,6 +492,7 @@ impl FromStr for Step {
                     "ack" => SideOp::Ack { pick: num(at(4)?)?, dlq: w.get(5) == Some(&"dlq") },
                     "delete_queue" => SideOp::DeleteQueue,
                     "delete_group" => SideOp::DeleteGroup(g(at(4)?)?),
+                    "first_pop" => SideOp::FirstPop(g(at(4)?)?),
                     s => return Err(format!("no side step {s}")),
                 };
                 Step::Side { c, q, op }
@@ -512,6 +518,7 @@ mod tests {
             Step::Side { c: 0, q: 0, op: SideOp::Ack { pick: 1, dlq: true } },
             Step::Side { c: 0, q: 1, op: SideOp::DeleteQueue },
             Step::Side { c: 3, q: 0, op: SideOp::DeleteGroup(1) },
+            Step::Side { c: 1, q: 2, op: SideOp::FirstPop(2) },
             Step::Begin(2),
             Step::TakeXid(1),
             Step::Push {
