@@ -275,6 +275,9 @@ pub struct Run<'a> {
     side_deliveries: Vec<SideDelivery>,
     /// queen_maintain() calls that returned.
     passes: usize,
+    /// The connection whose transaction a side FirstPop opened (while it is open, draw() lets
+    /// time pass and maintenance run more often: issue 21, item 7's shape).
+    first_pop: Option<usize>,
     /// When steps began (step, seconds since the epoch by this machine's clock, which the
     /// server shares): a lower bound of when what a step committed became visible.
     step_times: Vec<(usize, f64)>,
@@ -403,6 +406,7 @@ impl<'a> Run<'a> {
             scan_limit: 0,
             side_gone: Vec::new(),
             step_times: Vec::new(),
+            first_pop: None,
             side_deliveries: Vec::new(),
             passes: 0,
         };
@@ -970,7 +974,8 @@ impl<'a> Run<'a> {
                 let r = self.exec(c, |k| {
                     k.query(
                         "SELECT message_id, lease_id, coalesce(extract(epoch FROM lease_expires_at)::float8, 0)
-                           FROM queen_pop($1, $2, batch => 2, auto_ack => $3)",
+                           FROM queen_pop($1, $2, batch => CASE WHEN $3 THEN 10 ELSE 2 END,
+                                         partitions => CASE WHEN $3 THEN 2 ELSE 1 END, auto_ack => $3)",
                         &[&queue, &g, auto],
                     )
                 });
@@ -1087,6 +1092,7 @@ impl<'a> Run<'a> {
                     return false;
                 }
                 self.conns[c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
+                self.first_pop = Some(c);
                 self.side(step, c, q, &SideOp::Pop { group: *g, auto: false })
             }
             SideOp::DeleteGroup(g) => {
@@ -1620,6 +1626,15 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
     if sought && run.step < cfg.steps / 4 + 40 && rng.random_bool(0.06) {
         return Step::Seek { c, group: Grp::Seeker, to: if rng.random_bool(0.5) { SeekTo::End } else { SeekTo::Now } };
     }
+    // A side first pop held open: time passes and maintenance runs (on another connection)
+    // more often while it is.
+    if let Some(f) = run.first_pop.filter(|f| run.conns[*f].tx.is_some()) {
+        match rng.random_range(0..100) {
+            0..=7 => return Step::Sleep(1100),
+            8..=19 if c != f => return Step::Maintain(c),
+            _ => {}
+        }
+    }
     let op = rng.random_range(0..1000);
     match op {
         0..=279 => {
@@ -1719,7 +1734,7 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                     dlq: rng.random_bool(0.15),
                 },
                 90..=94 => SideOp::DeleteQueue,
-                95..=97 if !in_tx => SideOp::FirstPop(rng.random_range(0..SIDE_GROUPS)),
+                95..=98 if !in_tx => SideOp::FirstPop(rng.random_range(0..SIDE_GROUPS)),
                 _ => SideOp::DeleteGroup(rng.random_range(0..SIDE_GROUPS)),
             };
             Step::Side { c, q, op }

@@ -158,7 +158,7 @@ pub struct Item {
 /// their groups deleted mid-schedule.
 pub const SIDE_QUEUES: [&str; 3] = ["rc", "rr", "rm"];
 /// Groups of the side queues (a deleted group's next pop is a first pop again).
-pub const SIDE_GROUPS: u8 = 3;
+pub const SIDE_GROUPS: u8 = 2;
 /// Partitions of the side queues.
 pub const SIDE_PARTITIONS: u8 = 2;
 
@@ -166,7 +166,8 @@ pub const SIDE_PARTITIONS: u8 = 2;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SideOp {
     Push(u8),
-    /// A pop of group `group` (batch 1–2), auto_ack or under a lease.
+    /// A pop of group `group`: auto_ack (batch 10 over both partitions: a group that drains) or
+    /// under a lease (batch 2).
     Pop {
         group: u8,
         auto: bool,
