@@ -439,8 +439,8 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     // Committed deliveries under a lease: lease -> (queue, group, commit, messages).
     let mut leases: HashMap<Uuid, (u8, u8, usize, Vec<Uuid>)> = HashMap::new();
     let mut acked: HashSet<(Uuid, Uuid)> = HashSet::new();
-    // Per lease: the last commit of its acks, and whether one of them released it.
-    let mut ack_ends: HashMap<Uuid, (usize, bool)> = HashMap::new();
+    // Every committed side ack: (lease, message, commit, released).
+    let mut acks: Vec<(Uuid, Uuid, usize, bool)> = Vec::new();
     let mut pushed: Vec<(u8, Uuid, usize)> = Vec::new();
     let mut dead: Vec<(u8, u8, Uuid, usize)> = Vec::new();
     // Leases a delete in their own transaction took, after their pop.
@@ -464,8 +464,7 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
                 }
                 Event::SideAcked { q, group, msg, lease, dlq, released } => {
                     acked.insert((*lease, *msg));
-                    let end = ack_ends.entry(*lease).or_insert((0, false));
-                    *end = (end.0.max(t.commit), end.1 || *released);
+                    acks.push((*lease, *msg, t.commit, *released));
                     if *dlq {
                         dead.push((*q, *group, *msg, t.commit));
                     }
@@ -512,9 +511,13 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         .collect();
     // A lease whose every message was acked is released by one of those acks (rr: retention
     // may take its messages), unless a delete took the lease first.
+    // (Only acks that committed with the lease or after it count: an ack on another connection
+    // before the pop committed cannot see the lease.)
     for (lease, (q, g, commit, msgs)) in &leases {
-        let Some(&(last, released)) = ack_ends.get(lease) else { continue };
-        if *q != 1 || released || own_deleted.contains(lease) || !msgs.iter().all(|m| acked.contains(&(*lease, *m))) {
+        let after: Vec<_> = acks.iter().filter(|a| a.0 == *lease && a.2 >= *commit).collect();
+        let Some(last) = after.iter().map(|a| a.2).max() else { continue };
+        let released = after.iter().any(|a| a.3);
+        if *q != 1 || released || own_deleted.contains(lease) || !msgs.iter().all(|m| after.iter().any(|a| a.1 == *m)) {
             continue;
         }
         if !deleted_between(*q, *g, *commit, last) {
