@@ -1088,12 +1088,14 @@ impl<'a> Run<'a> {
                 if !self.side(step, c, q, &SideOp::DeleteGroup(*g)) {
                     return false;
                 }
-                if self.exec(c, |k| k.batch_execute("BEGIN")).is_err() {
-                    return false;
+                // The delete committed: the step changed what is committed whatever its pop
+                // does (a pop that fails rolls back its own transaction, checked as any pop's).
+                if self.exec(c, |k| k.batch_execute("BEGIN")).is_ok() {
+                    self.conns[c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
+                    self.first_pop = Some(c);
+                    self.side(step, c, q, &SideOp::Pop { group: *g, auto: false });
                 }
-                self.conns[c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
-                self.first_pop = Some(c);
-                self.side(step, c, q, &SideOp::Pop { group: *g, auto: false })
+                true
             }
             SideOp::DeleteGroup(g) => {
                 let name = group_name(*g);
