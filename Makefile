@@ -10,12 +10,13 @@
 #   make package  a Debian package of the extension (target/package/*.deb); make package-test
 #                 installs it with dpkg and uses it (last in make test)
 #   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
+#   make citus-test  queen on a local Citus cluster (part of make test; docs/scale-out.md)
 SHELL := /bin/bash
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench examples explore exporter-test gateway package package-test run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
+.PHONY: bench citus-test examples explore exporter-test gateway package package-test run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -74,7 +75,7 @@ stop:
 psql:
 	@dir=$$(scripts/state-dir run-cluster); psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)
 
-test: unit-test integration-test gateway-test examples exporter-test upgrade-test package-test
+test: unit-test integration-test citus-test gateway-test examples exporter-test upgrade-test package-test
 
 # Plain Rust unit tests and #[pg_test]s, in a throwaway server that cargo-pgrx runs as postgres.
 unit-test: bootstrap
@@ -84,6 +85,12 @@ unit-test: bootstrap
 # Real connections to a server of their own (scripts/integration-tests).
 integration-test: install-debug
 	scripts/integration-tests
+
+# queen on Citus (tests/integration/tests/citus.rs) on a coordinator and two workers of its own
+# (scripts/citus-tests); Citus is built from ../shared/citus when it is not installed, and the
+# tests are skipped, with a line saying why, on a machine that has neither.
+citus-test: install-debug
+	scripts/citus-tests
 
 # The HTTP gateway (gateway/): its unit tests, then Queen MQ's own Python client test suite
 # (queen-mq 0.15.0 from PyPI) and tests/gateway's own tests against it (scripts/gateway-test).

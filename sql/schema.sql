@@ -16,6 +16,12 @@
 --    ("pending" xids) and picks their messages up when they commit (SPEC §6.1, §6.2).
 -- 3. Hot consumer rows are narrow, have no index on the columns that change (HOT updates) and
 --    leave room on their pages (fillfactor).
+--
+-- `shard` (in every table a call writes): the key queen's tables are distributed by on Citus
+-- (docs/design.md, "Distributed on Citus"), one value per Citus shard, listed in
+-- queen.shard_keys; a partition's is picked from its id (src/shards.rs). On one server it is 0
+-- everywhere. Unique keys that calls name in ON CONFLICT include it (Citus requires the
+-- distribution key in every unique index); the others gain it when queen_distribute() runs.
 
 CREATE SCHEMA queen;
 
@@ -65,7 +71,8 @@ CREATE TABLE queen.partitions (
     partition_id uuid        NOT NULL,
     queue_id     uuid        NOT NULL,
     name         text        NOT NULL,
-    created_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    shard        integer     NOT NULL DEFAULT 0
 );
 CREATE INDEX partitions_partition_id ON queen.partitions (partition_id);
 CREATE INDEX partitions_queue_id ON queen.partitions (queue_id, name);
@@ -89,10 +96,11 @@ CREATE TABLE queen.messages (
     payload        jsonb       NOT NULL,
     trace_id       uuid,
     created_at     timestamptz NOT NULL,
+    shard          integer     NOT NULL DEFAULT 0,
     PRIMARY KEY (partition_id, txid, seq)
 );
 CREATE UNIQUE INDEX messages_message_id ON queen.messages (message_id);
-CREATE UNIQUE INDEX messages_transaction_id ON queen.messages (partition_id, transaction_id)
+CREATE UNIQUE INDEX messages_transaction_id ON queen.messages (partition_id, transaction_id, shard)
     WHERE transaction_id IS NOT NULL;
 CREATE INDEX messages_queue_log ON queen.messages (queue_id, txid, seq) INCLUDE (partition_id);
 
@@ -111,7 +119,8 @@ CREATE TABLE queen.subscriptions (
     start_xmax     bigint,
     start_xip      bigint[],
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-    seek           boolean     NOT NULL DEFAULT false
+    seek           boolean     NOT NULL DEFAULT false,
+    shard          integer     NOT NULL DEFAULT 0
 );
 CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consumer_group, created_at);
 
@@ -194,7 +203,8 @@ CREATE TABLE queen.cursors (
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     last_lease_id    uuid,
     last_lease_expired boolean NOT NULL DEFAULT false,
-    PRIMARY KEY (partition_id, consumer_group)
+    shard            integer     NOT NULL DEFAULT 0,
+    PRIMARY KEY (partition_id, consumer_group, shard)
 ) WITH (fillfactor = 50);
 -- The rows of a lease, for queen_renew (an ack finds its lease through the message's
 -- partition, by the primary key). Only rows under a lease are in it; setting and clearing a
@@ -223,7 +233,8 @@ CREATE TABLE queen.ready (
     partition_id   uuid        NOT NULL,
     ready_at       timestamptz NOT NULL,
     txid           bigint      NOT NULL, -- queen.txid() of the transaction that last wrote it
-    seen_xmin      bigint      NOT NULL DEFAULT 0
+    seen_xmin      bigint      NOT NULL DEFAULT 0,
+    shard          integer     NOT NULL DEFAULT 0
 );
 CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at);
 CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);
@@ -239,7 +250,8 @@ CREATE TABLE queen.discovery (
     upto_seq       bigint      NOT NULL,
     pending_txid   bigint[]    NOT NULL DEFAULT '{}',
     sub_key        text        NOT NULL,
-    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    shard          integer     NOT NULL DEFAULT 0
 );
 CREATE INDEX discovery_point ON queen.discovery (queue_id, consumer_group, upto_txid DESC, upto_seq DESC);
 
@@ -254,6 +266,7 @@ CREATE TABLE queen.dead_letters (
     error          text,
     attempts       integer     NOT NULL,
     failed_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    shard          integer     NOT NULL DEFAULT 0,
     PRIMARY KEY (partition_id, consumer_group, txid, seq)
 );
 CREATE INDEX dead_letters_queue ON queen.dead_letters (queue_id, consumer_group);
@@ -262,12 +275,14 @@ CREATE INDEX dead_letters_queue ON queen.dead_letters (queue_id, consumer_group)
 -- rows: `counted` messages up to a point in the queue log (with the transactions still running
 -- behind it, as for cursors); queue_stats adds what came after the point.
 CREATE TABLE queen.queue_counts (
-    queue_id     uuid        PRIMARY KEY,
+    queue_id     uuid        NOT NULL,
     upto_txid    bigint      NOT NULL,
     upto_seq     bigint      NOT NULL,
     pending_txid bigint[]    NOT NULL DEFAULT '{}',
     counted      bigint      NOT NULL,
-    updated_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+    updated_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    shard        integer     NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, shard)
 );
 
 -- Partitions maintenance removed: a push that saw the registry row just before it went may
@@ -276,8 +291,19 @@ CREATE TABLE queen.retired_partitions (
     partition_id uuid        NOT NULL,
     queue_id     uuid        NOT NULL,
     name         text        NOT NULL,
-    retired_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+    retired_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    shard        integer     NOT NULL DEFAULT 0
 );
+
+-- The shard keys (src/shards.rs): one per Citus shard of queen's tables, in shard order (idx
+-- from 0); a partition's key is the one at h(partition_id) mod (number of keys). One key, 0,
+-- until queen_distribute() runs; a reference table on Citus. Not dumped: a dump is restored
+-- into one server, where the keys are CREATE EXTENSION's.
+CREATE TABLE queen.shard_keys (
+    idx   integer PRIMARY KEY,
+    shard integer NOT NULL
+);
+INSERT INTO queen.shard_keys VALUES (0, 0);
 
 -- Visibility points (src/max_wait.rs): what a maintenance pass's snapshot saw, in stored ids
 -- (transactions below seen_xmax and not in seen_xip had ended), and when. A message has waited

@@ -144,6 +144,8 @@ GRANT SELECT ON queen.queue_stats, queen.group_lag, queen.dead_letters_view, que
 -- queen's own id functions are for its queries, which run as the owner.
 REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset(), queen.written_here(bigint),
                            queen.lock_pair(uuid, text) FROM PUBLIC;
+-- Distributing queen is the superuser's (sql/distribute.sql).
+REVOKE EXECUTE ON FUNCTION queen_distribute(integer) FROM PUBLIC;
 -- The waiting pops show backend pids: for superusers, the owner and pg_monitor
 -- (queen_waiting_pops checks it too).
 GRANT SELECT ON queen.waiting_pops TO pg_monitor;

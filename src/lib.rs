@@ -55,6 +55,8 @@ pub extern "C-unwind" fn _PG_init() {
 ::pgrx::extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 // The triggers that notice a restore need their function (src/api/cluster.rs).
 ::pgrx::extension_sql_file!("../sql/restore.sql", name = "restore", requires = [api::cluster::queen::rows_arrived]);
+// queen on Citus: the setup call and the shard of a partition (docs/scale-out.md).
+::pgrx::extension_sql_file!("../sql/distribute.sql", name = "distribute", requires = ["schema"]);
 // The views and grants come last: the views call functions of schema `queen`.
 ::pgrx::extension_sql_file!("../sql/views.sql", name = "views", finalize);
 

@@ -102,7 +102,7 @@ set AS (
     SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)])
       FROM pos CROSS JOIN snap CROSS JOIN pairs_locked CROSS JOIN LATERAL (
             SELECT ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
-    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+    ON CONFLICT (partition_id, consumer_group, shard) DO UPDATE
        SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,
            pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
            ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,

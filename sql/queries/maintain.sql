@@ -48,7 +48,7 @@ SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
 -- name: count_save
 INSERT INTO queen.queue_counts (queue_id, upto_txid, upto_seq, pending_txid, counted)
 VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (queue_id) DO UPDATE
+ON CONFLICT (queue_id, shard) DO UPDATE
    SET upto_txid = EXCLUDED.upto_txid, upto_seq = EXCLUDED.upto_seq,
        pending_txid = EXCLUDED.pending_txid, counted = EXCLUDED.counted, updated_at = clock_timestamp();
 

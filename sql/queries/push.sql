@@ -42,7 +42,7 @@ SELECT count(*) AS messages FROM (SELECT 1 FROM queen.messages WHERE queue_id = 
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
 VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
-    ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
+    ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING
 RETURNING message_id,
           EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
           (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
@@ -74,7 +74,7 @@ SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
   FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
               $8::int[], $9::uuid[])
        AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
-    ON CONFLICT (partition_id, transaction_id) WHERE transaction_id IS NOT NULL DO NOTHING
+    ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING
 RETURNING message_id;
 
 -- name: insert_messages_keyless

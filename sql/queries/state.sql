@@ -151,7 +151,7 @@ UPDATE queen.cursors
 INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid,
                            pending_seq)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (partition_id, consumer_group) DO NOTHING
+ON CONFLICT (partition_id, consumer_group, shard) DO NOTHING
 RETURNING xmin::text;
 
 -- name: missing

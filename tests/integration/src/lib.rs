@@ -2,6 +2,7 @@
 //! scripts/integration-tests started, and a fresh database per test so that tests run in
 //! parallel without seeing each other's queues.
 
+pub mod citus;
 pub mod explore;
 
 use postgres::{Client, NoTls};
