@@ -115,6 +115,11 @@ BEGIN
     FOREACH t IN ARRAY reference LOOP
         PERFORM create_reference_table(format('queen.%I', t)::regclass);
     END LOOP;
+    -- The worker's side of each call, run where its shard lives (src/route.rs).
+    PERFORM create_distributed_function('queen.shard_push_one(integer,text,jsonb,text,text,uuid)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_push(integer,jsonb)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

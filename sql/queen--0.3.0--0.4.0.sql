@@ -88,6 +88,31 @@ CREATE TABLE queen.shard_keys (
 );
 INSERT INTO queen.shard_keys VALUES (0, 0);
 
+-- The worker's side of a push on Citus (src/api/push.rs, src/route.rs).
+-- queen::api::push::queen::shard_push_one
+CREATE  FUNCTION queen."shard_push_one"(
+	"shard" INT, /* i32 */
+	"queue" TEXT, /* Option < & str > */
+	"payload" jsonb, /* Option < Jsonb > */
+	"partition" TEXT, /* Option < & str > */
+	"transaction_id" TEXT, /* Option < & str > */
+	"trace_id" uuid /* Option < Uuid > */
+) RETURNS queen.push_result /* PushRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_push_one_wrapper';
+
+-- queen::api::push::queen::shard_push
+CREATE  FUNCTION queen."shard_push"(
+	"shard" INT, /* i32 */
+	"items" jsonb /* Option < Jsonb > */
+) RETURNS SETOF queen.push_result /* PushRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_push_wrapper';
+
 -- queen on Citus (sql/distribute.sql, as a fresh install creates it).
 
 -- Which shard key a partition has among `keys` shard keys: the partition id's first four bytes
@@ -204,6 +229,11 @@ BEGIN
     FOREACH t IN ARRAY reference LOOP
         PERFORM create_reference_table(format('queen.%I', t)::regclass);
     END LOOP;
+    -- The worker's side of each call, run where its shard lives (src/route.rs).
+    PERFORM create_distributed_function('queen.shard_push_one(integer,text,jsonb,text,text,uuid)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_push(integer,jsonb)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

@@ -25,6 +25,8 @@ mod options;
 mod pop;
 mod privilege;
 mod push;
+mod route;
+mod shards;
 mod spi;
 mod state;
 mod subscription;

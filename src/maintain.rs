@@ -318,7 +318,13 @@ fn retain_in_chunks(
 /// wait time exceeded'), leaving partitions under an active lease to their holder; each
 /// (partition, group) is a unit. Returns how many were filed (or skipped, without a dead
 /// letter queue).
-fn max_wait_pass(units: &mut dyn Units, queue_id: Uuid, secs: i32, dlq: bool, retry_limit: i32) -> Result<i64, Skipped> {
+fn max_wait_pass(
+    units: &mut dyn Units,
+    queue_id: Uuid,
+    secs: i32,
+    dlq: bool,
+    retry_limit: i32,
+) -> Result<i64, Skipped> {
     let (point, pairs) = unit(units, |s| {
         let Some(row) = MAX_WAIT_POINT.run(s, &[(secs as f64).into()]).next() else {
             return (None, vec![]);
@@ -385,7 +391,13 @@ fn max_wait_file(
         }
         row.lease_id = None;
         row.lease_expires_at = None;
-        state::save(s, partition, group, &row, state::SaveAlso { queue_id, hint_at: None, ended_lease: Some((ended, true)) });
+        state::save(
+            s,
+            partition,
+            group,
+            &row,
+            state::SaveAlso { queue_id, hint_at: None, ended_lease: Some((ended, true)) },
+        );
         look = state::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
     }
     let mut row = look.row;

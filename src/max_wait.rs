@@ -37,11 +37,11 @@ mod tests {
     fn a_point_sees_what_had_committed_when_it_was_taken() {
         let p = Point { xmax: 100, xip: vec![90, 95] };
         for (txid, seen) in [
-            (1, true),    // long ago
-            (89, true),   // committed below the running ones
-            (90, false),  // running when the point was taken: committed later
+            (1, true),   // long ago
+            (89, true),  // committed below the running ones
+            (90, false), // running when the point was taken: committed later
             (95, false),
-            (96, true),   // committed before the snapshot though above a running one
+            (96, true), // committed before the snapshot though above a running one
             (99, true),
             (100, false), // began after the snapshot
             (150, false),

@@ -8,7 +8,7 @@
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::{Element, Jsonb};
 use crate::names::{self, to_pg, DEFAULT_PARTITION};
-use crate::spi::types::{INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
+use crate::spi::types::{INT4, INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
@@ -140,6 +140,20 @@ const INSERT_MESSAGES: Query = Query {
 };
 const INSERT_MESSAGES_KEYLESS: Query = Query { name: "insert_messages_keyless", ..INSERT_MESSAGES };
 const HOLDERS: Query = Query { file: SQL, name: "holders", args: &[UUIDS, TEXTS] };
+const CITUS_PUSH_ONE: Query =
+    Query { file: SQL, name: "citus_push_one", args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID, INT4] };
+const CITUS_PUSH_ONE_KEYLESS: Query = Query { name: "citus_push_one_keyless", ..CITUS_PUSH_ONE };
+const CITUS_INSERT_MESSAGES: Query = Query {
+    file: SQL,
+    name: "citus_insert_messages",
+    args: &[UUIDS, INT8S, UUIDS, UUIDS, TEXTS, TEXTS, JSONB, INT4S, UUIDS, INT4],
+};
+const CITUS_INSERT_MESSAGES_KEYLESS: Query = Query { name: "citus_insert_messages_keyless", ..CITUS_INSERT_MESSAGES };
+const CITUS_PARTITIONS_REGISTERED: Query =
+    Query { file: SQL, name: "citus_partitions_registered", args: &[INT4, UUIDS] };
+const CITUS_REGISTER_PARTITION: Query =
+    Query { file: SQL, name: "citus_register_partition", args: &[UUID, UUID, TEXT, INT4] };
+const CITUS_HOLDERS: Query = Query { file: SQL, name: "citus_holders", args: &[UUIDS, TEXTS, INT4] };
 
 thread_local! {
     /// Orders the messages of one transaction: (txid, seq) is unique because a transaction
@@ -181,8 +195,10 @@ fn new_result(idx: usize, it: &PushItem, t: &Target) -> PushResult {
     }
 }
 
-/// Push checked items, in order, in the caller's transaction.
-pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushResult>> {
+/// Push checked items, in order, in the caller's transaction. `shard`: on Citus, the shard key
+/// every item's partition has, in the worker that holds it (api/push.rs routes the calls);
+/// None on one server.
+pub fn push(items: Vec<PushItem>, payloads: Payloads, shard: Option<i32>) -> QueenResult<Vec<PushResult>> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
@@ -210,8 +226,8 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
     }
     spi::connect(|s| -> QueenResult<()> {
         match payloads {
-            Payloads::One(payload) => push_one(s, &items[0], &targets[0], &mut results[0], payload)?,
-            Payloads::Items(all) => push_batch(s, &items, &targets, &mut results, all)?,
+            Payloads::One(payload) => push_one(s, &items[0], &targets[0], &mut results[0], payload, shard)?,
+            Payloads::Items(all) => push_batch(s, &items, &targets, &mut results, all, shard)?,
         }
         Ok(())
     })?;
@@ -226,7 +242,17 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads) -> QueenResult<Vec<PushRes
 }
 
 /// One message: a single statement in the common case (partition registered, queue uncapped).
-fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload: Jsonb) -> QueenResult<()> {
+fn push_one(
+    s: &mut Spi,
+    it: &PushItem,
+    t: &Target,
+    r: &mut PushResult,
+    payload: Jsonb,
+    shard: Option<i32>,
+) -> QueenResult<()> {
+    if let Some(k) = shard {
+        return push_one_sharded(s, it, t, r, payload, k);
+    }
     for _attempt in 0..3 {
         let args: [DatumWithOid; 8] = [
             t.partition_id.into(),
@@ -253,7 +279,7 @@ fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload:
                 return Ok(());
             }
             None => {
-                if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0]).is_empty() {
+                if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0], None).is_empty() {
                     return Ok(());
                 }
                 // The holder vanished (retention deleted it) between our insert and our read.
@@ -262,6 +288,61 @@ fn push_one(s: &mut Spi, it: &PushItem, t: &Target, r: &mut PushResult, payload:
         }
     }
     Err(holder_vanished(0))
+}
+
+/// [`push_one`] on Citus, in the worker of shard `k`: the insert, then the partition's registry
+/// row if it has none, each a statement on one table of the shard. (maxSize is not enforced on
+/// Citus yet: docs/scale-out.md.)
+fn push_one_sharded(
+    s: &mut Spi,
+    it: &PushItem,
+    t: &Target,
+    r: &mut PushResult,
+    payload: Jsonb,
+    k: i32,
+) -> QueenResult<()> {
+    for _attempt in 0..3 {
+        let args: [DatumWithOid; 9] = [
+            t.partition_id.into(),
+            next_seq().into(),
+            t.queue_id.into(),
+            r.message_id.into(),
+            it.transaction_id.as_deref().into(),
+            it.partition.as_str().into(),
+            payload.into(),
+            it.trace_id.map(to_pg).into(),
+            k.into(),
+        ];
+        let query = if it.transaction_id.is_none() { &CITUS_PUSH_ONE_KEYLESS } else { &CITUS_PUSH_ONE };
+        if query.run(s, &args).next().is_some() {
+            register_sharded(s, &[(it, t)], k);
+            r.status = PushStatus::Queued;
+            return Ok(());
+        }
+        if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0], Some(k)).is_empty() {
+            return Ok(());
+        }
+        r.message_id = to_pg(uuid::Uuid::now_v7());
+    }
+    Err(holder_vanished(0))
+}
+
+/// Registry rows, on Citus, for the partitions of shard `k` among `targets` that have none.
+fn register_sharded(s: &mut Spi, targets: &[(&PushItem, &Target)], k: i32) {
+    let mut ids: Vec<Uuid> = targets.iter().map(|(_, t)| t.partition_id).collect();
+    ids.sort_unstable_by_key(|u| *u.as_bytes());
+    ids.dedup();
+    let args: [DatumWithOid; 2] = [k.into(), ids.into()];
+    let known: std::collections::HashSet<Uuid> =
+        CITUS_PARTITIONS_REGISTERED.run(s, &args).map(|r| r.req::<Uuid>("partition_id")).collect();
+    let mut done = std::collections::HashSet::new();
+    for (it, t) in targets {
+        if !known.contains(&t.partition_id) && done.insert(t.partition_id) {
+            let args: [DatumWithOid; 4] =
+                [t.partition_id.into(), t.queue_id.into(), it.partition.as_str().into(), k.into()];
+            CITUS_REGISTER_PARTITION.run(s, &args);
+        }
+    }
 }
 
 fn holder_vanished(i: usize) -> QueenError {
@@ -303,9 +384,16 @@ fn push_batch(
     targets: &[Target],
     results: &mut [PushResult],
     all: Jsonb,
+    shard: Option<i32>,
 ) -> QueenResult<()> {
     let pairs: Vec<(&PushItem, &Target)> = items.iter().zip(targets).collect();
-    let caps = register(s, &pairs);
+    let caps = match shard {
+        None => register(s, &pairs),
+        Some(k) => {
+            register_sharded(s, &pairs, k);
+            Vec::new()
+        }
+    };
     let mut todo: Vec<usize> = (0..items.len()).collect();
     for _round in 0..3 {
         if todo.is_empty() {
@@ -326,7 +414,7 @@ fn push_batch(
             idx.push(i as i32);
             trace.push(items[i].trace_id.map(to_pg));
         }
-        let args: [DatumWithOid; 9] = [
+        let mut args: Vec<DatumWithOid> = vec![
             pid.into(),
             seq.into(),
             qid.into(),
@@ -338,11 +426,29 @@ fn push_batch(
             trace.into(),
         ];
         let keyless = todo.iter().all(|&i| items[i].transaction_id.is_none());
-        let query = if keyless { &INSERT_MESSAGES_KEYLESS } else { &INSERT_MESSAGES };
-        let queued: std::collections::HashSet<Uuid> =
-            query.run(s, &args).map(|r| r.req::<Uuid>("message_id")).collect();
-        let dups: Vec<usize> = todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect();
-        todo = resolve_duplicates(s, items, results, dups);
+        let query = match (shard, keyless) {
+            (None, true) => &INSERT_MESSAGES_KEYLESS,
+            (None, false) => &INSERT_MESSAGES,
+            (Some(k), keyless) => {
+                args.push(k.into());
+                if keyless {
+                    &CITUS_INSERT_MESSAGES_KEYLESS
+                } else {
+                    &CITUS_INSERT_MESSAGES
+                }
+            }
+        };
+        let dups: Vec<usize> = if shard.is_some() && !keyless {
+            // Citus: the insert returns nothing (push.sql); an item with a key is queued when
+            // its key's holder is its own message, and a duplicate of the holder otherwise.
+            query.run(s, &args);
+            todo.iter().copied().filter(|i| items[*i].transaction_id.is_some()).collect()
+        } else {
+            let queued: std::collections::HashSet<Uuid> =
+                query.run(s, &args).map(|r| r.req::<Uuid>("message_id")).collect();
+            todo.iter().copied().filter(|i| !queued.contains(&results[*i].message_id)).collect()
+        };
+        todo = resolve_duplicates(s, items, results, dups, shard);
         for i in &todo {
             results[*i].message_id = to_pg(uuid::Uuid::now_v7());
         }
@@ -362,14 +468,27 @@ fn push_batch(
 
 /// Point duplicates at the message that holds their key. Returns the items whose holder
 /// could not be found (deleted in between).
-fn resolve_duplicates(s: &mut Spi, items: &[PushItem], results: &mut [PushResult], dups: Vec<usize>) -> Vec<usize> {
+fn resolve_duplicates(
+    s: &mut Spi,
+    items: &[PushItem],
+    results: &mut [PushResult],
+    dups: Vec<usize>,
+    shard: Option<i32>,
+) -> Vec<usize> {
     if dups.is_empty() {
         return dups;
     }
     let pids: Vec<Uuid> = dups.iter().map(|&i| results[i].partition_id).collect();
     let tids: Vec<String> = dups.iter().map(|&i| items[i].transaction_id.clone().unwrap_or_default()).collect();
-    let args: [DatumWithOid; 2] = [pids.into(), tids.into()];
-    let holders: HashMap<(Uuid, String), Uuid> = HOLDERS
+    let mut args: Vec<DatumWithOid> = vec![pids.into(), tids.into()];
+    let query = match shard {
+        None => &HOLDERS,
+        Some(k) => {
+            args.push(k.into());
+            &CITUS_HOLDERS
+        }
+    };
+    let holders: HashMap<(Uuid, String), Uuid> = query
         .run(s, &args)
         .map(|r| ((r.req::<Uuid>("partition_id"), r.req::<String>("transaction_id")), r.req::<Uuid>("message_id")))
         .collect();
@@ -377,6 +496,8 @@ fn resolve_duplicates(s: &mut Spi, items: &[PushItem], results: &mut [PushResult
     for i in dups {
         let key = (results[i].partition_id, items[i].transaction_id.clone().unwrap_or_default());
         match holders.get(&key) {
+            // (On Citus the items that hold their own key are asked too: push_batch.)
+            Some(holder) if *holder == results[i].message_id => {}
             Some(holder) => {
                 results[i].message_id = *holder;
                 results[i].status = PushStatus::Duplicate;

@@ -83,6 +83,12 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
     })
 }
 
+/// Prepare every query again at its next use (queen was distributed: shards.rs). The old plans
+/// are left to the backend's memory rather than freed, in case one is running further up.
+pub fn forget_plans() {
+    PLANS.with(|p| p.borrow_mut().clear());
+}
+
 /// Proof of an SPI connection, handed to `connect`'s closure.
 pub struct Spi {
     _private: (),
@@ -100,13 +106,19 @@ impl Query {
         // `sql` is a NUL-terminated string and `types` holds one oid per parameter, both live
         // for the call. A null plan is reported before it is used, and SPI_keepplan moves the
         // plan out of the connection's memory so that it outlives it (kept for the backend).
+        let options = if self.name.starts_with("delegate_") {
+            // Citus delegates a call to a worker only when the plan has its shard key as a
+            // constant (shards.rs).
+            pg_sys::CURSOR_OPT_CUSTOM_PLAN as i32
+        } else if crate::shards::planning_for_citus() {
+            // Citus gives a query it cannot route without its parameters' values a plan too
+            // costly to keep, so PostgreSQL plans it per call; a forced generic plan fails.
+            0
+        } else {
+            pg_sys::CURSOR_OPT_GENERIC_PLAN as i32
+        };
         let plan = unsafe {
-            let p = pg_sys::SPI_prepare_cursor(
-                sql.as_ptr(),
-                types.len() as i32,
-                types.as_mut_ptr(),
-                pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
-            );
+            let p = pg_sys::SPI_prepare_cursor(sql.as_ptr(), types.len() as i32, types.as_mut_ptr(), options);
             if p.is_null() {
                 let code = pg_sys::SPI_result;
                 panic!("queen: preparing query \"{}\" failed (SPI code {code})", self.name);

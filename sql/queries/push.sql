@@ -94,3 +94,58 @@ RETURNING message_id;
 SELECT m.partition_id, m.transaction_id, m.message_id
   FROM unnest($1::uuid[], $2::text[]) AS k(partition_id, transaction_id)
   JOIN queen.messages m ON m.partition_id = k.partition_id AND m.transaction_id = k.transaction_id;
+
+-- On Citus (src/shards.rs), in the shard's worker: the same writes, each a statement on one
+-- table of shard $… (the last parameter), which Citus routes to the shard without a join; the
+-- registry row of the queue is the coordinator's to write (a reference table).
+
+-- name: citus_push_one
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at, shard)
+VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), $9)
+    ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING
+RETURNING message_id;
+
+-- name: citus_push_one_keyless
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at, shard)
+VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), $9)
+RETURNING message_id;
+
+-- name: citus_insert_messages
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at, shard)
+SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
+       u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
+       u.trace_id, clock_timestamp(), $10
+  FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+              $8::int[], $9::uuid[])
+       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
+    ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING;
+-- (No RETURNING: Citus 13.2 fails an INSERT ... SELECT whose ON CONFLICT skipped rows and
+-- that returns the others, "consistency check on SPI tuple count failed"; the caller reads
+-- the holders of the keys instead.)
+
+-- name: citus_insert_messages_keyless
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at, shard)
+SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
+       u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
+       u.trace_id, clock_timestamp(), $10
+  FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+              $8::int[], $9::uuid[])
+       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
+RETURNING message_id;
+
+-- name: citus_partitions_registered
+-- Which of the partitions $2 of shard $1 have a registry row.
+SELECT partition_id FROM queen.partitions WHERE shard = $1 AND partition_id = ANY ($2::uuid[]);
+
+-- name: citus_register_partition
+INSERT INTO queen.partitions (partition_id, queue_id, name, shard) VALUES ($1, $2, $3, $4);
+
+-- name: citus_holders
+-- The messages of shard $3 that hold the given (partition, transaction_id) keys.
+SELECT m.partition_id, m.transaction_id, m.message_id
+  FROM queen.messages m
+ WHERE m.shard = $3 AND m.partition_id = ANY ($1::uuid[]) AND m.transaction_id = ANY ($2::text[]);

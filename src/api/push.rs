@@ -4,6 +4,7 @@ use crate::jsonb::Jsonb;
 use crate::names;
 use crate::privilege::{self, Privilege};
 use crate::push::{self, Payloads, PushItem, PushResult};
+use crate::route;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
@@ -38,6 +39,8 @@ fn queen_push_one(
     if let Some(t) = transaction_id {
         push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
     }
+    // On Citus, the layout first: the plans of what follows are made for it (shards.rs).
+    let distributed = route::distributed();
     privilege::require(&[queue], Privilege::Push).or_report(F);
     let item = PushItem {
         queue: queue.to_string(),
@@ -45,7 +48,10 @@ fn queen_push_one(
         transaction_id: transaction_id.map(str::to_string),
         trace_id: trace_id.map(names::from_pg),
     };
-    let mut results = push::push(vec![item], Payloads::One(payload)).or_report(F);
+    if let Some(layout) = distributed {
+        return row(route::push_one(&layout, item, payload).or_report(F));
+    }
+    let mut results = push::push(vec![item], Payloads::One(payload), None).or_report(F);
     row(results.pop().expect("queen: one result per item"))
 }
 
@@ -59,9 +65,77 @@ fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
     let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
     let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
     let parsed = push::parse_items(&elements).or_report(F);
-    let mut queues: Vec<&str> = parsed.iter().map(|i| i.queue.as_str()).collect();
+    let distributed = route::distributed();
+    require_push(&parsed);
+    let results = match distributed {
+        Some(layout) if !parsed.is_empty() => route::push_batch(&layout, parsed, items),
+        _ => push::push(parsed, Payloads::Items(items), None),
+    };
+    SetOfIterator::new(results.or_report(F).into_iter().map(row))
+}
+
+fn require_push(items: &[PushItem]) {
+    let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
-    privilege::require(&queues, Privilege::Push).or_report(F);
-    SetOfIterator::new(push::push(parsed, Payloads::Items(items)).or_report(F).into_iter().map(row))
+    privilege::require(&queues, Privilege::Push).or_report("queen_push");
+}
+
+/// The worker's side of a push on Citus (route.rs): internal, in schema `queen`, made
+/// distributed functions by `queen_distribute()`. They check the caller's grants as
+/// `queen_push` does (a role may call them by hand) and that every item belongs to `shard`.
+#[pgrx::pg_schema]
+mod queen {
+    use super::{require_push, row};
+    use crate::api::rows::PushRow;
+    use crate::error::{OrReport, QueenError};
+    use crate::jsonb::Jsonb;
+    use crate::names;
+    use crate::push::{self, Payloads, PushItem};
+    use pgrx::prelude::*;
+    use pgrx::Uuid;
+
+    /// `queen.shard_push_one(shard, queue, payload, partition, transaction_id, trace_id)`.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_push_one(
+        shard: i32,
+        queue: Option<&str>,
+        payload: Option<Jsonb>,
+        partition: Option<&str>,
+        transaction_id: Option<&str>,
+        trace_id: Option<Uuid>,
+    ) -> PushRow {
+        const F: &str = "queen_push";
+        let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
+        let payload = payload.ok_or(QueenError::NullValue { argument: "payload" }).or_report(F);
+        let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+        if let Some(t) = transaction_id {
+            push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
+        }
+        let item = PushItem {
+            queue: queue.to_string(),
+            partition: partition.to_string(),
+            transaction_id: transaction_id.map(str::to_string),
+            trace_id: trace_id.map(names::from_pg),
+        };
+        let items = vec![item];
+        crate::spi::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
+        require_push(&items);
+        let mut results = push::push(items, Payloads::One(payload), Some(shard)).or_report(F);
+        row(results.pop().expect("queen: one result per item"))
+    }
+
+    /// `queen.shard_push(shard, items)`: items all of shard `shard`.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_push(shard: i32, items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
+        const F: &str = "queen_push";
+        let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
+        let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
+        let parsed = push::parse_items(&elements).or_report(F);
+        crate::spi::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
+        require_push(&parsed);
+        SetOfIterator::new(push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F).into_iter().map(row))
+    }
 }

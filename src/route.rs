@@ -1,0 +1,130 @@
+//! Calls on a Citus coordinator, sent to the workers (docs/design.md, "Distributed on Citus"):
+//! each call is split by shard key, and each part runs on the worker that holds its shard as a
+//! force-delegated internal function (`queen.shard_…`), in the caller's distributed
+//! transaction, with that worker's snapshot and transaction ids. The coordinator writes only
+//! the reference tables (a queue's registry row), before it delegates.
+
+use crate::error::{QueenError, QueenResult};
+use crate::jsonb::Jsonb;
+use crate::names::{self, to_pg};
+use crate::push::{PushItem, PushResult, PushStatus};
+use crate::shards::{self, Layout, DELEGATE_PUSH, DELEGATE_PUSH_ONE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE};
+use crate::spi::{self, Row, Spi};
+use pgrx::datum::DatumWithOid;
+use pgrx::Uuid;
+use std::collections::BTreeMap;
+
+/// The layout when queen is distributed; None on one server (or inside a worker's call, where
+/// the engine runs on its shard).
+pub fn distributed() -> Option<Layout> {
+    if let Some(known) = shards::known() {
+        return known;
+    }
+    let l = spi::connect(shards::layout);
+    l.distributed.then_some(l)
+}
+
+fn result(row: &Row, idx: i32) -> PushResult {
+    PushResult {
+        idx,
+        message_id: row.req("message_id"),
+        transaction_id: row.req("transaction_id"),
+        queue: row.req("queue"),
+        partition: row.req("partition"),
+        partition_id: row.req("partition_id"),
+        status: if row.req::<String>("status") == "duplicate" { PushStatus::Duplicate } else { PushStatus::Queued },
+    }
+}
+
+/// A registry row for each queue of the push that has none (reference table, coordinator).
+fn register_queues(s: &mut Spi, items: &[PushItem]) {
+    let mut queues: BTreeMap<[u8; 16], &str> = BTreeMap::new();
+    for it in items {
+        queues.entry(*names::queue_id(&it.queue).as_bytes()).or_insert(&it.queue);
+    }
+    let ids: Vec<Uuid> = queues.keys().map(|b| Uuid::from_bytes(*b)).collect();
+    let args: [DatumWithOid; 1] = [ids.clone().into()];
+    let known: Vec<Uuid> = QUEUES_REGISTERED.run(s, &args).first().get::<Vec<Uuid>>("registered").unwrap_or_default();
+    for (b, name) in queues {
+        let id = Uuid::from_bytes(b);
+        if !known.contains(&id) {
+            let args: [DatumWithOid; 2] = [id.into(), name.into()];
+            REGISTER_QUEUE.run(s, &args);
+        }
+    }
+}
+
+fn key_of(layout: &Layout, it: &PushItem) -> i32 {
+    let q = names::queue_id(&it.queue);
+    layout.key_of(names::partition_id(&q, &it.partition).as_bytes())
+}
+
+fn wake_at_commit(items: &[PushItem]) {
+    for it in items {
+        crate::wait::touched(crate::wait::queue_key(&names::queue_id(&it.queue)));
+    }
+}
+
+/// `queen_push`'s one message, on its shard's worker.
+pub fn push_one(layout: &Layout, it: PushItem, payload: Jsonb) -> QueenResult<PushResult> {
+    let k = key_of(layout, &it);
+    let r = spi::connect(|s| {
+        register_queues(s, std::slice::from_ref(&it));
+        let args: [DatumWithOid; 6] = [
+            k.into(),
+            it.queue.as_str().into(),
+            payload.into(),
+            it.partition.as_str().into(),
+            it.transaction_id.as_deref().into(),
+            it.trace_id.map(to_pg).into(),
+        ];
+        let rows = DELEGATE_PUSH_ONE.run(s, &args);
+        let row = rows.first();
+        result(&row, 0)
+    });
+    wake_at_commit(std::slice::from_ref(&it));
+    Ok(r)
+}
+
+/// `queen_push`'s batch: one call per shard, results in the items' order.
+pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenResult<Vec<PushResult>> {
+    let mut by_shard: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        by_shard.entry(key_of(layout, it)).or_default().push(i as i32);
+    }
+    let mut out: Vec<Option<PushResult>> = vec![None; items.len()];
+    spi::connect(|s| {
+        register_queues(s, &items);
+        for (k, idxs) in &by_shard {
+            let args: [DatumWithOid; 2] = [all.into(), idxs.clone().into()];
+            let subset: Jsonb = ITEMS_SUBSET.run(s, &args).first().req("items");
+            let args: [DatumWithOid; 2] = [(*k).into(), subset.into()];
+            for row in DELEGATE_PUSH.run(s, &args) {
+                let local: i32 = row.req("idx");
+                let idx = idxs[local as usize];
+                out[idx as usize] = Some(result(&row, idx));
+            }
+        }
+    });
+    wake_at_commit(&items);
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| r.ok_or_else(|| QueenError::invalid(format!("items[{i}]"), "no result came back from its shard")))
+        .collect()
+}
+
+/// In a worker's call for shard `k`: every item's partition must have that key (a call made by
+/// hand with another key would file messages where no call looks for them).
+pub fn check_shard(s: &mut Spi, k: i32, items: &[PushItem]) -> QueenResult<()> {
+    let layout = shards::layout(s);
+    for (i, it) in items.iter().enumerate() {
+        let want = key_of(&layout, it);
+        if want != k {
+            return Err(QueenError::invalid(
+                "argument \"shard\"",
+                format!("is {k}, but the partition of item {i} has shard key {want}"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! Where a partition lives when queen is distributed on Citus (docs/design.md, "Distributed on
+//! Citus"): the shard keys `queen_distribute()` picked, one per Citus shard, and the key of a
+//! partition. On one server there is one key, 0, and nothing is routed.
+//!
+//! The layout is read once per backend and read again after any relation-cache invalidation of
+//! `queen.messages`: `create_distributed_table` sends one to every backend when it commits, so
+//! a backend that started before `queen_distribute()` routes from its next call on.
+
+use crate::spi::types::{INT4, INT4S, JSONB, TEXT, UUID, UUIDS};
+use crate::spi::{Query, Spi};
+use pgrx::{pg_guard, pg_sys};
+use std::cell::{Cell, RefCell};
+
+const SQL: &str = include_str!("../sql/queries/shards.sql");
+const SHARD_KEYS: Query = Query { file: SQL, name: "shard_keys", args: &[] };
+const CITUS_INSTALLED: Query = Query { file: SQL, name: "citus_installed", args: &[] };
+const QUEEN_DISTRIBUTED: Query = Query { file: SQL, name: "queen_distributed", args: &[] };
+pub const DELEGATE_PUSH_ONE: Query =
+    Query { file: SQL, name: "delegate_push_one", args: &[INT4, TEXT, JSONB, TEXT, TEXT, UUID] };
+pub const DELEGATE_PUSH: Query = Query { file: SQL, name: "delegate_push", args: &[INT4, JSONB] };
+pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &[JSONB, INT4S] };
+pub const QUEUES_REGISTERED: Query = Query { file: SQL, name: "queues_registered", args: &[UUIDS] };
+pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
+
+/// The shard keys and whether queen's tables are distributed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub distributed: bool,
+    pub keys: Vec<i32>,
+}
+
+impl Layout {
+    /// One server: one key, 0.
+    pub fn single() -> Layout {
+        Layout { distributed: false, keys: vec![0] }
+    }
+
+    /// The shard key of a partition (its position: [`index`]).
+    pub fn key_of(&self, partition_id: &[u8; 16]) -> i32 {
+        self.keys[index(partition_id, self.keys.len())]
+    }
+}
+
+/// Which of `keys` shard keys a partition has: the id's first four bytes as an unsigned
+/// number, modulo `keys` (`queen.shard_index` in sql/distribute.sql is the same).
+pub fn index(partition_id: &[u8; 16], keys: usize) -> usize {
+    let h = u32::from_be_bytes([partition_id[0], partition_id[1], partition_id[2], partition_id[3]]);
+    (h as usize) % keys.max(1)
+}
+
+thread_local! {
+    static LAYOUT: RefCell<Option<Layout>> = const { RefCell::new(None) };
+    /// The oid of queen.messages the layout was read for (invalidations name it).
+    static MESSAGES: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    static REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+#[pg_guard]
+extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if relid == pg_sys::InvalidOid || relid == MESSAGES.with(Cell::get) {
+        LAYOUT.with(|l| l.borrow_mut().take());
+    }
+}
+
+/// The layout, read if this backend has none that is still good.
+pub fn layout(s: &mut Spi) -> Layout {
+    if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
+        return l;
+    }
+    if !REGISTERED.with(Cell::get) {
+        // SAFETY: registers a plain function for the rest of the backend's life, once.
+        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0)) };
+        REGISTERED.with(|r| r.set(true));
+    }
+    let (installed, messages) = {
+        let row = CITUS_INSTALLED.run(s, &[]).first();
+        (row.req::<bool>("installed"), row.req::<pg_sys::Oid>("messages"))
+    };
+    MESSAGES.with(|m| m.set(messages));
+    let distributed = installed && QUEEN_DISTRIBUTED.run(s, &[]).first().req::<bool>("distributed");
+    let l = if distributed {
+        Layout { distributed, keys: SHARD_KEYS.run(s, &[]).map(|r| r.req::<i32>("shard")).collect() }
+    } else {
+        Layout::single()
+    };
+    if l.distributed {
+        // Plans prepared for one server force generic plans, which Citus cannot route.
+        crate::spi::forget_plans();
+    }
+    LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
+    l
+}
+
+/// The layout this backend holds, if it holds one (no SPI): None when it must be read. The
+/// outer Option says whether it is known, the inner whether queen is distributed.
+pub fn known() -> Option<Option<Layout>> {
+    LAYOUT.with(|l| l.borrow().as_ref().map(|l| l.distributed.then(|| l.clone())))
+}
+
+/// Whether plans are to be made for Citus (set once the layout says distributed).
+pub fn planning_for_citus() -> bool {
+    LAYOUT.with(|l| l.borrow().as_ref().is_some_and(|l| l.distributed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> [u8; 16] {
+        *uuid::Uuid::parse_str(s).unwrap().as_bytes()
+    }
+
+    #[test]
+    fn a_partitions_index_is_its_first_four_bytes_modulo_the_keys() {
+        // (uuid, keys, index): the same cases as queen.shard_index's test in citus.rs.
+        let cases = [
+            ("00000000-0000-0000-0000-000000000000", 4, 0),
+            ("00000003-ffff-ffff-ffff-ffffffffffff", 4, 3),
+            ("ffffffff-0000-0000-0000-000000000000", 4, 3),
+            ("ffffffff-0000-0000-0000-000000000000", 7, 4294967295 % 7),
+            ("80000000-0000-0000-0000-000000000000", 32, 0),
+            ("12345678-9abc-def0-1234-56789abcdef0", 1, 0),
+            ("12345678-9abc-def0-1234-56789abcdef0", 1000, 0x12345678 % 1000),
+        ];
+        for (u, keys, want) in cases {
+            assert_eq!(index(&id(u), keys), want as usize, "{u} over {keys}");
+        }
+    }
+
+    #[test]
+    fn one_server_has_one_key() {
+        let l = Layout::single();
+        assert_eq!(l.key_of(&id("ffffffff-0000-0000-0000-000000000000")), 0);
+        assert!(!l.distributed);
+    }
+
+    #[test]
+    fn a_partition_gets_the_key_at_its_index() {
+        let l = Layout { distributed: true, keys: vec![1, 5, 4, 0] };
+        assert_eq!(l.key_of(&id("00000002-0000-0000-0000-000000000000")), 4);
+        assert_eq!(l.key_of(&id("00000007-0000-0000-0000-000000000000")), 0);
+    }
+}
