@@ -220,6 +220,8 @@ fn pushes_run_on_the_worker_of_their_shard_with_its_ids() {
         .map(|r| (r.get(0), r.get(1)))
         .unwrap();
     assert_eq!((all, placed), (40, 40));
+    let pass: serde_json::Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert!(pass["skipped"].as_str().unwrap_or("").contains("Citus"), "maintenance says it does not run yet: {pass}");
     let registered: i64 = c.query_one("SELECT count(*) FROM queen.partitions", &[]).unwrap().get(0);
     assert_eq!(registered, 10, "one registry row per partition, in its shard");
     let queues: i64 = c.query_one("SELECT count(*) FROM queen.queues WHERE name = 'q'", &[]).unwrap().get(0);
