@@ -113,6 +113,54 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_push_wrapper';
 
+-- The worker's side of a pop on Citus (src/api/pop.rs, src/route.rs).
+-- queen::api::pop::queen::shard_pop
+CREATE  FUNCTION queen."shard_pop"(
+	"shard" INT, /* i32 */
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT, /* Option < & str > */
+	"batch" INT, /* Option < i32 > */
+	"partition" TEXT, /* Option < & str > */
+	"partitions" INT, /* Option < i32 > */
+	"lease_seconds" INT, /* Option < i32 > */
+	"auto_ack" bool, /* Option < bool > */
+	"subscription_mode" TEXT, /* Option < & str > */
+	"subscription_from" timestamp with time zone /* Option < TimestampWithTimeZone > */
+) RETURNS SETOF queen.message /* MessageRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_pop_wrapper';
+
+-- A group's subscription per shard (on Citus, a group has rows in every shard).
+CREATE OR REPLACE VIEW queen.effective_subscriptions AS
+SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
+       o.mode || ':' || COALESCE(extract(epoch FROM c.from_ts)::text, '') || ':'
+         || COALESCE(c.start_xmax::text, '') || ':' || array_to_string(x.xip, ',') || ':'
+         || extract(epoch FROM o.since)::text || CASE WHEN o.seek THEN ':seek' ELSE '' END AS sub_key,
+       o.shard
+  FROM (SELECT DISTINCT ON (queue_id, consumer_group, shard) queue_id, consumer_group, shard, mode, seek,
+               created_at AS since
+          FROM queen.subscriptions
+         ORDER BY queue_id, consumer_group, shard, seek DESC, CASE WHEN seek THEN created_at END DESC NULLS LAST,
+                  created_at) AS o
+  CROSS JOIN LATERAL (
+        SELECT min(s.start_xmax) FILTER (WHERE s.mode = 'new') AS start_xmax,
+               min(s.from_ts) FILTER (WHERE s.mode = 'from') AS from_ts
+          FROM queen.subscriptions s
+         WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.shard = o.shard
+           AND s.mode = o.mode AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)) AS c
+  CROSS JOIN LATERAL (
+        -- (An aggregate over the rows rather than ARRAY(subquery) in a SELECT without FROM:
+        -- Citus routes no correlated subquery beside a subquery without FROM.)
+        SELECT COALESCE(array_agg(DISTINCT u.x ORDER BY u.x), '{}'::bigint[]) AS xip
+          FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS u(x)
+         WHERE o.mode = 'new'
+           AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.shard = o.shard
+           AND s.mode = 'new'
+           AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)
+           AND u.x < c.start_xmax) AS x;
+
 -- queen on Citus (sql/distribute.sql, as a fresh install creates it).
 
 -- Which shard key a partition has among `keys` shard keys: the partition id's first four bytes
@@ -234,6 +282,9 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_push(integer,jsonb)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function(
+        'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
+        colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

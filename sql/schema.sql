@@ -111,6 +111,7 @@ CREATE INDEX messages_queue_log ON queen.messages (queue_id, txid, seq) INCLUDE 
 -- once (rule 1): effective_subscriptions says what they add up to. `seek`: the row a
 -- queen_seek wrote, which replaces every subscription of the group that began before it (SPEC
 -- §3.2) — also a first pop's row that was not visible to the seek and commits after it.
+-- On Citus a group has its rows in every shard (src/shards.rs), each shard's on its own.
 CREATE TABLE queen.subscriptions (
     queue_id       uuid        NOT NULL,
     consumer_group text        NOT NULL,
@@ -138,24 +139,29 @@ CREATE VIEW queen.effective_subscriptions AS
 SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
        o.mode || ':' || COALESCE(extract(epoch FROM c.from_ts)::text, '') || ':'
          || COALESCE(c.start_xmax::text, '') || ':' || array_to_string(x.xip, ',') || ':'
-         || extract(epoch FROM o.since)::text || CASE WHEN o.seek THEN ':seek' ELSE '' END AS sub_key
-  FROM (SELECT DISTINCT ON (queue_id, consumer_group) queue_id, consumer_group, mode, seek, created_at AS since
+         || extract(epoch FROM o.since)::text || CASE WHEN o.seek THEN ':seek' ELSE '' END AS sub_key,
+       o.shard
+  FROM (SELECT DISTINCT ON (queue_id, consumer_group, shard) queue_id, consumer_group, shard, mode, seek,
+               created_at AS since
           FROM queen.subscriptions
-         ORDER BY queue_id, consumer_group, seek DESC, CASE WHEN seek THEN created_at END DESC NULLS LAST,
+         ORDER BY queue_id, consumer_group, shard, seek DESC, CASE WHEN seek THEN created_at END DESC NULLS LAST,
                   created_at) AS o
   CROSS JOIN LATERAL (
         SELECT min(s.start_xmax) FILTER (WHERE s.mode = 'new') AS start_xmax,
                min(s.from_ts) FILTER (WHERE s.mode = 'from') AS from_ts
           FROM queen.subscriptions s
-         WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.mode = o.mode
-           AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)) AS c
+         WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.shard = o.shard
+           AND s.mode = o.mode AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)) AS c
   CROSS JOIN LATERAL (
-        SELECT CASE WHEN o.mode = 'new' THEN ARRAY(
-                    SELECT DISTINCT u.x FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS u(x)
-                     WHERE s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.mode = 'new'
-                       AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)
-                       AND u.x < c.start_xmax ORDER BY u.x)
-                    ELSE '{}'::bigint[] END AS xip) AS x;
+        -- (An aggregate over the rows rather than ARRAY(subquery) in a SELECT without FROM:
+        -- Citus routes no correlated subquery beside a subquery without FROM.)
+        SELECT COALESCE(array_agg(DISTINCT u.x ORDER BY u.x), '{}'::bigint[]) AS xip
+          FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS u(x)
+         WHERE o.mode = 'new'
+           AND s.queue_id = o.queue_id AND s.consumer_group = o.consumer_group AND s.shard = o.shard
+           AND s.mode = 'new'
+           AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)
+           AND u.x < c.start_xmax) AS x;
 
 -- Per (partition, group): where the group is and what it holds. Created lazily by the first
 -- pop of that partition (a subscribed group has a logical cursor on every partition; the row

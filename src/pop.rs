@@ -13,7 +13,7 @@ use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names;
 use crate::options::QueueOptions;
-use crate::spi::types::{INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use crate::state::{self, CursorRow, Look, Micros};
 use crate::subscription::{self, Subscription};
@@ -25,12 +25,14 @@ use pgrx::Uuid;
 /// The most messages one pop may return.
 pub const MAX_BATCH: i32 = 10_000;
 
-const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8] };
+const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8, INT4] };
 /// How many due partitions one candidate query returns.
 const CANDIDATE_PAGE: i64 = 16;
-const HINTS_SET: Query = Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, INT8, INT8, INT8S] };
-const HINTS_DELETE: Query = Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, INT8, INT8, INT8S] };
-const NEXT_DUE: Query = Query { file: SQL, name: "next_due", args: &[UUID, TEXT, UUID] };
+const HINTS_SET: Query =
+    Query { file: SQL, name: "hints_set", args: &[UUID, UUID, TEXT, TSTZ, INT8, INT8, INT8S, INT4, INT8, INT8] };
+const HINTS_DELETE: Query =
+    Query { file: SQL, name: "hints_delete", args: &[UUID, TEXT, INT8, INT8, INT8S, INT4, INT8] };
+const NEXT_DUE: Query = Query { file: SQL, name: "next_due", args: &[UUID, TEXT, UUID, INT4] };
 
 #[derive(Debug, Clone)]
 pub struct PopRequest {
@@ -193,7 +195,8 @@ impl Pop<'_> {
             .partition
             .as_ref()
             .map(|name| crate::names::to_pg(names::partition_id(&crate::names::from_pg(self.queue_id), name)));
-        let args: [DatumWithOid; 3] = [self.queue_id.into(), self.group.as_str().into(), partition.into()];
+        let args: [DatumWithOid; 4] =
+            [self.queue_id.into(), self.group.as_str().into(), partition.into(), crate::shards::current().into()];
         NEXT_DUE.run(s, &args).first().get::<TimestampWithTimeZone>(1).map(state::micros)
     }
 
@@ -234,8 +237,13 @@ impl Pop<'_> {
     /// left that it has not tried.
     fn take_candidates(&mut self, s: &mut Spi, tried: &mut Vec<Uuid>) {
         while !self.done() {
-            let args: [DatumWithOid; 4] =
-                [self.queue_id.into(), self.group.as_str().into(), tried.to_vec().into(), CANDIDATE_PAGE.into()];
+            let args: [DatumWithOid; 5] = [
+                self.queue_id.into(),
+                self.group.as_str().into(),
+                tried.to_vec().into(),
+                CANDIDATE_PAGE.into(),
+                crate::shards::current().into(),
+            ];
             let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
             if page.is_empty() {
                 break;
@@ -273,7 +281,9 @@ impl Pop<'_> {
     /// Move the partition's hints to `at` (those `look`'s snapshot accounts for; see
     /// hints_set in pop.sql), or add one.
     fn hints_set(&self, s: &mut Spi, partition: Uuid, look: &Look, at: Micros) {
-        let args: [DatumWithOid; 7] = [
+        // The writer's stored id (queen.txid()), which is also its own from then on.
+        let txid = crate::cluster::txid();
+        let args: [DatumWithOid; 10] = [
             self.queue_id.into(),
             partition.into(),
             self.group.as_str().into(),
@@ -281,14 +291,24 @@ impl Pop<'_> {
             look.xmin.into(),
             look.xmax.into(),
             look.xip.clone().into(),
+            crate::shards::current().into(),
+            txid.into(),
+            txid.into(),
         ];
         HINTS_SET.run(s, &args);
     }
 
     /// The partition had no work as of `look`: delete the hints its snapshot accounts for.
     fn hints_delete(&self, s: &mut Spi, partition: Uuid, look: &Look) {
-        let args: [DatumWithOid; 5] =
-            [partition.into(), self.group.as_str().into(), look.xmin.into(), look.xmax.into(), look.xip.clone().into()];
+        let args: [DatumWithOid; 7] = [
+            partition.into(),
+            self.group.as_str().into(),
+            look.xmin.into(),
+            look.xmax.into(),
+            look.xip.clone().into(),
+            crate::shards::current().into(),
+            crate::cluster::own_txid().into(),
+        ];
         HINTS_DELETE.run(s, &args);
     }
 
@@ -491,6 +511,15 @@ const CONTENDED_SLEEP_MS: u64 = 50;
 /// and try again. (Each try is a new statement with a new snapshot, so in READ COMMITTED it
 /// sees what committed meanwhile.)
 pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
+    pop_with(req, pop_once)
+}
+
+/// [`pop`] with `once` as one attempt (on a Citus coordinator, one call of the worker:
+/// route.rs); waiting is the same.
+pub fn pop_with(
+    req: &PopRequest,
+    mut once: impl FnMut(&PopRequest) -> QueenResult<Outcome>,
+) -> QueenResult<Vec<Popped>> {
     if req.wait_ms > 0 {
         // SAFETY: a backend global, set for the running transaction; read only.
         let iso = unsafe { pgrx::pg_sys::XactIsoLevel };
@@ -507,7 +536,7 @@ pub fn pop(req: &PopRequest) -> QueenResult<Vec<Popped>> {
             // Before looking: a commit between the look and the sleep then wakes the sleep.
             crate::wait::reset_latch();
         }
-        let found = pop_once(req)?;
+        let found = once(req)?;
         let now = std::time::Instant::now();
         match &waiting {
             // More of the log to read: look again at once, without sleeping.

@@ -7,8 +7,11 @@
 use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names::{self, to_pg};
+use crate::pop::{Outcome, PopRequest, Popped};
 use crate::push::{PushItem, PushResult, PushStatus};
-use crate::shards::{self, Layout, DELEGATE_PUSH, DELEGATE_PUSH_ONE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE};
+use crate::shards::{
+    self, Layout, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
+};
 use crate::spi::{self, Row, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
@@ -127,4 +130,47 @@ pub fn check_shard(s: &mut Spi, k: i32, items: &[PushItem]) -> QueenResult<()> {
         }
     }
     Ok(())
+}
+
+/// One attempt of `queen_pop` of one partition, on its shard's worker (which does not wait:
+/// the coordinator waits, pop.rs). A waiting pop looks again at least every 50 ms: a push's
+/// commit can wake it before the worker's part of that commit is visible (the coordinator's
+/// commit hooks run before Citus's second phase).
+pub fn pop_in_partition(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome> {
+    let Some(partition) = &req.partition else {
+        return Err(QueenError::NotOnCitus { what: "queen_pop without a partition" });
+    };
+    let k = layout.key_of(names::partition_id(&names::queue_id(&req.queue), partition).as_bytes());
+    let rows = spi::connect(|s| {
+        let args: [DatumWithOid; 10] = [
+            k.into(),
+            req.queue.as_str().into(),
+            req.group.as_deref().into(),
+            req.batch.into(),
+            partition.as_str().into(),
+            req.partitions.into(),
+            req.lease_seconds.into(),
+            req.auto_ack.into(),
+            req.mode.as_str().into(),
+            req.from.into(),
+        ];
+        DELEGATE_POP
+            .run(s, &args)
+            .map(|r| Popped {
+                message_id: r.req("message_id"),
+                transaction_id: r.req("transaction_id"),
+                queue: r.req("queue"),
+                partition: r.req("partition"),
+                partition_id: r.req("partition_id"),
+                payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
+                trace_id: r.get("trace_id"),
+                created_at: r.req("created_at"),
+                consumer_group: r.get("consumer_group"),
+                lease_id: r.get("lease_id"),
+                lease_expires_at: r.get("lease_expires_at"),
+                attempt: r.req("attempt"),
+            })
+            .collect::<Vec<_>>()
+    });
+    Ok(Outcome { rows, next_due: None, contended: true, more: false })
 }

@@ -6,7 +6,7 @@
 //! `queen.messages`: `create_distributed_table` sends one to every backend when it commits, so
 //! a backend that started before `queen_distribute()` routes from its next call on.
 
-use crate::spi::types::{INT4, INT4S, JSONB, TEXT, UUID, UUIDS};
+use crate::spi::types::{BOOL, INT4, INT4S, JSONB, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Spi};
 use pgrx::{pg_guard, pg_sys};
 use std::cell::{Cell, RefCell};
@@ -18,6 +18,8 @@ const QUEEN_DISTRIBUTED: Query = Query { file: SQL, name: "queen_distributed", a
 pub const DELEGATE_PUSH_ONE: Query =
     Query { file: SQL, name: "delegate_push_one", args: &[INT4, TEXT, JSONB, TEXT, TEXT, UUID] };
 pub const DELEGATE_PUSH: Query = Query { file: SQL, name: "delegate_push", args: &[INT4, JSONB] };
+pub const DELEGATE_POP: Query =
+    Query { file: SQL, name: "delegate_pop", args: &[INT4, TEXT, TEXT, INT4, TEXT, INT4, INT4, BOOL, TEXT, TSTZ] };
 pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &[JSONB, INT4S] };
 pub const QUEUES_REGISTERED: Query = Query { file: SQL, name: "queues_registered", args: &[UUIDS] };
 pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
@@ -53,6 +55,27 @@ thread_local! {
     /// The oid of queen.messages the layout was read for (invalidations name it).
     static MESSAGES: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
     static REGISTERED: Cell<bool> = const { Cell::new(false) };
+    /// The shard key the running call works in: set by a worker's call on Citus for its
+    /// duration (Citus pins the call to that key), 0 otherwise.
+    static CURRENT: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The shard key queen's queries filter by in this call.
+pub fn current() -> i32 {
+    CURRENT.with(Cell::get)
+}
+
+/// Run `f` as a call of shard `k` (a worker's side of a call on Citus): every query of queen
+/// filters by it; back to 0 when `f` returns or raises.
+pub fn within<R>(k: i32, f: impl FnOnce() -> R) -> R {
+    struct Reset(i32);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(CURRENT.with(|c| c.replace(k)));
+    f()
 }
 
 #[pg_guard]

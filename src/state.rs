@@ -12,13 +12,14 @@ use pgrx::Uuid;
 const SQL: &str = include_str!("../sql/queries/state.sql");
 
 const CURSOR_CREATE: Query =
-    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S] };
-const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT, TEXT] };
+    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S, INT4] };
+const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT, TEXT, INT4] };
 const CURSOR_UPDATE: Query = Query {
     file: SQL,
     name: "cursor_update",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
+        INT4, TSTZ,
     ],
 };
 const CURSOR_SAVE: Query = Query {
@@ -26,7 +27,7 @@ const CURSOR_SAVE: Query = Query {
     name: "cursor_save",
     args: &[
         UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        UUID, TSTZ, UUID, BOOL,
+        UUID, TSTZ, UUID, BOOL, INT4, TSTZ, INT8,
     ],
 };
 
@@ -102,8 +103,16 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
 /// the pair's lock (locks.rs).
 pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
     let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 7] =
-        [partition.into(), group.into(), queue_id.into(), c.done.0.into(), c.done.1.into(), pt.into(), ps.into()];
+    let args: [DatumWithOid; 8] = [
+        partition.into(),
+        group.into(),
+        queue_id.into(),
+        c.done.0.into(),
+        c.done.1.into(),
+        pt.into(),
+        ps.into(),
+        crate::shards::current().into(),
+    ];
     CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
@@ -112,7 +121,7 @@ pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cur
 /// Never waits, and never locks a version other than `version` (but for a row updated by a
 /// transaction that commits between this statement's snapshot and its lock: see cursor_lock).
 pub fn lock(s: &mut Spi, partition: Uuid, group: &str, version: &str) -> bool {
-    let args: [DatumWithOid; 3] = [partition.into(), group.into(), version.into()];
+    let args: [DatumWithOid; 4] = [partition.into(), group.into(), version.into(), crate::shards::current().into()];
     CURSOR_LOCK.run(s, &args).next().is_some()
 }
 
@@ -139,7 +148,10 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
     };
     let lease_id = c.lease.as_ref().and(row.lease_id);
     let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
-    let args: [DatumWithOid; 21] = [
+    let shard = crate::shards::current();
+    // SAFETY: reads the clock.
+    let now = timestamp(unsafe { pgrx::pg_sys::GetCurrentTimestamp() });
+    let mut args: Vec<DatumWithOid> = vec![
         partition.into(),
         group.into(),
         c.done.0.into(),
@@ -163,14 +175,22 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
         also.ended_lease.is_some_and(|l| l.1).into(),
     ];
     if also.hint_at.is_none() && also.ended_lease.is_none() {
-        CURSOR_UPDATE.run(s, &args[..17]);
+        args.truncate(17);
+        args.extend([shard.into(), now.into()]);
+        CURSOR_UPDATE.run(s, &args);
     } else {
+        // The stored id of the hint's writer: this transaction (queen.txid()).
+        let txid = also.hint_at.map(|_| crate::cluster::txid());
+        args.extend([shard.into(), now.into(), txid.into()]);
         CURSOR_SAVE.run(s, &args);
     }
 }
 
-const LOOK: Query =
-    Query { file: SQL, name: "look", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8] };
+const LOOK: Query = Query {
+    file: SQL,
+    name: "look",
+    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT4],
+};
 
 /// A message as read from a partition.
 pub(crate) struct Msg {
@@ -236,7 +256,7 @@ pub(crate) fn look(
     lease_seconds: i32,
 ) -> Look {
     let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 8] = [
+    let args: [DatumWithOid; 9] = [
         partition.into(),
         group.into(),
         initial.done.0.into(),
@@ -245,6 +265,7 @@ pub(crate) fn look(
         ps.into(),
         limit.into(),
         (lease_seconds as f64).into(),
+        crate::shards::current().into(),
     ];
     let mut rows = LOOK.run(s, &args);
     let r = rows.next().expect("queen: look returns its meta row");
@@ -293,20 +314,27 @@ pub fn lock_pair(partition: Uuid, group: &str) -> QueenResult<()> {
     })
 }
 
-const MISSING: Query = Query { file: SQL, name: "missing", args: &[UUID, INT8S, INT8S] };
+const MISSING: Query = Query { file: SQL, name: "missing", args: &[UUID, INT8S, INT8S, INT4] };
 
 /// Which of `keys` of `partition` no longer exist (retention deleted them).
 pub fn missing(s: &mut Spi, partition: Uuid, keys: &[Key]) -> Vec<Key> {
     let (t, q): (Vec<i64>, Vec<i64>) = keys.iter().copied().unzip();
-    let args: [DatumWithOid; 3] = [partition.into(), t.into(), q.into()];
+    let args: [DatumWithOid; 4] = [partition.into(), t.into(), q.into(), crate::shards::current().into()];
     MISSING.run(s, &args).map(|r| (r.req::<i64>("txid"), r.req::<i64>("seq"))).collect()
 }
 
-const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
+const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4, INT4] };
 
 /// File message `k` of `partition` as a dead letter of `group` (the message itself stays).
 pub fn dead_letter(s: &mut Spi, partition: Uuid, group: &str, k: Key, error: Option<&str>, attempts: i32) {
-    let args: [DatumWithOid; 6] =
-        [partition.into(), group.into(), k.0.into(), k.1.into(), error.into(), attempts.into()];
+    let args: [DatumWithOid; 7] = [
+        partition.into(),
+        group.into(),
+        k.0.into(),
+        k.1.into(),
+        error.into(),
+        attempts.into(),
+        crate::shards::current().into(),
+    ];
     DEAD_LETTER.run(s, &args);
 }

@@ -7,16 +7,22 @@ use crate::cursor::{Cursor, Key};
 use crate::error::QueenResult;
 use crate::locks::{Kind, Mode};
 use crate::options::QueueOptions;
-use crate::spi::types::{TEXT, TSTZ, UUID};
+use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/subscription.sql");
-const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT] };
-const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ] };
+const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT, INT4] };
+const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ, INT4] };
 const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
-const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ] };
+const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ, INT4] };
+const CITUS_SUBSCRIPTION_GET: Query = Query { file: SQL, name: "citus_subscription_get", args: &[UUID, TEXT, INT4] };
+const CITUS_QUEUE_EXISTS: Query = Query { file: SQL, name: "citus_queue_exists", args: &[UUID] };
+const CITUS_SUBSCRIBED: Query = Query { file: SQL, name: "citus_subscribed", args: &[UUID, TEXT, INT4] };
+const CITUS_SUBSCRIPTION_POINT: Query = Query { file: SQL, name: "citus_subscription_point", args: &[] };
+const CITUS_SUBSCRIBE: Query =
+    Query { file: SQL, name: "citus_subscribe", args: &[UUID, TEXT, TEXT, TSTZ, INT8, INT8S, INT4] };
 
 /// A group's effective subscription to a queue (SPEC §3.2): what its subscription rows add up
 /// to (`queen.effective_subscriptions`).
@@ -36,7 +42,7 @@ pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Curso
     match sub.mode.as_str() {
         "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
         "from" => {
-            let args: [DatumWithOid; 2] = [partition.into(), sub.from_ts.into()];
+            let args: [DatumWithOid; 3] = [partition.into(), sub.from_ts.into(), crate::shards::current().into()];
             let row = PARTITION_FROM_POSITION.run(s, &args).first();
             let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>("xip").unwrap_or_default());
             c.done = (row.req("txid"), row.req("seq"));
@@ -53,8 +59,15 @@ pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscri
         Ok(cached) => return Some(cached),
         Err(ticket) => ticket,
     };
-    let args: [DatumWithOid; 2] = [queue_id.into(), group.into()];
-    let found = SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row));
+    let shard = crate::shards::current();
+    let args: [DatumWithOid; 3] = [queue_id.into(), group.into(), shard.into()];
+    let found = if crate::shards::planning_for_citus() {
+        // On Citus the shard's rows and the queue's options (a reference table) are read apart.
+        let sub = CITUS_SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_sub(&row));
+        sub.map(|sub| (sub, crate::configure::load(s, queue_id).effective()))
+    } else {
+        SUBSCRIPTION_GET.run(s, &args).next().map(|row| read_subscription(&row))
+    };
     if let (Some(ticket), Some(found)) = (ticket, &found) {
         crate::cache::put(ticket, queue_id, group, found);
     }
@@ -95,23 +108,58 @@ pub fn subscribe(
     }
     // Inserts nothing when the queue does not exist (then there is none to read back), or when
     // another transaction's subscription committed meanwhile (then that one is read).
-    let create: [DatumWithOid; 4] = [queue_id.into(), group.into(), mode.into(), from.into()];
+    let shard = crate::shards::current();
+    if crate::shards::planning_for_citus() {
+        subscribe_in_shard(s, queue_id, group, mode, from, shard);
+        return Ok(subscription(s, queue_id, group));
+    }
+    let create: [DatumWithOid; 5] = [queue_id.into(), group.into(), mode.into(), from.into(), shard.into()];
     if SUBSCRIBE.run(s, &create).len() > 0 {
         crate::cache::changed();
     }
     Ok(subscription(s, queue_id, group))
 }
 
+/// `subscribe`'s insert on Citus, in the worker of shard `shard`: a statement for each table
+/// (Citus routes no statement that joins a shard with a reference table).
+fn subscribe_in_shard(
+    s: &mut Spi,
+    queue_id: Uuid,
+    group: &str,
+    mode: &str,
+    from: Option<TimestampWithTimeZone>,
+    shard: i32,
+) {
+    if !CITUS_QUEUE_EXISTS.run(s, &[queue_id.into()]).first().req::<bool>("exists") {
+        return;
+    }
+    let key: [DatumWithOid; 3] = [queue_id.into(), group.into(), shard.into()];
+    if CITUS_SUBSCRIBED.run(s, &key).first().req::<bool>("subscribed") {
+        return;
+    }
+    let (xmax, xip) = {
+        let p = CITUS_SUBSCRIPTION_POINT.run(s, &[]).first();
+        (p.req::<i64>("xmax"), p.get::<Vec<i64>>("xip").unwrap_or_default())
+    };
+    let row: [DatumWithOid; 7] =
+        [queue_id.into(), group.into(), mode.into(), from.into(), xmax.into(), xip.into(), shard.into()];
+    CITUS_SUBSCRIBE.run(s, &row);
+    crate::cache::changed();
+}
+
 /// A row of `subscription_get`.
-fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
-    let sub = Subscription {
+fn read_sub(row: &crate::spi::Row<'_>) -> Subscription {
+    Subscription {
         mode: row.req::<String>("mode"),
         from_ts: row.get::<TimestampWithTimeZone>("from_ts"),
         start_xmax: row.get::<i64>("start_xmax").unwrap_or(0),
         start_xip: row.get::<Vec<i64>>("start_xip").unwrap_or_default(),
         key: row.req::<String>("sub_key"),
-    };
-    (sub, crate::configure::stored_options(row).effective())
+    }
+}
+
+fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
+    (read_sub(row), crate::configure::stored_options(row).effective())
 }
 
 /// Where a 'from' subscription starts reading the queue log: the position just before its

@@ -7,7 +7,7 @@
 -- pop already looked at. The clock is an InitPlan: a bound of the index scan, not a filter
 -- over every hint.
 SELECT partition_id FROM queen.ready
- WHERE queue_id = $1 AND consumer_group = $2 AND ready_at <= (SELECT clock_timestamp())
+ WHERE queue_id = $1 AND consumer_group = $2 AND shard = $5 AND ready_at <= (SELECT clock_timestamp())
    AND partition_id <> ALL ($3)
  ORDER BY ready_at
  LIMIT $4;
@@ -20,17 +20,20 @@ SELECT partition_id FROM queen.ready
 -- left a hint due now, which must not be pushed to the expiry of the lease the look saw. Rows
 -- another transaction holds are skipped, never waited for. What a moved hint accounts for
 -- stays accounted for: every message the look saw waits for $4 (the lease, the retry delay
--- and the delays hold the whole partition, in order).
+-- and the delays hold the whole partition, in order). $8 shard, $9 the caller's stored id
+-- (queen.txid()), $10 its own id if it has one (queen.own_txid()): Citus takes no volatile
+-- function in an UPDATE.
 WITH moved AS (
-    UPDATE queen.ready SET ready_at = $4, txid = queen.txid(), seen_xmin = greatest(seen_xmin, $5) WHERE ctid IN (
-        SELECT ctid FROM queen.ready WHERE partition_id = $2 AND consumer_group = $3
+    UPDATE queen.ready SET ready_at = $4, txid = $9, seen_xmin = greatest(seen_xmin, $5)
+     WHERE shard = $8 AND ctid IN (
+        SELECT ctid FROM queen.ready WHERE partition_id = $2 AND consumer_group = $3 AND shard = $8
            AND (txid < $5 OR (txid < $6 AND txid <> ALL ($7))
-                OR txid = queen.own_txid())
+                OR txid = $10)
            FOR UPDATE SKIP LOCKED)
     RETURNING 1
 )
-INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
-SELECT $1, $3, $2, $4, queen.txid(), $5 WHERE NOT EXISTS (SELECT 1 FROM moved);
+INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
+SELECT $1, $3, $2, $4, $9, $5, $8 WHERE NOT EXISTS (SELECT 1 FROM moved);
 
 -- name: hints_delete
 -- The partition had no work for the group as of the look's snapshot ($3 xmin, $4 xmax, $5
@@ -38,16 +41,17 @@ SELECT $1, $3, $2, $4, queen.txid(), $5 WHERE NOT EXISTS (SELECT 1 FROM moved);
 -- before the look, go. A hint for a message the look could not see was written by a
 -- transaction that saw the message committed, after the look's snapshot, so it stays. (This
 -- statement's own snapshot is newer than the look's: deleting every hint it sees could delete
--- one for a message that committed in between, and strand that message.)
-DELETE FROM queen.ready WHERE ctid IN (
-    SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
+-- one for a message that committed in between, and strand that message.) $6 shard, $7 the
+-- caller's own id if it has one (queen.own_txid(): no volatile function in a DELETE on Citus).
+DELETE FROM queen.ready WHERE shard = $6 AND ctid IN (
+    SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2 AND shard = $6
        AND (txid < $3 OR (txid < $4 AND txid <> ALL ($5))
-            OR txid = queen.own_txid())
+            OR txid = $7)
        FOR UPDATE SKIP LOCKED);
 
 -- name: next_due
 -- When the group's earliest hint that is not due yet comes due ($3: of that partition only):
 -- a lease's end, a retry delay's, a delayed message's. A waiting pop sleeps no longer.
 SELECT min(ready_at) FROM queen.ready
- WHERE queue_id = $1 AND consumer_group = $2 AND ready_at > (SELECT clock_timestamp())
+ WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4 AND ready_at > (SELECT clock_timestamp())
    AND ($3::uuid IS NULL OR partition_id = $3);

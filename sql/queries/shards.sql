@@ -39,3 +39,7 @@ SELECT array_agg(DISTINCT queue_id) AS registered FROM queen.queues WHERE queue_
 -- on a worker cannot write a reference table inside the caller's transaction). No unique index:
 -- two first pushes each insert one, and readers take the earliest (schema.sql, rule 1).
 INSERT INTO queen.queues (queue_id, name) VALUES ($1, $2);
+
+-- name: delegate_pop
+-- A pop of one partition of shard $1, on the worker that holds it (queen.shard_pop).
+SELECT * FROM queen.shard_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);

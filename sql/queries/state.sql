@@ -15,7 +15,7 @@
 -- A row keeps the start it was made with, whatever the group's subscription reads now (SPEC
 -- §3.2: order wins over a first pop that commits later with an earlier point; a seek rewrote
 -- the rows it replaced).
--- $1 partition, $2 group, $7 limit, $8 lease seconds.
+-- $1 partition, $2 group, $7 limit, $8 lease seconds, $9 shard (src/shards.rs: 0 on one server).
 WITH snap AS MATERIALIZED (
     SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
            pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
@@ -28,12 +28,12 @@ c AS MATERIALIZED (
     SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
            fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
            lease_xip, xmin::text AS version, true AS stored
-      FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2
+      FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND shard = $9
     UNION ALL
     SELECT $3::bigint, $4::bigint, $5::bigint[], $6::bigint[], '{}'::bigint[], '{}'::bigint[],
            NULL::bigint, NULL::bigint, 0, NULL::timestamptz, NULL::uuid, NULL::timestamptz,
            NULL::bigint[], NULL::bigint[], NULL::bigint[], NULL::text, false
-     WHERE NOT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2)
+     WHERE NOT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND shard = $9)
 ),
 busy AS MATERIALIZED (
     SELECT (c.lease_id IS NOT NULL OR COALESCE(c.retry_at > snap.now, false)) AS busy FROM c, snap
@@ -55,7 +55,7 @@ msgs AS MATERIALIZED (
             SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text) AS transaction_id,
                    m.partition, m.payload, m.trace_id, m.created_at
               FROM queen.messages m
-             WHERE pend.vis AND m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+             WHERE pend.vis AND m.partition_id = $1 AND m.shard = $9 AND m.txid = pend.x AND m.seq > pend.ps
                AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
              ORDER BY m.seq LIMIT $7) m
         UNION ALL
@@ -63,7 +63,7 @@ msgs AS MATERIALIZED (
             SELECT m.txid, m.seq, m.message_id, COALESCE(m.transaction_id, m.message_id::text),
                    m.partition, m.payload, m.trace_id, m.created_at
               FROM queen.messages m
-             WHERE m.partition_id = $1 AND (m.txid, m.seq) > (c.done_txid, c.done_seq)
+             WHERE m.partition_id = $1 AND m.shard = $9 AND (m.txid, m.seq) > (c.done_txid, c.done_seq)
                AND m.txid IS DISTINCT FROM snap.own
                AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq)
              ORDER BY m.txid, m.seq LIMIT $7) m
@@ -81,10 +81,10 @@ SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
        ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
        ARRAY(SELECT EXISTS (
                  SELECT 1 FROM queen.messages m
-                  WHERE m.partition_id = $1 AND m.txid = pend.x AND m.seq > pend.ps
+                  WHERE m.partition_id = $1 AND m.shard = $9 AND m.txid = pend.x AND m.seq > pend.ps
                     AND NOT EXISTS (SELECT 1 FROM ahead WHERE ahead.x = m.txid AND ahead.s = m.seq))
                FROM pend ORDER BY ord) AS pending_left,
-       (SELECT created_at FROM queen.messages WHERE partition_id = $1 AND txid IS DISTINCT FROM snap.own
+       (SELECT created_at FROM queen.messages WHERE partition_id = $1 AND shard = $9 AND txid IS DISTINCT FROM snap.own
          ORDER BY txid DESC, seq DESC LIMIT 1) AS newest_at,
        snap.now,
        snap.now + make_interval(secs => $8) AS new_lease_expires_at,
@@ -103,7 +103,8 @@ SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, crea
 -- checked on the row this statement's snapshot sees, before locking, so a changed row is not
 -- locked. (One window remains: a change committed between this statement's snapshot and its
 -- lock is locked, then re-checked and skipped; that is microseconds wide.)
-SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND xmin::text = $3
+SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND shard = $4
+   AND xmin::text = $3
    FOR UPDATE SKIP LOCKED;
 
 -- name: cursor_save
@@ -112,36 +113,39 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
 -- now, after an auto_ack pop or a release): a partition with work always has a hint, and the
 -- duplicates discovery leaves are folded here, by the holder of the cursor row (rows another
 -- transaction holds are skipped, never waited for); when $20 is not NULL, record it as the
--- last lease that ended here, run out ($21) or released. $18 queue id.
+-- last lease that ended here, run out ($21) or released. $18 queue id, $22 shard, $23 the
+-- clock, $24 the caller's stored id (queen.txid(); Citus takes no volatile function in an
+-- UPDATE).
 WITH folded AS (
-    DELETE FROM queen.ready WHERE $19 IS NOT NULL AND ctid IN (
-        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2
+    DELETE FROM queen.ready WHERE $19 IS NOT NULL AND shard = $22 AND ctid IN (
+        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2 AND shard = $22
            FOR UPDATE SKIP LOCKED)
 ), hinted AS (
     -- Accounts for every message this statement's snapshot sees: each is in the batch, or
     -- after it (behind the lease: due at $19 or when the lease is released), or finished.
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
-    SELECT $18, $2, $1, $19, queen.txid(),
-           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), queen.own_txid())
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
+    SELECT $18, $2, $1, $19, $24,
+           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), $24), $22
      WHERE $19 IS NOT NULL
 )
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
        ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
        lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, updated_at = clock_timestamp(),
+       lease_xip = $17, updated_at = $23,
        last_lease_id = COALESCE($20, last_lease_id),
        last_lease_expired = CASE WHEN $20 IS NULL THEN last_lease_expired ELSE $21 END
- WHERE partition_id = $1 AND consumer_group = $2;
+ WHERE partition_id = $1 AND consumer_group = $2 AND shard = $22;
 
 -- name: cursor_update
 -- cursor_save when nothing but the row changes (an ack inside a batch, say): a plain update.
+-- $18 shard, $19 the clock.
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
        ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
        lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, updated_at = clock_timestamp()
- WHERE partition_id = $1 AND consumer_group = $2;
+       lease_xip = $17, updated_at = $19
+ WHERE partition_id = $1 AND consumer_group = $2 AND shard = $18;
 
 -- name: cursor_create
 -- Create a cursor row for a (partition, group) that has none, in the state the group's
@@ -149,8 +153,8 @@ UPDATE queen.cursors
 -- with a try-lock, never waiting), so no other uncommitted insert of the key can exist and
 -- ON CONFLICT cannot wait.
 INSERT INTO queen.cursors (partition_id, consumer_group, queue_id, done_txid, done_seq, pending_txid,
-                           pending_seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+                           pending_seq, shard)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (partition_id, consumer_group, shard) DO NOTHING
 RETURNING xmin::text;
 
@@ -158,14 +162,15 @@ RETURNING xmin::text;
 -- Which of the keys ($2, $3) of partition $1 no longer exist: messages of a lease's batch that
 -- retention deleted (src/ack.rs forget_vanished). Through the primary key.
 SELECT k.t AS txid, k.s AS seq FROM unnest($2::bigint[], $3::bigint[]) AS k(t, s)
- WHERE NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = $1 AND m.txid = k.t AND m.seq = k.s);
+ WHERE NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = $1 AND m.shard = $4 AND m.txid = k.t AND m.seq = k.s);
 
 -- name: dead_letter
 -- File a message as a dead letter of a group; the message itself stays.
-INSERT INTO queen.dead_letters (queue_id, partition_id, consumer_group, message_id, txid, seq, error, attempts)
-SELECT m.queue_id, m.partition_id, $2, m.message_id, m.txid, m.seq, $5, $6
+INSERT INTO queen.dead_letters (queue_id, partition_id, consumer_group, message_id, txid, seq, error, attempts,
+                                shard)
+SELECT m.queue_id, m.partition_id, $2, m.message_id, m.txid, m.seq, $5, $6, m.shard
   FROM queen.messages m
- WHERE m.partition_id = $1 AND m.txid = $3 AND m.seq = $4
+ WHERE m.partition_id = $1 AND m.shard = $7 AND m.txid = $3 AND m.seq = $4
 ON CONFLICT DO NOTHING;
 
 -- name: now

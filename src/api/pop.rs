@@ -33,6 +33,7 @@ fn queen_pop(
     }
     let mode = pop::check(batch, partitions, wait_ms, lease_seconds, subscription_mode, subscription_from.is_some())
         .or_report(F);
+    let distributed = crate::route::distributed();
     privilege::require(&[queue], Privilege::Pop).or_report(F);
     let req = PopRequest {
         queue: queue.to_string(),
@@ -46,8 +47,15 @@ fn queen_pop(
         mode,
         from: subscription_from,
     };
-    let rows = pop::pop(&req).or_report(F);
-    SetOfIterator::new(rows.into_iter().map(|m| MessageRow {
+    let rows = match distributed {
+        Some(layout) => pop::pop_with(&req, |r| crate::route::pop_in_partition(&layout, r)),
+        None => pop::pop(&req),
+    };
+    SetOfIterator::new(rows.or_report(F).into_iter().map(message_row))
+}
+
+fn message_row(m: pop::Popped) -> MessageRow {
+    MessageRow {
         message_id: m.message_id,
         transaction_id: m.transaction_id,
         queue: m.queue,
@@ -60,5 +68,68 @@ fn queen_pop(
         lease_id: m.lease_id,
         lease_expires_at: m.lease_expires_at,
         attempt: m.attempt,
-    }))
+    }
+}
+
+/// The worker's side of a pop on Citus (route.rs): internal, in schema `queen`, made a
+/// distributed function by `queen_distribute()`. One attempt, without waiting (the
+/// coordinator waits), in shard `shard`, which the partition must belong to; the caller's
+/// grant is checked as `queen_pop` checks it.
+#[pgrx::pg_schema]
+mod queen {
+    use super::message_row;
+    use crate::api::rows::MessageRow;
+    use crate::error::{OrReport, QueenError};
+    use crate::names;
+    use crate::pop::{self, PopRequest};
+    use crate::privilege::{self, Privilege};
+    use pgrx::datum::TimestampWithTimeZone;
+    use pgrx::prelude::*;
+
+    #[allow(clippy::too_many_arguments)]
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_pop(
+        shard: i32,
+        queue: Option<&str>,
+        consumer_group: Option<&str>,
+        batch: Option<i32>,
+        partition: Option<&str>,
+        partitions: Option<i32>,
+        lease_seconds: Option<i32>,
+        auto_ack: Option<bool>,
+        subscription_mode: Option<&str>,
+        subscription_from: Option<TimestampWithTimeZone>,
+    ) -> SetOfIterator<'static, MessageRow> {
+        const F: &str = "queen_pop";
+        let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
+        if let Some(g) = consumer_group {
+            names::check_group("argument \"consumer_group\"", g).or_report(F);
+        }
+        let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+        let mode =
+            pop::check(batch, partitions, Some(0), lease_seconds, subscription_mode, subscription_from.is_some())
+                .or_report(F);
+        let layout = crate::spi::connect(crate::shards::layout);
+        let want = layout.key_of(names::partition_id(&names::queue_id(queue), partition).as_bytes());
+        if want != shard {
+            QueenError::invalid("argument \"shard\"", format!("is {shard}, but the partition has shard key {want}"))
+                .report(F);
+        }
+        privilege::require(&[queue], Privilege::Pop).or_report(F);
+        let req = PopRequest {
+            queue: queue.to_string(),
+            group: consumer_group.map(str::to_string),
+            batch: batch.unwrap_or(1),
+            partition: Some(partition.to_string()),
+            partitions: partitions.unwrap_or(1),
+            wait_ms: 0,
+            lease_seconds,
+            auto_ack: auto_ack.unwrap_or(false),
+            mode,
+            from: subscription_from,
+        };
+        let rows = crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows;
+        SetOfIterator::new(rows.into_iter().map(message_row))
+    }
 }

@@ -342,3 +342,188 @@ fn a_shards_call_refuses_other_shards_items_and_ungranted_roles() {
     let e = app.query("SELECT * FROM queen.shard_push_one($1, 'q', '4', 'p1', NULL, NULL)", &[&right]).unwrap_err();
     assert_eq!(sqlstate(&e), "42501", "{e:?}");
 }
+
+/// Two partitions among those of queue `queue` that exist (p0, p1, …) whose shards are on
+/// different workers.
+fn partitions_on_two_workers(c: &mut postgres::Client, queue: &str) -> (String, String) {
+    let ports: std::collections::HashMap<i32, i32> = c
+        .query(
+            "SELECT k.shard, (SELECT pl.nodeport FROM pg_dist_shard_placement pl
+                               WHERE pl.shardid = get_shard_id_for_distribution_column('queen.messages', k.shard))
+               FROM queen.shard_keys k",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let parts: Vec<(String, i32)> = c
+        .query(
+            "SELECT p.name, p.shard FROM queen.partitions p
+              WHERE p.queue_id = (SELECT queue_id FROM queen.queues WHERE name = $1) ORDER BY p.name",
+            &[&queue],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let (a, ka) = &parts[0];
+    let b = parts.iter().find(|(_, k)| ports[k] != ports[ka]).expect("partitions on two workers");
+    (a.clone(), b.0.clone())
+}
+
+/// A pop of one partition through the coordinator runs on the worker of its shard: messages
+/// in push order, once each (auto_ack), per partition; a group in 'new' mode subscribes in the
+/// shard at its first pop and gets only what came after; a lease holds the partition; a pop
+/// rolled back with the business transaction is delivered again, one committed is not; a pop
+/// without a partition is refused (not routed yet).
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_pop_of_a_partition_runs_on_its_shards_worker() {
+    let db = distributed("pop_partition");
+    let mut c = db.coordinator();
+    for i in 0..20 {
+        c.query("SELECT * FROM queen_push('q', to_jsonb(-1), 'p' || $1::int)", &[&i]).unwrap();
+    }
+    let (pa, pb) = partitions_on_two_workers(&mut c, "q");
+    // Drain the registering messages.
+    for p in [&pa, &pb] {
+        let n = c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, partition => $1, auto_ack => true)", &[p]).unwrap();
+        assert_eq!(n.len(), 1);
+    }
+    for i in 0..5 {
+        c.query("SELECT * FROM queen_push('q', to_jsonb($1::int), $2)", &[&i, &pa]).unwrap();
+        c.query("SELECT * FROM queen_push('q', to_jsonb(10 + $1::int), $2)", &[&i, &pb]).unwrap();
+    }
+    let pop = |c: &mut postgres::Client, group: &str, p: &str, auto: bool| -> Vec<i64> {
+        c.query(
+            "SELECT payload FROM queen_pop('q', $1, batch => 10, partition => $2, auto_ack => $3)",
+            &[&group, &p, &auto],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, serde_json::Value>(0).as_i64().unwrap())
+        .collect()
+    };
+    assert_eq!(pop(&mut c, "g", &pa, true), vec![0, 1, 2, 3, 4]);
+    assert_eq!(pop(&mut c, "g", &pa, true), Vec::<i64>::new(), "once each");
+    assert_eq!(pop(&mut c, "g", &pb, true), vec![10, 11, 12, 13, 14]);
+
+    // 'new': subscribed at its first pop, in that shard.
+    let n: Vec<i64> = c
+        .query("SELECT payload FROM queen_pop('q', 'n', batch => 10, partition => $1, subscription_mode => 'new', auto_ack => true)", &[&pa])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, serde_json::Value>(0).as_i64().unwrap())
+        .collect();
+    assert!(n.is_empty(), "nothing older than the subscription: {n:?}");
+    c.query("SELECT * FROM queen_push('q', '100', $1)", &[&pa]).unwrap();
+    assert_eq!(pop(&mut c, "n", &pa, true), vec![100]);
+    assert_eq!(pop(&mut c, "g", &pa, true), vec![100], "and group g, 'all', gets it too");
+
+    // A lease holds the partition for its group.
+    c.query("SELECT * FROM queen_push('q', '200', $1)", &[&pb]).unwrap();
+    let leased = c
+        .query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10, partition => $1)", &[&pb])
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+    assert!(leased[0].get::<_, Option<uuid::Uuid>>(0).is_some());
+    c.query("SELECT * FROM queen_push('q', '201', $1)", &[&pb]).unwrap();
+    assert_eq!(pop(&mut c, "g", &pb, true), Vec::<i64>::new(), "held by the lease");
+
+    // With the business transaction: rolled back, delivered again; committed, not.
+    c.batch_execute("CREATE TABLE orders (id int PRIMARY KEY)").unwrap();
+    c.query_one("SELECT create_distributed_table('orders', 'id')", &[]).unwrap();
+    c.query("SELECT * FROM queen_push('q', '300', $1)", &[&pa]).unwrap();
+    for (id, end, want) in [(1, "ROLLBACK", vec![300]), (2, "COMMIT", vec![300]), (3, "COMMIT", vec![])] {
+        c.batch_execute("BEGIN").unwrap();
+        c.execute("INSERT INTO orders VALUES ($1)", &[&id]).unwrap();
+        assert_eq!(pop(&mut c, "g", &pa, true), want, "{end} of order {id}");
+        c.batch_execute(end).unwrap();
+    }
+    let orders: i64 = c.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
+    assert_eq!(orders, 2);
+
+    let e = c.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "0A000", "{e:?}");
+}
+
+/// A waiting pop of a partition on the coordinator returns a message pushed meanwhile from
+/// another connection, well before its wait ends.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_waiting_pop_of_a_partition_gets_a_later_push() {
+    let db = distributed("pop_wait");
+    let mut c = db.coordinator();
+    c.query("SELECT * FROM queen_push('w', '0', 'p')", &[]).unwrap();
+    c.query("SELECT * FROM queen_pop('w', 'g', partition => 'p', auto_ack => true)", &[]).unwrap();
+    let name = db.name.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut w = queen_integration_tests::citus::connect_node(0, &name);
+        let started = std::time::Instant::now();
+        let rows = w
+            .query("SELECT payload FROM queen_pop('w', 'g', partition => 'p', wait_ms => 10000, auto_ack => true)", &[])
+            .unwrap();
+        (rows.len(), started.elapsed())
+    });
+    // The waiter is registered once queen_waiting_pops shows it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let n: i64 = c.query_one("SELECT count(*) FROM queen_waiting_pops()", &[]).unwrap().get(0);
+        if n > 0 || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    c.query("SELECT * FROM queen_push('w', '1', 'p')", &[]).unwrap();
+    let (n, waited) = waiter.join().unwrap();
+    assert_eq!(n, 1);
+    assert!(waited < std::time::Duration::from_secs(5), "woken by the push, not the deadline: {waited:?}");
+}
+
+/// citus_subscription_get (subscription.sql), which a worker's call reads a group's
+/// subscription with, says what queen.effective_subscriptions says, for every shape of a
+/// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
+/// older rows and a first pop's row beside the seek; no row. On one server (shard 0), where both
+/// run.
+#[test]
+fn the_shard_reading_of_a_subscription_is_the_views() {
+    let db = queen_integration_tests::TestDb::new("citus_sub_view");
+    let mut c = db.connect();
+    c.batch_execute(
+        "INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip, created_at, seek) VALUES
+          ('00000000-0000-0000-0000-00000000000a', 'one', 'all', NULL, NULL, NULL, '2026-01-01', false),
+          ('00000000-0000-0000-0000-00000000000a', 'news', 'new', NULL, 100, '{90,95}', '2026-01-01', false),
+          ('00000000-0000-0000-0000-00000000000a', 'news', 'new', NULL, 98, '{91,95,97}', '2026-01-02', false),
+          ('00000000-0000-0000-0000-00000000000a', 'news', 'new', NULL, 120, '{99,110}', '2026-01-03', false),
+          ('00000000-0000-0000-0000-00000000000a', 'froms', 'from', '2026-02-02', NULL, NULL, '2026-01-01', false),
+          ('00000000-0000-0000-0000-00000000000a', 'froms', 'from', '2026-02-01', NULL, NULL, '2026-01-02', false),
+          ('00000000-0000-0000-0000-00000000000a', 'sought', 'new', NULL, 50, '{40}', '2026-01-01', false),
+          ('00000000-0000-0000-0000-00000000000a', 'sought', 'new', NULL, 70, '{60,65}', '2026-01-05', true),
+          ('00000000-0000-0000-0000-00000000000a', 'sought', 'new', NULL, 80, '{75}', '2026-01-06', true),
+          ('00000000-0000-0000-0000-00000000000a', 'sought', 'new', NULL, 60, '{55}', '2026-01-04', false)",
+    )
+    .unwrap();
+    let section = queen_integration_tests::query_section("subscription", "citus_subscription_get");
+    let shard_sql = format!(
+        "SELECT concat_ws('|', mode, from_ts, start_xmax, start_xip, sub_key) FROM ({}) s",
+        section.trim().trim_end_matches(';')
+    );
+    let q = uuid::Uuid::parse_str("00000000-0000-0000-0000-00000000000a").unwrap();
+    for group in ["one", "news", "froms", "sought", "none"] {
+        let view: Vec<String> = c
+            .query(
+                "SELECT concat_ws('|', mode, from_ts, start_xmax, start_xip, sub_key) FROM queen.effective_subscriptions
+                  WHERE queue_id = $1 AND consumer_group = $2 AND shard = 0",
+                &[&q, &group],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let shard: Vec<String> =
+            c.query(&shard_sql, &[&q, &group, &0i32]).unwrap().iter().map(|r| r.get(0)).collect();
+        assert_eq!(view, shard, "group {group}");
+        assert_eq!(view.len(), usize::from(group != "none"), "group {group}: {view:?}");
+    }
+}

@@ -27,11 +27,11 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         "discovery_scan",
         &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint", "text", "bigint", "bigint", "bigint[]"],
     ),
-    ("state", "look", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint[]", "bigint", "float8"]),
+    ("state", "look", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint[]", "bigint", "float8", "int"]),
     ("subscription", "queue_from_position", &["uuid", "timestamptz"]),
-    ("subscription", "partition_from_position", &["uuid", "timestamptz"]),
-    ("state", "dead_letter", &["uuid", "text", "bigint", "bigint", "text", "int"]),
-    ("state", "missing", &["uuid", "bigint[]", "bigint[]"]),
+    ("subscription", "partition_from_position", &["uuid", "timestamptz", "int"]),
+    ("state", "dead_letter", &["uuid", "text", "bigint", "bigint", "text", "int", "int"]),
+    ("state", "missing", &["uuid", "bigint[]", "bigint[]", "int"]),
     ("push", "count_queue", &["uuid", "bigint"]),
     ("push", "push_one", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
     (
@@ -46,6 +46,20 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
     ),
     ("push", "holders", &["uuid[]", "text[]"]),
+    // On Citus, in a worker's call (src/push.rs): the same on one shard.
+    ("push", "citus_push_one", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid", "int"]),
+    ("push", "citus_push_one_keyless", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid", "int"]),
+    (
+        "push",
+        "citus_insert_messages",
+        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]", "int"],
+    ),
+    (
+        "push",
+        "citus_insert_messages_keyless",
+        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]", "int"],
+    ),
+    ("push", "citus_holders", &["uuid[]", "text[]", "int"]),
     ("cluster", "cluster_rebase", &["bigint"]),
 ];
 

@@ -695,13 +695,13 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     };
     assert_eq!(hints(&mut c), 1, "discovery hinted x");
     // The earlier pop's pass: x looked empty to it.
-    prepare_query(&mut c, "pop", "hints_delete", &["uuid", "text", "bigint", "bigint", "bigint[]"]);
-    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', {look})")).unwrap();
+    prepare_query(&mut c, "pop", "hints_delete", &["uuid", "text", "bigint", "bigint", "bigint[]", "int", "bigint"]);
+    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', {look}, 0, NULL)")).unwrap();
     assert_eq!(hints(&mut c), 1, "the hint for M survives a look that could not see M");
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("M")]);
     // A look that saw x empty after M was delivered clears the hints.
     let look = look_snapshot(&mut c);
-    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', {look})")).unwrap();
+    c.batch_execute(&format!("EXECUTE hints_delete ('{x}', 'g', {look}, 0, NULL)")).unwrap();
     assert_eq!(hints(&mut c), 0);
 }
 
@@ -763,8 +763,15 @@ fn moving_hints_keeps_those_a_look_could_not_account_for() {
         let r = c.query_one("SELECT queue_id, partition_id FROM queen.partitions WHERE name = 'x'", &[]).unwrap();
         (r.get(0), r.get(1))
     };
-    prepare_query(&mut c, "pop", "hints_set", &["uuid", "uuid", "text", "timestamptz", "bigint", "bigint", "bigint[]"]);
-    c.batch_execute(&format!("EXECUTE hints_set ('{queue}', '{x}', 'g', now() + interval '300 seconds', {look})"))
+    prepare_query(
+        &mut c,
+        "pop",
+        "hints_set",
+        &["uuid", "uuid", "text", "timestamptz", "bigint", "bigint", "bigint[]", "int", "bigint", "bigint"],
+    );
+    c.batch_execute(&format!(
+        "EXECUTE hints_set ('{queue}', '{x}', 'g', now() + interval '300 seconds', {look}, 0, queen.txid(), queen.txid())"
+    ))
         .unwrap();
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(2)], "x's next message is due now");
 }
