@@ -123,6 +123,10 @@ BEGIN
     PERFORM create_distributed_function(
         'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

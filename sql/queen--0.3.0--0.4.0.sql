@@ -132,6 +132,31 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_pop_wrapper';
 
+-- The worker's side of an ack on Citus (src/api/ack.rs, src/route.rs).
+-- queen::api::ack::queen::shard_ack_one
+CREATE  FUNCTION queen."shard_ack_one"(
+	"shard" INT, /* i32 */
+	"message_id" uuid, /* Option < Uuid > */
+	"lease_id" uuid, /* Option < Uuid > */
+	"status" TEXT, /* Option < & str > */
+	"error" TEXT, /* Option < & str > */
+	"consumer_group" TEXT /* Option < & str > */
+) RETURNS queen.ack_result /* AckRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_ack_one_wrapper';
+
+-- queen::api::ack::queen::shard_ack
+CREATE  FUNCTION queen."shard_ack"(
+	"shard" INT, /* i32 */
+	"acks" jsonb /* Option < Jsonb > */
+) RETURNS SETOF queen.ack_result /* AckRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_ack_wrapper';
+
 -- A group's subscription per shard (on Citus, a group has rows in every shard).
 CREATE OR REPLACE VIEW queen.effective_subscriptions AS
 SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
@@ -285,6 +310,10 @@ BEGIN
     PERFORM create_distributed_function(
         'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

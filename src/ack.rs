@@ -20,7 +20,7 @@ use crate::jsonb::Element;
 use crate::names;
 use crate::names::{from_pg, to_pg};
 use crate::options::QueueOptions;
-use crate::spi::types::{TEXT, UUID, UUIDS};
+use crate::spi::types::{INT4, TEXT, UUID, UUIDS};
 use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self, CursorRow, Micros};
 use crate::subscription::Subscription;
@@ -179,12 +179,23 @@ fn parse_ack(i: usize, e: &Element) -> QueenResult<AckEntry> {
 }
 
 const SQL: &str = include_str!("../sql/queries/ack.sql");
-const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS] };
-const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS] };
-const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID] };
-const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS] };
-const ACK_LEASE_ROWS: Query = Query { file: SQL, name: "ack_lease_rows", args: &[UUID] };
-const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT] };
+const ACK_FIND: Query =
+    Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, crate::spi::types::TEXTS, UUIDS, INT4] };
+const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS, INT4] };
+const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID, INT4] };
+const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS, INT4] };
+const ACK_LEASE_ROWS: Query = Query { file: SQL, name: "ack_lease_rows", args: &[UUID, INT4] };
+const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT, INT4] };
+
+/// The queue's options as a row of ack.sql carries them (its `-- [one server]` columns); None
+/// on Citus, where the statement cannot join them (the caller loads them: [`options_or_load`]).
+fn options_in_row(r: &Row<'_>) -> Option<QueueOptions> {
+    (!crate::shards::planning_for_citus()).then(|| crate::configure::stored_options(r).effective())
+}
+
+fn options_or_load(s: &mut Spi, stored: Option<QueueOptions>, queue_id: Uuid) -> QueueOptions {
+    stored.unwrap_or_else(|| crate::configure::load(s, queue_id).effective())
+}
 /// The fields of an ack batch's elements that queen reads.
 const ACK_KEYS: &[&str] = &[
     "messageId",
@@ -409,10 +420,14 @@ fn batch_of_one_lease(
         return Ok(false);
     }
     let mut ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
-    let args: [DatumWithOid; 3] =
-        [ids.clone().into(), to_pg(lease).into(), group.map(|g| names::group_key(Some(g)).to_string()).into()];
+    let args: [DatumWithOid; 4] = [
+        ids.clone().into(),
+        to_pg(lease).into(),
+        group.map(|g| names::group_key(Some(g)).to_string()).into(),
+        crate::shards::current().into(),
+    ];
     // Decoded before any other statement runs (the rows live in SPI's tuple table).
-    let mut rows: Vec<(Vec<Found>, Locked, LeaseRow)> = Vec::new();
+    let mut rows: Vec<(Vec<Found>, (CursorRow, Micros, Option<QueueOptions>), LeaseRow)> = Vec::new();
     let (mut messages_found, mut partitions_found) = (0, 0);
     for r in ACK_BATCH_LOCK.run(s, &args) {
         messages_found = r.req::<i64>("messages_found") as usize;
@@ -425,13 +440,16 @@ fn batch_of_one_lease(
             .zip(r.req::<Vec<i64>>("found_seqs"))
             .map(|((message_id, txid), seq)| Found { partition_id, key: (txid, seq), queue_id, message_id })
             .collect();
-        let locked = (
-            state::parse(&r),
-            state::micros(r.req::<TimestampWithTimeZone>("now")),
-            crate::configure::stored_options(&r).effective(),
-        );
+        let locked = (state::parse(&r), state::micros(r.req::<TimestampWithTimeZone>("now")), options_in_row(&r));
         rows.push((found, locked, LeaseRow::from_row(&r).expect("queen: ack_batch_lock returns the lease's group")));
     }
+    let rows: Vec<(Vec<Found>, Locked, LeaseRow)> = rows
+        .into_iter()
+        .map(|(f, (row, now, opts), l)| {
+            let opts = options_or_load(s, opts, f[0].queue_id);
+            (f, (row, now, opts), l)
+        })
+        .collect();
     ids.sort_unstable_by_key(|id| *id.as_bytes());
     ids.dedup();
     if rows.is_empty() || messages_found != ids.len() || rows.len() != partitions_found {
@@ -477,7 +495,7 @@ fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Found>]) -> Leas
     let mut partitions: Vec<Uuid> = found.iter().flatten().map(|f| f.partition_id).collect();
     partitions.sort_unstable_by_key(|p| *p.as_bytes());
     partitions.dedup();
-    let args: [DatumWithOid; 2] = [ids.into(), partitions.into()];
+    let args: [DatumWithOid; 3] = [ids.into(), partitions.into(), crate::shards::current().into()];
     Leases(
         ACK_LEASES
             .run(s, &args)
@@ -493,7 +511,7 @@ fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Found>]) -> Leas
 fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
     if entries.iter().all(|e| e.message_id.is_some()) {
         let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
-        let args: [DatumWithOid; 1] = [ids.into()];
+        let args: [DatumWithOid; 2] = [ids.into(), crate::shards::current().into()];
         let by_id: HashMap<Uuid, Found> = ACK_FIND_IDS
             .run(s, &args)
             .map(|r| {
@@ -510,7 +528,8 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Found>> {
         .iter()
         .map(|e| e.transaction_id.as_deref().and_then(|t| uuid::Uuid::parse_str(t).ok()).map(to_pg))
         .collect();
-    let args: [DatumWithOid; 4] = [mids.into(), pids.into(), tids.into(), tid_uuids.into()];
+    let args: [DatumWithOid; 5] =
+        [mids.into(), pids.into(), tids.into(), tid_uuids.into(), crate::shards::current().into()];
     let mut found = vec![None; entries.len()];
     for r in ACK_FIND.run(s, &args) {
         let ord = r.req::<i64>("ord") as usize - 1;
@@ -531,14 +550,14 @@ fn lock_by_message(
     group: Option<&str>,
     lease: Option<Uuid>,
 ) -> Option<(Found, Locked, Option<LeaseRow>)> {
-    let args: [DatumWithOid; 3] = [message_id.into(), group.into(), lease.into()];
-    let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
-    let locked = (
-        state::parse(&r),
-        state::micros(r.req::<TimestampWithTimeZone>("now")),
-        crate::configure::stored_options(&r).effective(),
-    );
-    Some((Found::from_row(&r), locked, LeaseRow::from_row(&r)))
+    let args: [DatumWithOid; 4] = [message_id.into(), group.into(), lease.into(), crate::shards::current().into()];
+    let (found, row, now, opts, lease) = {
+        let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
+        let now = state::micros(r.req::<TimestampWithTimeZone>("now"));
+        (Found::from_row(&r), state::parse(&r), now, options_in_row(&r), LeaseRow::from_row(&r))
+    };
+    let opts = options_or_load(s, opts, found.queue_id);
+    Some((found, (row, now, opts), lease))
 }
 
 /// What applying a group's entries to its row decided: the row after them, and what else to
@@ -723,8 +742,8 @@ impl<'a> Group<'a> {
 /// `lease_released`), so that the partition does not stall until the lease runs out (issue
 /// 21, item 12). Only queues with retention; nothing is written otherwise.
 fn sweep_vanished(s: &mut Spi, lease: Uuid, entries: &[AckEntry], results: &mut [AckResult]) {
-    let rows: Vec<(Uuid, String, Uuid, CursorRow, Micros, QueueOptions)> = ACK_LEASE_ROWS
-        .run(s, &[lease.into()])
+    let rows: Vec<(Uuid, String, Uuid, CursorRow, Micros, Option<QueueOptions>)> = ACK_LEASE_ROWS
+        .run(s, &[lease.into(), crate::shards::current().into()])
         .map(|r| {
             (
                 r.req::<Uuid>("partition_id"),
@@ -732,10 +751,12 @@ fn sweep_vanished(s: &mut Spi, lease: Uuid, entries: &[AckEntry], results: &mut 
                 r.req::<Uuid>("queue_id"),
                 state::parse(&r),
                 state::micros(r.req::<TimestampWithTimeZone>("now")),
-                crate::configure::stored_options(&r).effective(),
+                options_in_row(&r),
             )
         })
         .collect();
+    let rows: Vec<(Uuid, String, Uuid, CursorRow, Micros, QueueOptions)> =
+        rows.into_iter().map(|(p, g, q, row, now, opts)| (p, g, q, row, now, options_or_load(s, opts, q))).collect();
     for (partition, group, queue_id, mut row, now, opts) in rows {
         if opts.retention_seconds <= 0 {
             continue;

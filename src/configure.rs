@@ -4,7 +4,7 @@
 use crate::error::QueenResult;
 use crate::names;
 use crate::options::StoredOptions;
-use crate::spi::types::{BOOL, INT4, INT8, TEXT, UUID};
+use crate::spi::types::{BOOL, INT4, INT8, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::PgOid;
@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 const SQL: &str = include_str!("../sql/queries/configure.sql");
 
 const LOAD_OPTIONS: Query = Query { file: SQL, name: "load_options", args: &[UUID] };
-const OPTION_ARGS: &[PgOid] = &[UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT];
+const OPTION_ARGS: &[PgOid] = &[UUID, INT4, INT4, INT4, BOOL, INT4, INT4, INT8, INT4, INT4, INT4, TEXT, TSTZ];
 const UPDATE_OPTIONS: Query = Query { file: SQL, name: "update_options", args: OPTION_ARGS };
 const INSERT_QUEUE: Query = Query { file: SQL, name: "insert_queue", args: OPTION_ARGS };
 
@@ -58,7 +58,9 @@ pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
             crate::options::check_lease("option \"leaseTime\"", l)?;
         }
         let o = &stored;
-        let args: [DatumWithOid; 12] = [
+        // SAFETY: reads the clock.
+        let now = crate::state::timestamp(unsafe { pgrx::pg_sys::GetCurrentTimestamp() });
+        let args: [DatumWithOid; 13] = [
             queue_id.into(),
             o.lease_time.into(),
             o.retry_limit.into(),
@@ -71,6 +73,7 @@ pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
             o.completed_retention_seconds.into(),
             o.max_wait_time_seconds.into(),
             queue.into(),
+            now.into(),
         ];
         let updated = UPDATE_OPTIONS.run(s, &args).len();
         if updated == 0 {

@@ -183,10 +183,10 @@ struct Target {
     partition_id: Uuid,
 }
 
-fn new_result(idx: usize, it: &PushItem, t: &Target) -> PushResult {
+fn new_result(idx: usize, it: &PushItem, t: &Target, shard: Option<i32>) -> PushResult {
     PushResult {
         idx: idx as i32,
-        message_id: to_pg(uuid::Uuid::now_v7()),
+        message_id: to_pg(crate::shards::new_message_id(shard)),
         transaction_id: String::new(),
         queue: it.queue.clone(),
         partition: it.partition.clone(),
@@ -214,7 +214,7 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads, shard: Option<i32>) -> Que
         })
         .collect();
     let mut results: Vec<PushResult> =
-        items.iter().zip(&targets).enumerate().map(|(i, (it, t))| new_result(i, it, t)).collect();
+        items.iter().zip(&targets).enumerate().map(|(i, (it, t))| new_result(i, it, t, shard)).collect();
 
     // Shared locks of the queues written (locks.rs): a queen_delete_queue that is open is
     // waited for, and one that comes later waits for this transaction. In id order: two
@@ -322,7 +322,7 @@ fn push_one_sharded(
         if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0], Some(k)).is_empty() {
             return Ok(());
         }
-        r.message_id = to_pg(uuid::Uuid::now_v7());
+        r.message_id = to_pg(crate::shards::new_message_id(Some(k)));
     }
     Err(holder_vanished(0))
 }
@@ -450,7 +450,7 @@ fn push_batch(
         };
         todo = resolve_duplicates(s, items, results, dups, shard);
         for i in &todo {
-            results[*i].message_id = to_pg(uuid::Uuid::now_v7());
+            results[*i].message_id = to_pg(crate::shards::new_message_id(shard));
         }
     }
     if let Some(&i) = todo.first() {

@@ -4,13 +4,15 @@
 //! transaction, with that worker's snapshot and transaction ids. The coordinator writes only
 //! the reference tables (a queue's registry row), before it delegates.
 
+use crate::ack::{AckEntry, AckResult};
 use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names::{self, to_pg};
 use crate::pop::{Outcome, PopRequest, Popped};
 use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
-    self, Layout, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
+    self, Layout, DELEGATE_ACK, DELEGATE_ACK_ONE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, ITEMS_SUBSET,
+    QUEUES_REGISTERED, REGISTER_QUEUE,
 };
 use crate::spi::{self, Row, Spi};
 use pgrx::datum::DatumWithOid;
@@ -173,4 +175,77 @@ pub fn pop_in_partition(layout: &Layout, req: &PopRequest) -> QueenResult<Outcom
             .collect::<Vec<_>>()
     });
     Ok(Outcome { rows, next_due: None, contended: true, more: false })
+}
+
+fn ack_result(row: &Row, idx: i32) -> AckResult {
+    AckResult {
+        idx,
+        message_id: row.get("message_id"),
+        success: row.req("success"),
+        error: row.get("error"),
+        lease_released: row.req("lease_released"),
+        dead_lettered: row.req("dead_lettered"),
+    }
+}
+
+/// The shard of an ack entry: its partition's, or the one its message id carries.
+fn ack_shard(layout: &Layout, e: &AckEntry) -> i32 {
+    match (e.partition_id, e.message_id) {
+        (Some(p), _) => layout.key_of(p.as_bytes()),
+        (None, Some(m)) => layout.keys[shards::stamped_index(m.as_bytes(), layout.keys.len())],
+        (None, None) => layout.keys[0],
+    }
+}
+
+/// `queen_ack`'s one message, on the worker of the shard its id carries.
+pub fn ack_one(
+    layout: &Layout,
+    message_id: Uuid,
+    lease_id: Option<Uuid>,
+    status: &str,
+    error: Option<&str>,
+    group: Option<&str>,
+) -> AckResult {
+    let k = layout.keys[shards::stamped_index(message_id.as_bytes(), layout.keys.len())];
+    spi::connect(|s| {
+        let args: [DatumWithOid; 6] =
+            [k.into(), message_id.into(), lease_id.into(), status.into(), error.into(), group.into()];
+        let rows = DELEGATE_ACK_ONE.run(s, &args);
+        ack_result(&rows.first(), 0)
+    })
+}
+
+/// `queen_ack`'s batch: the entries of each shard in one call of its worker; results in the
+/// entries' order. (A lease is one pop's, and a routed pop takes one partition: a batch of one
+/// lease is one shard's.)
+pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckResult> {
+    let mut by_shard: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        by_shard.entry(ack_shard(layout, e)).or_default().push(i as i32);
+    }
+    let mut out: Vec<Option<AckResult>> = vec![None; entries.len()];
+    spi::connect(|s| {
+        for (k, idxs) in &by_shard {
+            let args: [DatumWithOid; 2] = [all.into(), idxs.clone().into()];
+            let subset: Jsonb = ITEMS_SUBSET.run(s, &args).first().req("items");
+            let args: [DatumWithOid; 2] = [(*k).into(), subset.into()];
+            for row in DELEGATE_ACK.run(s, &args) {
+                let idx = idxs[row.req::<i32>("idx") as usize];
+                out[idx as usize] = Some(ack_result(&row, idx));
+            }
+        }
+    });
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or(AckResult {
+                idx: i as i32,
+                message_id: None,
+                success: false,
+                error: Some("message not found".into()),
+                lease_released: false,
+                dead_lettered: false,
+            })
+        })
+        .collect()
 }

@@ -18,6 +18,9 @@ const QUEEN_DISTRIBUTED: Query = Query { file: SQL, name: "queen_distributed", a
 pub const DELEGATE_PUSH_ONE: Query =
     Query { file: SQL, name: "delegate_push_one", args: &[INT4, TEXT, JSONB, TEXT, TEXT, UUID] };
 pub const DELEGATE_PUSH: Query = Query { file: SQL, name: "delegate_push", args: &[INT4, JSONB] };
+pub const DELEGATE_ACK_ONE: Query =
+    Query { file: SQL, name: "delegate_ack_one", args: &[INT4, UUID, UUID, TEXT, TEXT, TEXT] };
+pub const DELEGATE_ACK: Query = Query { file: SQL, name: "delegate_ack", args: &[INT4, JSONB] };
 pub const DELEGATE_POP: Query =
     Query { file: SQL, name: "delegate_pop", args: &[INT4, TEXT, TEXT, INT4, TEXT, INT4, INT4, BOOL, TEXT, TSTZ] };
 pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &[JSONB, INT4S] };
@@ -120,6 +123,33 @@ pub fn known() -> Option<Option<Layout>> {
     LAYOUT.with(|l| l.borrow().as_ref().map(|l| l.distributed.then(|| l.clone())))
 }
 
+/// Where a message id keeps its shard: the position of its shard key among the keys, in its last
+/// two bytes (random bits of a UUIDv7, which it stays), so that an ack naming a message by id
+/// alone is routed to its shard. (Ids of messages pushed before `queen_distribute()` carry
+/// none: acks of those need their partition.)
+pub fn stamp(id: uuid::Uuid, index: usize) -> uuid::Uuid {
+    let mut b = *id.as_bytes();
+    b[14..16].copy_from_slice(&(index as u16).to_be_bytes());
+    uuid::Uuid::from_bytes(b)
+}
+
+/// The shard key position a message id carries ([`stamp`]), among `keys` keys.
+pub fn stamped_index(id: &[u8; 16], keys: usize) -> usize {
+    usize::from(u16::from_be_bytes([id[14], id[15]])) % keys.max(1)
+}
+
+/// A new message id for shard key `shard` (None: one server, a plain UUIDv7).
+pub fn new_message_id(shard: Option<i32>) -> uuid::Uuid {
+    let id = uuid::Uuid::now_v7();
+    match shard {
+        None => id,
+        Some(k) => {
+            let index = LAYOUT.with(|l| l.borrow().as_ref().and_then(|l| l.keys.iter().position(|x| *x == k)));
+            stamp(id, index.unwrap_or(0))
+        }
+    }
+}
+
 /// Whether plans are to be made for Citus (set once the layout says distributed).
 pub fn planning_for_citus() -> bool {
     LAYOUT.with(|l| l.borrow().as_ref().is_some_and(|l| l.distributed))
@@ -147,6 +177,16 @@ mod tests {
         ];
         for (u, keys, want) in cases {
             assert_eq!(index(&id(u), keys) as u64, want, "{u} over {keys}");
+        }
+    }
+
+    #[test]
+    fn a_message_id_carries_its_shard_and_stays_a_uuid_v7() {
+        for index in [0usize, 1, 7, 31, 1023] {
+            let id = stamp(uuid::Uuid::now_v7(), index);
+            assert_eq!(id.get_version_num(), 7);
+            assert_eq!(stamped_index(id.as_bytes(), 1024), index);
+            assert_eq!(stamped_index(id.as_bytes(), 32), index % 32);
         }
     }
 

@@ -60,6 +60,12 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
     file[start..end].trim()
 }
 
+/// A query's text on Citus: without its lines marked `-- [one server]` (a join with a reference
+/// table, which no statement of a shard may make there; the caller reads that apart).
+pub fn without_one_server_lines(text: &str) -> String {
+    text.lines().filter(|l| !l.trim_end().ends_with("-- [one server]")).collect::<Vec<_>>().join("\n")
+}
+
 /// Run `f` connected to SPI; the connection ends when `f` returns (or raises). Before the
 /// first query, the transaction takes the committed mapping of the database's stored
 /// transaction ids (cluster.rs: settled first after a restore), or checks that the one it
@@ -67,6 +73,11 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
 pub fn connect<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
     connect_raw(|s| {
         crate::cluster::ensure(s);
+        // Whether queen is distributed, before any of its plans is made (shards.rs): plans for
+        // Citus are made otherwise.
+        if crate::shards::known().is_none() {
+            crate::shards::layout(s);
+        }
         f(s)
     })
 }
@@ -100,7 +111,9 @@ impl Query {
         if let Some(p) = PLANS.with(|p| p.borrow().get(self.name).copied()) {
             return p;
         }
-        let sql = CString::new(section(self.file, self.name)).expect("queen: query text has no NUL");
+        let text = section(self.file, self.name);
+        let text = if crate::shards::planning_for_citus() { without_one_server_lines(text) } else { text.to_string() };
+        let sql = CString::new(text).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
         // SAFETY: called inside an SPI connection (Query is only run with a `&mut Spi`);
         // `sql` is a NUL-terminated string and `types` holds one oid per parameter, both live
@@ -309,6 +322,13 @@ impl Row<'_> {
 #[cfg(test)]
 mod tests {
     use super::section;
+
+    #[test]
+    fn one_server_lines_are_left_out_on_citus() {
+        let text =
+            "SELECT a,\n       o.x, -- [one server]\n       b\n  FROM t\n  JOIN o ON true  -- [one server]\n WHERE c";
+        assert_eq!(super::without_one_server_lines(text), "SELECT a,\n       b\n  FROM t\n WHERE c");
+    }
 
     #[test]
     fn sections_are_found_by_name() {

@@ -1,5 +1,9 @@
 -- Queries of queen_ack and the functions that operate on consumer state (src/ack.rs,
 -- src/admin.rs). Sections are prepared once per backend.
+-- The last parameter of each is the shard key of the call (src/shards.rs: 0 on one server).
+-- Lines marked `-- [one server]` read the queue's options with the rows; on Citus, where no
+-- statement of a shard may join a reference table, spi.rs leaves them out and ack.rs reads the
+-- options apart.
 
 -- name: ack_find
 -- The messages an ack batch names, by message id ($1), or by partition id ($2) and
@@ -8,14 +12,14 @@
 SELECT k.ord, m.partition_id, m.txid, m.seq, m.queue_id, m.message_id
   FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[]) WITH ORDINALITY AS k(mid, pid, tid, tid_uuid, ord)
   CROSS JOIN LATERAL (
-        SELECT m.* FROM queen.messages m WHERE k.mid IS NOT NULL AND m.message_id = k.mid
+        SELECT m.* FROM queen.messages m WHERE k.mid IS NOT NULL AND m.message_id = k.mid AND m.shard = $5
         UNION ALL
         SELECT m.* FROM queen.messages m
-         WHERE k.mid IS NULL AND m.partition_id = k.pid AND m.transaction_id = k.tid
+         WHERE k.mid IS NULL AND m.partition_id = k.pid AND m.transaction_id = k.tid AND m.shard = $5
         UNION ALL
         SELECT m.* FROM queen.messages m
          WHERE k.mid IS NULL AND k.tid_uuid IS NOT NULL AND m.message_id = k.tid_uuid
-           AND m.partition_id = k.pid AND m.transaction_id IS NULL
+           AND m.partition_id = k.pid AND m.transaction_id IS NULL AND m.shard = $5
         LIMIT 1) AS m;
 
 -- name: ack_find_ids
@@ -24,7 +28,7 @@ SELECT k.ord, m.partition_id, m.txid, m.seq, m.queue_id, m.message_id
 -- message found.
 SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
   FROM queen.messages m
- WHERE m.message_id = ANY ($1::uuid[]);
+ WHERE m.message_id = ANY ($1::uuid[]) AND m.shard = $2;
 
 -- name: ack_message_lock
 -- The message $1 and its partition's cursor row, locked for this transaction, of the group of
@@ -36,12 +40,12 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
 -- for it). An ack waits for a transaction that holds the row (the pop that leased it, still
 -- open): the ack must apply to what that transaction commits.
 WITH m AS MATERIALIZED (
-    SELECT partition_id, txid, seq, queue_id, message_id FROM queen.messages WHERE message_id = $1
+    SELECT partition_id, txid, seq, queue_id, message_id FROM queen.messages WHERE message_id = $1 AND shard = $4
 ), l AS MATERIALIZED (
     SELECT c.consumer_group,
            CASE WHEN c.lease_id = $3 THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
            c.lease_id IS DISTINCT FROM $3 AND NOT c.last_lease_expired AS released
-      FROM m JOIN queen.cursors c ON c.partition_id = m.partition_id
+      FROM m JOIN queen.cursors c ON c.partition_id = m.partition_id AND c.shard = $4
      WHERE $3::uuid IS NOT NULL AND (c.lease_id = $3 OR c.last_lease_id = $3)
      ORDER BY c.lease_id IS NOT DISTINCT FROM $3 DESC
      LIMIT 1
@@ -51,17 +55,17 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
        c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
        clock_timestamp() AS now,
-       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
-       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
-       o.max_wait_time_seconds,
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
+       o.max_wait_time_seconds,                                                               -- [one server]
        l.consumer_group, l.expires_at, l.released
   FROM m
   LEFT JOIN l ON true
-  JOIN queen.cursors c ON c.partition_id = m.partition_id
+  JOIN queen.cursors c ON c.partition_id = m.partition_id AND c.shard = $4
                       AND c.consumer_group = COALESCE(l.consumer_group, $2, '__QUEUE_MODE__')
-  LEFT JOIN LATERAL (
-        SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
+  LEFT JOIN LATERAL (                                                      -- [one server]
+        SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id         -- [one server]
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
  WHERE ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
    FOR UPDATE OF c;
 
@@ -73,15 +77,15 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
        c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
-       clock_timestamp() AS now,
-       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
-       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
-       o.max_wait_time_seconds
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
+       o.max_wait_time_seconds,                                                               -- [one server]
+       clock_timestamp() AS now
   FROM queen.cursors c
-  LEFT JOIN LATERAL (
-        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
- WHERE c.lease_id = $1 AND c.lease_expires_at > clock_timestamp()
+  LEFT JOIN LATERAL (                                                      -- [one server]
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
+ WHERE c.lease_id = $1 AND c.shard = $2 AND c.lease_expires_at > clock_timestamp()
  ORDER BY c.partition_id, c.consumer_group
    FOR UPDATE OF c;
 
@@ -97,7 +101,8 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
 -- `messages_found` and `partitions_found` let the caller check that every message was found
 -- and every partition has a row. Waiting for a row is as in ack_message_lock.
 WITH m AS MATERIALIZED (
-    SELECT message_id, partition_id, txid, seq, queue_id FROM queen.messages WHERE message_id = ANY ($1::uuid[])
+    SELECT message_id, partition_id, txid, seq, queue_id FROM queen.messages
+     WHERE message_id = ANY ($1::uuid[]) AND shard = $4
 ), p AS MATERIALIZED (
     -- The messages found per partition, in partition order: three aligned arrays (one pass).
     SELECT partition_id, array_agg(message_id) AS found_ids, array_agg(txid) AS found_txids,
@@ -112,7 +117,7 @@ WITH m AS MATERIALIZED (
                c.lease_id IS DISTINCT FROM $2 AND NOT c.last_lease_expired AS released,
                c.lease_id IS NOT DISTINCT FROM $2 AS holds
           FROM queen.cursors c
-         WHERE c.partition_id = p.partition_id AND (c.lease_id = $2 OR c.last_lease_id = $2)
+         WHERE c.partition_id = p.partition_id AND c.shard = $4 AND (c.lease_id = $2 OR c.last_lease_id = $2)
          ORDER BY c.lease_id IS NOT DISTINCT FROM $2 DESC
          LIMIT 1) AS x
      ORDER BY x.holds DESC
@@ -131,21 +136,21 @@ WITH m AS MATERIALIZED (
                     WHEN c.last_lease_id = $2 THEN NOT c.last_lease_expired
                     ELSE true END AS released
           FROM queen.cursors c
-         WHERE c.partition_id = p.partition_id AND c.consumer_group = (SELECT consumer_group FROM l)
+         WHERE c.partition_id = p.partition_id AND c.shard = $4 AND c.consumer_group = (SELECT consumer_group FROM l)
            AND ($3::text IS NULL OR $3 = (SELECT consumer_group FROM l))
            FOR UPDATE) AS x
 )
 SELECT c.*, clock_timestamp() AS now,
        p.found_ids, p.found_txids, p.found_seqs,
        (SELECT count(*) FROM m) AS messages_found,
-       (SELECT count(*) FROM p) AS partitions_found,
-       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing,
-       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,
-       o.max_wait_time_seconds
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
+       o.max_wait_time_seconds,                                                               -- [one server]
+       (SELECT count(*) FROM p) AS partitions_found
   FROM c JOIN p ON p.partition_id = c.partition_id CROSS JOIN l
-  LEFT JOIN LATERAL (
-        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true
+  LEFT JOIN LATERAL (                                                      -- [one server]
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
  ORDER BY c.partition_id;
 
 -- name: ack_leases
@@ -158,5 +163,5 @@ SELECT ls.l AS lease_id, c.partition_id, c.consumer_group,
        CASE WHEN c.lease_id = ls.l THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
        c.lease_id IS DISTINCT FROM ls.l AND NOT c.last_lease_expired AS released
   FROM (SELECT DISTINCT x AS l FROM unnest($1::uuid[]) AS x) AS ls
-  JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[])
+  JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[]) AND c.shard = $3
                       AND (c.lease_id = ls.l OR c.last_lease_id = ls.l);

@@ -11,9 +11,10 @@ SELECT lease_time, retry_limit, retry_delay, dead_letter_queue, delayed_processi
  LIMIT 1;
 
 -- name: update_options
--- Every row of the queue gets the options, so duplicates never disagree.
+-- Every row of the queue gets the options, so duplicates never disagree. $13: the clock (Citus
+-- takes no volatile function in an UPDATE of its tables).
 UPDATE queen.queues
-   SET options_updated_at = clock_timestamp(),
+   SET options_updated_at = $13,
        lease_time = $2, retry_limit = $3, retry_delay = $4, dead_letter_queue = $5,
        delayed_processing = $6, window_buffer = $7, max_size = $8, retention_seconds = $9,
        completed_retention_seconds = $10, max_wait_time_seconds = $11
@@ -24,4 +25,4 @@ INSERT INTO queen.queues (queue_id, name, options_updated_at, lease_time, retry_
                           retry_delay, dead_letter_queue, delayed_processing, window_buffer,
                           max_size, retention_seconds, completed_retention_seconds,
                           max_wait_time_seconds)
-VALUES ($1, $12, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
+VALUES ($1, $12, $13, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);

@@ -43,3 +43,11 @@ INSERT INTO queen.queues (queue_id, name) VALUES ($1, $2);
 -- name: delegate_pop
 -- A pop of one partition of shard $1, on the worker that holds it (queen.shard_pop).
 SELECT * FROM queen.shard_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+
+-- name: delegate_ack_one
+-- One ack by message id, on the worker of the shard the id carries (queen.shard_ack_one).
+SELECT * FROM queen.shard_ack_one($1, $2, $3, $4, $5, $6);
+
+-- name: delegate_ack
+-- The entries $2 of an ack batch whose messages are in shard $1 (queen.shard_ack).
+SELECT * FROM queen.shard_ack($1, $2);

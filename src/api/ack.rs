@@ -32,10 +32,13 @@ fn queen_ack_one(
 ) -> AckRow {
     const F: &str = "queen_ack";
     let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
-    let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
-    let status = AckStatus::parse("argument \"status\"", status).or_report(F);
+    let status_text = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
+    let status = AckStatus::parse("argument \"status\"", status_text).or_report(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
+    }
+    if let Some(layout) = crate::route::distributed() {
+        return row(crate::route::ack_one(&layout, message_id, lease_id, status_text, error, consumer_group));
     }
     let entry = AckEntry {
         message_id: Some(from_pg(message_id)),
@@ -57,5 +60,67 @@ fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     const F: &str = "queen_ack";
     let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
     let entries = ack::parse_acks_jsonb(acks).or_report(F);
+    if let Some(layout) = crate::route::distributed() {
+        return SetOfIterator::new(crate::route::ack_batch(&layout, &entries, acks).into_iter().map(row));
+    }
     SetOfIterator::new(ack::ack(&entries).or_report(F).into_iter().map(row))
+}
+
+/// The worker's side of an ack on Citus (route.rs): internal, in schema `queen`, made
+/// distributed functions by `queen_distribute()`. The entries are applied in shard `shard`
+/// (a message of another shard is not found there), under the `pop` grant as `queen_ack`.
+#[pgrx::pg_schema]
+mod queen {
+    use super::row;
+    use crate::ack::{self, AckEntry, AckStatus};
+    use crate::api::rows::AckRow;
+    use crate::error::{OrReport, QueenError};
+    use crate::jsonb::Jsonb;
+    use crate::names::{self, from_pg};
+    use pgrx::prelude::*;
+    use pgrx::Uuid;
+
+    /// `queen.shard_ack_one(shard, message_id, lease_id, status, error, consumer_group)`.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_ack_one(
+        shard: i32,
+        message_id: Option<Uuid>,
+        lease_id: Option<Uuid>,
+        status: Option<&str>,
+        error: Option<&str>,
+        consumer_group: Option<&str>,
+    ) -> AckRow {
+        const F: &str = "queen_ack";
+        let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
+        let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
+        let status = AckStatus::parse("argument \"status\"", status).or_report(F);
+        if let Some(g) = consumer_group {
+            names::check_group("argument \"consumer_group\"", g).or_report(F);
+        }
+        let entry = AckEntry {
+            message_id: Some(from_pg(message_id)),
+            transaction_id: None,
+            partition_id: None,
+            lease_id: lease_id.map(from_pg),
+            group: consumer_group.map(str::to_string),
+            status,
+            error: error.map(str::to_string),
+        };
+        crate::spi::connect(crate::shards::layout);
+        let mut results = crate::shards::within(shard, || ack::ack(&[entry])).or_report(F);
+        row(results.pop().expect("queen: one result per entry"))
+    }
+
+    /// `queen.shard_ack(shard, acks)`.
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_ack(shard: i32, acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
+        const F: &str = "queen_ack";
+        let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
+        let entries = ack::parse_acks_jsonb(acks).or_report(F);
+        crate::spi::connect(crate::shards::layout);
+        let results = crate::shards::within(shard, || ack::ack(&entries)).or_report(F);
+        SetOfIterator::new(results.into_iter().map(row))
+    }
 }

@@ -481,6 +481,78 @@ fn a_waiting_pop_of_a_partition_gets_a_later_push() {
     assert!(waited < std::time::Duration::from_secs(5), "woken by the push, not the deadline: {waited:?}");
 }
 
+/// Acks through the coordinator reach the worker of their message's shard: one by message id
+/// (the id carries its shard), a batch in Queen's shape (transactionId, partitionId, leaseId);
+/// 'completed' moves the group on, 'failed' has the message delivered again until the retry
+/// limit, then filed as a dead letter; an ack rolled back with the business transaction
+/// leaves the lease held.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn acks_finish_what_a_pop_leased_on_its_shards_worker() {
+    let db = distributed("acks");
+    let mut c = db.coordinator();
+    c.query_one("SELECT queen_configure('a', '{\"retryLimit\": 1, \"retryDelay\": 0}')", &[]).unwrap();
+    for p in 0..4 {
+        for i in 0..3 {
+            c.query("SELECT * FROM queen_push('a', to_jsonb($1::int), 'p' || $2::int)", &[&(p * 10 + i), &p]).unwrap();
+        }
+    }
+    let lease = |c: &mut postgres::Client, p: &str| -> Vec<(uuid::Uuid, uuid::Uuid, String, uuid::Uuid, i64)> {
+        c.query(
+            "SELECT message_id, lease_id, transaction_id, partition_id, payload::text::bigint
+               FROM queen_pop('a', 'g', batch => 1, partition => $1)",
+            &[&p],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect()
+    };
+    for p in 0..4 {
+        let name = format!("p{p}");
+        // One by message id.
+        let m = lease(&mut c, &name);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].4, p * 10);
+        let ok: bool = c
+            .query_one("SELECT success FROM queen_ack($1, $2, 'completed', NULL, 'g')", &[&m[0].0, &m[0].1])
+            .unwrap()
+            .get(0);
+        assert!(ok, "{name}");
+        // A batch in Queen's shape: 'failed', delivered again, 'failed' again: a dead letter.
+        for attempt in 0..2 {
+            let m = lease(&mut c, &name);
+            assert_eq!(m.len(), 1, "{name} attempt {attempt}");
+            assert_eq!(m[0].4, p * 10 + 1, "{name} attempt {attempt}");
+            let batch = serde_json::json!([{"transactionId": m[0].2, "partitionId": m[0].3.to_string(),
+                                            "leaseId": m[0].1.to_string(), "status": "failed", "error": "boom"}]);
+            let r = c.query_one("SELECT success, dead_lettered FROM queen_ack($1)", &[&batch]).unwrap();
+            assert!(r.get::<_, bool>(0), "{name} attempt {attempt}");
+            assert_eq!(r.get::<_, bool>(1), attempt == 1, "{name} attempt {attempt}");
+        }
+        // Rolled back with the business transaction: the lease is still held.
+        let m = lease(&mut c, &name);
+        assert_eq!(m[0].4, p * 10 + 2);
+        c.batch_execute("BEGIN").unwrap();
+        c.query_one("SELECT success FROM queen_ack($1, $2)", &[&m[0].0, &m[0].1]).unwrap();
+        c.batch_execute("ROLLBACK").unwrap();
+        assert!(lease(&mut c, &name).is_empty(), "{name}: the lease holds the partition");
+        let ok: bool = c.query_one("SELECT success FROM queen_ack($1, $2)", &[&m[0].0, &m[0].1]).unwrap().get(0);
+        assert!(ok);
+        assert!(lease(&mut c, &name).is_empty(), "{name}: drained");
+    }
+    let dead: i64 = c
+        .query_one("SELECT count(*) FROM queen.dead_letters WHERE consumer_group = 'g' AND error = 'boom'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(dead, 4, "one dead letter per partition, in its shard");
+    let unknown = c
+        .query_one("SELECT success, error FROM queen_ack(gen_random_uuid(), NULL)", &[])
+        .unwrap();
+    assert!(!unknown.get::<_, bool>(0));
+    assert_eq!(unknown.get::<_, Option<String>>(1).as_deref(), Some("message not found"));
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside

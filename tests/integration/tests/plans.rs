@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 /// Every query of sql/queries that touches queen.messages, with its parameter types; all but
 /// delete_queue, which deletes a whole queue.
 const QUERIES: &[(&str, &str, &[&str])] = &[
-    ("ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]"]),
-    ("ack", "ack_find_ids", &["uuid[]"]),
-    ("ack", "ack_message_lock", &["uuid", "text", "uuid"]),
-    ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text"]),
+    ("ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]", "int"]),
+    ("ack", "ack_find_ids", &["uuid[]", "int"]),
+    ("ack", "ack_message_lock", &["uuid", "text", "uuid", "int"]),
+    ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text", "int"]),
     ("admin", "seek", &["uuid", "text", "timestamptz"]),
     ("maintain", "count_scan", &["uuid", "bigint"]),
     ("maintain", "retention", &["uuid", "timestamptz", "bigint"]),
@@ -123,9 +123,9 @@ fn an_ack_by_transaction_id_is_one_index_probe() {
     let db = TestDb::new("plans_ack");
     let mut c = db.connect();
     filled(&mut c);
-    prepare_query(&mut c, "ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]"]);
+    prepare_query(&mut c, "ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]", "int"]);
     let plan: Vec<String> = c
-        .query("EXPLAIN (COSTS OFF) EXECUTE ack_find (NULL, NULL, NULL, NULL)", &[])
+        .query("EXPLAIN (COSTS OFF) EXECUTE ack_find (NULL, NULL, NULL, NULL, NULL)", &[])
         .unwrap()
         .iter()
         .map(|r| r.get(0))
