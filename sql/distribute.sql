@@ -123,6 +123,8 @@ BEGIN
     PERFORM create_distributed_function(
         'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_subscribe(integer,text,text,text,timestamptz)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',

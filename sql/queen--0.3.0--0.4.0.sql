@@ -157,6 +157,19 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_ack_wrapper';
 
+-- queen::api::pop::queen::shard_subscribe
+CREATE  FUNCTION queen."shard_subscribe"(
+	"shard" INT, /* i32 */
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT, /* Option < & str > */
+	"subscription_mode" TEXT, /* Option < & str > */
+	"subscription_from" timestamp with time zone /* Option < TimestampWithTimeZone > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_subscribe_wrapper';
+
 -- A group's subscription per shard (on Citus, a group has rows in every shard).
 CREATE OR REPLACE VIEW queen.effective_subscriptions AS
 SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
@@ -310,6 +323,8 @@ BEGIN
     PERFORM create_distributed_function(
         'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_subscribe(integer,text,text,text,timestamptz)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',

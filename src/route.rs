@@ -11,13 +11,50 @@ use crate::names::{self, to_pg};
 use crate::pop::{Outcome, PopRequest, Popped};
 use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
-    self, Layout, DELEGATE_ACK, DELEGATE_ACK_ONE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, ITEMS_SUBSET,
-    QUEUES_REGISTERED, REGISTER_QUEUE,
+    self, Layout, DELEGATE_ACK, DELEGATE_ACK_ONE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_SUBSCRIBE,
+    ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
 };
 use crate::spi::{self, Row, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+
+thread_local! {
+    /// (queue, group) pairs this backend has seen subscribed in every shard by a committed
+    /// transaction; and those its running transaction subscribed (kept only if it commits).
+    static SUBSCRIBED: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
+    static SUBSCRIBING: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
+}
+
+/// At the end of a transaction: what it subscribed stays known if it committed.
+pub fn at_end(committed: bool) {
+    let done: HashSet<(String, String)> = SUBSCRIBING.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if committed && !done.is_empty() {
+        SUBSCRIBED.with(|s| s.borrow_mut().extend(done));
+    }
+}
+
+/// Before a group's pop: its subscription in every shard, as its first pop on one server
+/// makes it for the whole queue (SPEC §3.2): a group that consumes one partition at a time
+/// would otherwise subscribe in a shard only at its first pop there, and `'new'` would skip what
+/// that shard received since the group's first pop. Once per (queue, group) per backend (after
+/// a commit); each shard's call makes the row only if the group has none there.
+fn subscribe_everywhere(s: &mut Spi, layout: &Layout, req: &PopRequest) {
+    let Some(group) = &req.group else {
+        return; // queue mode reads every shard from its start: nothing to fix in advance
+    };
+    let key = (req.queue.clone(), group.clone());
+    if SUBSCRIBED.with(|x| x.borrow().contains(&key)) || SUBSCRIBING.with(|x| x.borrow().contains(&key)) {
+        return;
+    }
+    for k in &layout.keys {
+        let args: [DatumWithOid; 5] =
+            [(*k).into(), req.queue.as_str().into(), group.as_str().into(), req.mode.as_str().into(), req.from.into()];
+        DELEGATE_SUBSCRIBE.run(s, &args);
+    }
+    SUBSCRIBING.with(|x| x.borrow_mut().insert(key));
+}
 
 /// The layout when queen is distributed; None on one server (or inside a worker's call, where
 /// the engine runs on its shard).
@@ -144,6 +181,7 @@ pub fn pop_in_partition(layout: &Layout, req: &PopRequest) -> QueenResult<Outcom
     };
     let k = layout.key_of(names::partition_id(&names::queue_id(&req.queue), partition).as_bytes());
     let rows = spi::connect(|s| {
+        subscribe_everywhere(s, layout, req);
         let args: [DatumWithOid; 10] = [
             k.into(),
             req.queue.as_str().into(),

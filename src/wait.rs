@@ -207,12 +207,14 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::cluster::at_pre_commit();
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
+            crate::route::at_end(true);
             crate::cache::at_commit();
             crate::discovery::at_commit();
             drain(&TAKEN);
             wake(&drain(&TOUCHED));
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+            crate::route::at_end(false);
             crate::cache::at_abort();
             drain(&TOUCHED);
             wake(&drain(&TAKEN));
@@ -220,6 +222,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         pg_sys::XactEvent::XACT_EVENT_PREPARE => {
             // Whoever runs COMMIT PREPARED wakes the database's waiters and retires cached
             // subscriptions (on_utility).
+            crate::route::at_end(false);
             crate::cache::at_abort();
             drain(&TOUCHED);
             drain(&TAKEN);

@@ -51,3 +51,7 @@ SELECT * FROM queen.shard_ack_one($1, $2, $3, $4, $5, $6);
 -- name: delegate_ack
 -- The entries $2 of an ack batch whose messages are in shard $1 (queen.shard_ack).
 SELECT * FROM queen.shard_ack($1, $2);
+
+-- name: delegate_subscribe
+-- The group's subscription in shard $1, made if it has none (queen.shard_subscribe).
+SELECT * FROM queen.shard_subscribe($1, $2, $3, $4, $5);

@@ -132,4 +132,33 @@ mod queen {
         let rows = crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows;
         SetOfIterator::new(rows.into_iter().map(message_row))
     }
+
+    /// `queen.shard_subscribe(shard, queue, consumer_group, subscription_mode,
+    /// subscription_from)`: the group's subscription in shard `shard`, made (with this worker's
+    /// snapshot for `'new'`) if it has none there; false when the queue does not exist. The
+    /// coordinator calls it for every shard before a group's first pop (route.rs).
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_subscribe(
+        shard: i32,
+        queue: Option<&str>,
+        consumer_group: Option<&str>,
+        subscription_mode: Option<&str>,
+        subscription_from: Option<TimestampWithTimeZone>,
+    ) -> bool {
+        const F: &str = "queen_pop";
+        let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
+        let group = consumer_group.ok_or(QueenError::NullValue { argument: "consumer_group" }).or_report(F);
+        names::check_group("argument \"consumer_group\"", group).or_report(F);
+        let mode =
+            pop::check(Some(1), Some(1), Some(0), None, subscription_mode, subscription_from.is_some()).or_report(F);
+        privilege::require(&[queue], Privilege::Pop).or_report(F);
+        let queue_id = crate::names::to_pg(names::queue_id(queue));
+        crate::locks::writing(queue_id, Some(queue), Some(group)).or_report(F);
+        crate::shards::within(shard, || {
+            crate::spi::connect(|s| crate::subscription::subscribe(s, queue_id, group, &mode, subscription_from))
+        })
+        .or_report(F)
+        .is_some()
+    }
 }

@@ -420,6 +420,19 @@ fn a_pop_of_a_partition_runs_on_its_shards_worker() {
     c.query("SELECT * FROM queen_push('q', '100', $1)", &[&pa]).unwrap();
     assert_eq!(pop(&mut c, "n", &pa, true), vec![100]);
     assert_eq!(pop(&mut c, "g", &pa, true), vec![100], "and group g, 'all', gets it too");
+    // A 'new' group's first pop subscribes it in every shard: what another shard receives after
+    // it is new there too, though the group pops that shard's partition only later.
+    let first: Vec<i64> = c
+        .query("SELECT payload FROM queen_pop('q', 'n2', partition => $1, subscription_mode => 'new', auto_ack => true)", &[&pa])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, serde_json::Value>(0).as_i64().unwrap())
+        .collect();
+    assert!(first.is_empty());
+    let mut other = db.coordinator();
+    other.query("SELECT * FROM queen_push('q', '150', $1)", &[&pb]).unwrap();
+    assert_eq!(pop(&mut c, "n2", &pb, true), vec![150], "new in the other shard since the first pop");
+    assert_eq!(pop(&mut c, "g", &pb, true), vec![150]);
 
     // A lease holds the partition for its group.
     c.query("SELECT * FROM queen_push('q', '200', $1)", &[&pb]).unwrap();
