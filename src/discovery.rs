@@ -24,7 +24,7 @@
 //! changes (`sub_key`), and at commit (the table holds it then).
 
 use crate::cursor::Key;
-use crate::spi::types::{BOOL, INT8, INT8S, TEXT, UUID, UUIDS};
+use crate::spi::types::{BOOL, INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Row, Spi};
 use crate::subscription::Subscription;
 use pgrx::datum::DatumWithOid;
@@ -45,12 +45,24 @@ pub fn scan_limit(batch: i64) -> i64 {
 }
 
 const SQL: &str = include_str!("../sql/queries/discovery.sql");
-const DISCOVERY_SCAN: Query =
-    Query { file: SQL, name: "discovery_scan", args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, TEXT, INT8, INT8, INT8S] };
+const DISCOVERY_SCAN: Query = Query {
+    file: SQL,
+    name: "discovery_scan",
+    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8, TEXT, INT8, INT8, INT8S, INT4],
+};
+const CITUS_HINTS_NEEDED: Query = Query { file: SQL, name: "citus_hints_needed", args: &[TEXT, UUIDS, INT8S, INT4] };
+const CITUS_HINTS_UPDATE: Query =
+    Query { file: SQL, name: "citus_hints_update", args: &[TEXT, UUIDS, INT8, INT4, INT8, TSTZ] };
+const CITUS_HINTS_INSERT: Query =
+    Query { file: SQL, name: "citus_hints_insert", args: &[UUID, TEXT, UUIDS, INT8, INT4, INT8, TSTZ] };
+const CITUS_DISCOVERY_PRUNE: Query =
+    Query { file: SQL, name: "citus_discovery_prune", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4] };
+const CITUS_DISCOVERY_POINT: Query =
+    Query { file: SQL, name: "citus_discovery_point", args: &[UUID, TEXT, INT8, INT8, INT8S, TEXT, INT4] };
 const DISCOVERY_RECORD: Query = Query {
     file: SQL,
     name: "discovery_record",
-    args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S, TEXT, INT8S, INT8],
+    args: &[UUID, TEXT, UUIDS, BOOL, INT8, INT8, INT8S, TEXT, INT8S, INT8, INT4, INT8, TSTZ],
 };
 
 /// A position in a log plus the transactions still running behind it.
@@ -88,7 +100,7 @@ fn scan(
     carried: Option<&Point>,
     limit: i64,
 ) -> Scan {
-    let args: [DatumWithOid; 10] = [
+    let args: [DatumWithOid; 11] = [
         queue_id.into(),
         group.into(),
         initial.upto.0.into(),
@@ -99,6 +111,7 @@ fn scan(
         carried.map(|p| p.upto.0).into(),
         carried.map(|p| p.upto.1).into(),
         carried.map(|p| p.pending.clone()).into(),
+        crate::shards::current().into(),
     ];
     Scan::from_row(&DISCOVERY_SCAN.run(s, &args).first())
 }
@@ -156,19 +169,28 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         xmin = xmin.min(c.xmin);
     }
     if save || !hint.partitions.is_empty() {
-        let args: [DatumWithOid; 10] = [
-            queue_id.into(),
-            group.into(),
-            hint.partitions.clone().into(),
-            save.into(),
-            next.upto.0.into(),
-            next.upto.1.into(),
-            next.pending.clone().into(),
-            sub.key.as_str().into(),
-            hint.newest.clone().into(),
-            xmin.into(),
-        ];
-        DISCOVERY_RECORD.run(s, &args);
+        if crate::shards::planning_for_citus() {
+            record_in_steps(s, queue_id, group, sub, &hint, save, &next, xmin);
+        } else {
+            // SAFETY: reads the clock.
+            let now = crate::state::timestamp(unsafe { pgrx::pg_sys::GetCurrentTimestamp() });
+            let args: [DatumWithOid; 13] = [
+                queue_id.into(),
+                group.into(),
+                hint.partitions.clone().into(),
+                save.into(),
+                next.upto.0.into(),
+                next.upto.1.into(),
+                next.pending.clone().into(),
+                sub.key.as_str().into(),
+                hint.newest.clone().into(),
+                xmin.into(),
+                crate::shards::current().into(),
+                crate::cluster::txid().into(),
+                now.into(),
+            ];
+            DISCOVERY_RECORD.run(s, &args);
+        }
     }
     // What to carry out of this transaction if it rolls back: the new point, and every
     // partition hinted since the last point seen committed.
@@ -314,5 +336,60 @@ mod tests {
         // A 'new' start (xmax, 0) whose xid a running transaction got: passed, it is pending.
         let n4 = next_point(&Point { upto: (30, 0), pending: vec![] }, &[], &[30], Some((31, 1)));
         assert_eq!(n4.pending, vec![30]);
+    }
+}
+
+/// discovery_record on Citus, a statement for each of its steps (discovery.sql).
+#[allow(clippy::too_many_arguments)]
+fn record_in_steps(
+    s: &mut Spi,
+    queue_id: Uuid,
+    group: &str,
+    sub: &Subscription,
+    hint: &Hinted,
+    save: bool,
+    next: &Point,
+    xmin: i64,
+) {
+    let shard = crate::shards::current();
+    if !hint.partitions.is_empty() {
+        let args: [DatumWithOid; 4] =
+            [group.into(), hint.partitions.clone().into(), hint.newest.clone().into(), shard.into()];
+        let needed: Vec<Uuid> = CITUS_HINTS_NEEDED.run(s, &args).map(|r| r.req::<Uuid>("partition_id")).collect();
+        if !needed.is_empty() {
+            // SAFETY: reads the clock.
+            let now = crate::state::timestamp(unsafe { pgrx::pg_sys::GetCurrentTimestamp() });
+            let txid = crate::cluster::txid();
+            let args: [DatumWithOid; 6] =
+                [group.into(), needed.clone().into(), xmin.into(), shard.into(), txid.into(), now.into()];
+            let updated: Vec<Uuid> = CITUS_HINTS_UPDATE.run(s, &args).map(|r| r.req::<Uuid>("partition_id")).collect();
+            let rest: Vec<Uuid> = needed.into_iter().filter(|p| !updated.contains(p)).collect();
+            if !rest.is_empty() {
+                let args: [DatumWithOid; 7] =
+                    [queue_id.into(), group.into(), rest.into(), xmin.into(), shard.into(), txid.into(), now.into()];
+                CITUS_HINTS_INSERT.run(s, &args);
+            }
+        }
+    }
+    if save {
+        let args: [DatumWithOid; 6] = [
+            queue_id.into(),
+            group.into(),
+            next.upto.0.into(),
+            next.upto.1.into(),
+            sub.key.as_str().into(),
+            shard.into(),
+        ];
+        CITUS_DISCOVERY_PRUNE.run(s, &args);
+        let args: [DatumWithOid; 7] = [
+            queue_id.into(),
+            group.into(),
+            next.upto.0.into(),
+            next.upto.1.into(),
+            next.pending.clone().into(),
+            sub.key.as_str().into(),
+            shard.into(),
+        ];
+        CITUS_DISCOVERY_POINT.run(s, &args);
     }
 }

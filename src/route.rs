@@ -171,46 +171,67 @@ pub fn check_shard(s: &mut Spi, k: i32, items: &[PushItem]) -> QueenResult<()> {
     Ok(())
 }
 
-/// One attempt of `queen_pop` of one partition, on its shard's worker (which does not wait:
-/// the coordinator waits, pop.rs). A waiting pop looks again at least every 50 ms: a push's
-/// commit can wake it before the worker's part of that commit is visible (the coordinator's
-/// commit hooks run before Citus's second phase).
+thread_local! {
+    /// Where the next pop without a partition starts its round of the shards.
+    static NEXT_SHARD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One attempt of `queen_pop` on the workers (which do not wait: the coordinator waits,
+/// pop.rs). With a partition, one call of its shard's worker. Without, the shards one at a
+/// time, starting where this backend's last such pop stopped, until one delivers: a round trip
+/// when most shards have work, one per shard when none has. A waiting pop looks again at least
+/// every 50 ms: a push's commit can wake it before the worker's part of that commit is visible
+/// (the coordinator's commit hooks run before Citus's second phase).
 pub fn pop_in_partition(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome> {
-    let Some(partition) = &req.partition else {
-        return Err(QueenError::NotOnCitus { what: "queen_pop without a partition" });
+    let keys: Vec<i32> = match &req.partition {
+        Some(p) => vec![layout.key_of(names::partition_id(&names::queue_id(&req.queue), p).as_bytes())],
+        None => {
+            let n = layout.keys.len();
+            let start = NEXT_SHARD.with(|c| c.get()) % n;
+            (0..n).map(|i| layout.keys[(start + i) % n]).collect()
+        }
     };
-    let k = layout.key_of(names::partition_id(&names::queue_id(&req.queue), partition).as_bytes());
     let rows = spi::connect(|s| {
         subscribe_everywhere(s, layout, req);
-        let args: [DatumWithOid; 10] = [
-            k.into(),
-            req.queue.as_str().into(),
-            req.group.as_deref().into(),
-            req.batch.into(),
-            partition.as_str().into(),
-            req.partitions.into(),
-            req.lease_seconds.into(),
-            req.auto_ack.into(),
-            req.mode.as_str().into(),
-            req.from.into(),
-        ];
-        DELEGATE_POP
-            .run(s, &args)
-            .map(|r| Popped {
-                message_id: r.req("message_id"),
-                transaction_id: r.req("transaction_id"),
-                queue: r.req("queue"),
-                partition: r.req("partition"),
-                partition_id: r.req("partition_id"),
-                payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
-                trace_id: r.get("trace_id"),
-                created_at: r.req("created_at"),
-                consumer_group: r.get("consumer_group"),
-                lease_id: r.get("lease_id"),
-                lease_expires_at: r.get("lease_expires_at"),
-                attempt: r.req("attempt"),
-            })
-            .collect::<Vec<_>>()
+        for (i, k) in keys.iter().enumerate() {
+            let args: [DatumWithOid; 10] = [
+                (*k).into(),
+                req.queue.as_str().into(),
+                req.group.as_deref().into(),
+                req.batch.into(),
+                req.partition.as_deref().into(),
+                req.partitions.into(),
+                req.lease_seconds.into(),
+                req.auto_ack.into(),
+                req.mode.as_str().into(),
+                req.from.into(),
+            ];
+            let rows: Vec<Popped> = DELEGATE_POP
+                .run(s, &args)
+                .map(|r| Popped {
+                    message_id: r.req("message_id"),
+                    transaction_id: r.req("transaction_id"),
+                    queue: r.req("queue"),
+                    partition: r.req("partition"),
+                    partition_id: r.req("partition_id"),
+                    payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
+                    trace_id: r.get("trace_id"),
+                    created_at: r.req("created_at"),
+                    consumer_group: r.get("consumer_group"),
+                    lease_id: r.get("lease_id"),
+                    lease_expires_at: r.get("lease_expires_at"),
+                    attempt: r.req("attempt"),
+                })
+                .collect();
+            if !rows.is_empty() {
+                if req.partition.is_none() {
+                    // The next pop starts after the shard that delivered.
+                    NEXT_SHARD.with(|c| c.set(c.get().wrapping_add(i + 1)));
+                }
+                return rows;
+            }
+        }
+        Vec::new()
     });
     Ok(Outcome { rows, next_due: None, contended: true, more: false })
 }

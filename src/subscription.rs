@@ -15,7 +15,7 @@ use pgrx::Uuid;
 const SQL: &str = include_str!("../sql/queries/subscription.sql");
 const SUBSCRIPTION_GET: Query = Query { file: SQL, name: "subscription_get", args: &[UUID, TEXT, INT4] };
 const SUBSCRIBE: Query = Query { file: SQL, name: "subscribe", args: &[UUID, TEXT, TEXT, TSTZ, INT4] };
-const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ] };
+const QUEUE_FROM_POSITION: Query = Query { file: SQL, name: "queue_from_position", args: &[UUID, TSTZ, INT4] };
 const PARTITION_FROM_POSITION: Query = Query { file: SQL, name: "partition_from_position", args: &[UUID, TSTZ, INT4] };
 const CITUS_SUBSCRIPTION_GET: Query = Query { file: SQL, name: "citus_subscription_get", args: &[UUID, TEXT, INT4] };
 const CITUS_QUEUE_EXISTS: Query = Query { file: SQL, name: "citus_queue_exists", args: &[UUID] };
@@ -165,7 +165,7 @@ fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) 
 /// Where a 'from' subscription starts reading the queue log: the position just before its
 /// time, and the transactions running below it.
 pub fn queue_start(s: &mut Spi, queue_id: Uuid, from: Option<TimestampWithTimeZone>) -> (Key, Vec<i64>) {
-    let args: [DatumWithOid; 2] = [queue_id.into(), from.into()];
+    let args: [DatumWithOid; 3] = [queue_id.into(), from.into(), crate::shards::current().into()];
     let row = QUEUE_FROM_POSITION.run(s, &args).first();
     ((row.req("txid"), row.req("seq")), row.get::<Vec<i64>>("xip").unwrap_or_default())
 }

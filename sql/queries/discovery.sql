@@ -6,7 +6,7 @@
 -- name: discovery_scan
 -- The group's discovery point (or $3/$4/$5 when it has none yet for its subscription $7), the
 -- queue log after it (at most $6 entries), and the partitions found there and in pending
--- transactions that have committed since. $1 queue id, $2 group.
+-- transactions that have committed since. $1 queue id, $2 group, $11 shard (src/shards.rs).
 -- $8/$9/$10: the point this backend carried out of a transaction that rolled back
 -- (discovery.rs), used when it is ahead of the stored one (carried = true).
 -- The snapshot as queen reads it (every query that reads one does the same): the caller's own
@@ -23,7 +23,7 @@ WITH snap AS MATERIALIZED (
 ),
 stored AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid, queen.written_here(xmin::text::bigint) AS own FROM queen.discovery
-     WHERE queue_id = $1 AND consumer_group = $2 AND sub_key = $7
+     WHERE queue_id = $1 AND consumer_group = $2 AND shard = $11 AND sub_key = $7
      ORDER BY upto_txid DESC, upto_seq DESC LIMIT 1
 ),
 base AS MATERIALIZED (
@@ -42,7 +42,7 @@ point AS MATERIALIZED (
 log AS MATERIALIZED (
     SELECT m.txid, m.seq, m.partition_id FROM point, snap CROSS JOIN LATERAL (
         SELECT txid, seq, partition_id FROM queen.messages
-         WHERE queue_id = $1 AND (txid, seq) > (point.upto_txid, point.upto_seq)
+         WHERE queue_id = $1 AND shard = $11 AND (txid, seq) > (point.upto_txid, point.upto_seq)
            AND txid IS DISTINCT FROM snap.own
          ORDER BY txid, seq LIMIT $6) AS m
 ),
@@ -58,7 +58,7 @@ entries AS MATERIALIZED (
     SELECT partition_id, txid, seq, 0 AS ord FROM log
     UNION ALL
     SELECT m.partition_id, m.txid, m.seq, 1 FROM queen.messages m
-     WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))
+     WHERE m.queue_id = $1 AND m.shard = $11 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))
 ),
 -- The partitions found, each once (in the order first found), with the newest transaction
 -- found there; less those where every message found is finished for the group already: its
@@ -72,7 +72,7 @@ found AS MATERIALIZED (
           FROM entries e GROUP BY e.partition_id) AS f
      WHERE NOT EXISTS (
         SELECT 1 FROM queen.cursors c
-         WHERE c.partition_id = f.partition_id AND c.consumer_group = $2
+         WHERE c.partition_id = f.partition_id AND c.consumer_group = $2 AND c.shard = $11
            AND ARRAY[c.done_txid, c.done_seq] >= f.last
            AND NOT EXISTS (SELECT 1 FROM unnest(c.pending_txid) AS p(x) WHERE p.x BETWEEN f.min_txid AND f.txid)
            AND NOT queen.written_here(c.xmin::text::bigint))
@@ -100,28 +100,64 @@ SELECT snap.xip,
 -- at it (a point at the same position differs only in transactions that a visible point's
 -- writer has hinted since, or that are still in the new one), and points of another
 -- subscription, are pruned, skipping rows others are pruning.
--- $1 queue id, $2 group, $5/$6/$7 the new point.
+-- $1 queue id, $2 group, $5/$6/$7 the new point, $11 shard, $12 the caller's stored id
+-- (queen.txid()), $13 the clock: Citus takes no volatile function in an UPDATE.
 WITH found AS MATERIALIZED (
     SELECT f.p, f.t FROM unnest($3::uuid[], $9::bigint[]) AS f(p, t)
      WHERE NOT EXISTS (SELECT 1 FROM queen.ready r
-                        WHERE r.partition_id = f.p AND r.consumer_group = $2 AND r.seen_xmin > f.t)
+                        WHERE r.partition_id = f.p AND r.consumer_group = $2 AND r.shard = $11
+                          AND r.seen_xmin > f.t)
 ), updated AS (
-    UPDATE queen.ready r SET ready_at = least(r.ready_at, clock_timestamp()), txid = queen.txid(),
+    UPDATE queen.ready r SET ready_at = least(r.ready_at, $13), txid = $12,
                              seen_xmin = greatest(r.seen_xmin, $10)
-     WHERE r.ctid IN (SELECT r2.ctid FROM queen.ready r2
-                       WHERE r2.partition_id IN (SELECT p FROM found) AND r2.consumer_group = $2
+     WHERE r.shard = $11 AND r.ctid IN (SELECT r2.ctid FROM queen.ready r2
+                       WHERE r2.partition_id IN (SELECT p FROM found) AND r2.consumer_group = $2 AND r2.shard = $11
                          FOR UPDATE SKIP LOCKED)
     RETURNING r.partition_id
 ), hinted AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin)
-    SELECT $1, $2, f.p, clock_timestamp(), queen.txid(), $10 FROM found f
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
+    SELECT $1, $2, f.p, $13, $12, $10, $11 FROM found f
      WHERE f.p NOT IN (SELECT partition_id FROM updated)
 ), pruned AS (
-    DELETE FROM queen.discovery WHERE $4 AND ctid IN (
+    DELETE FROM queen.discovery WHERE $4 AND shard = $11 AND ctid IN (
         SELECT ctid FROM queen.discovery
-         WHERE queue_id = $1 AND consumer_group = $2
+         WHERE queue_id = $1 AND consumer_group = $2 AND shard = $11
            AND ((upto_txid, upto_seq) <= ($5, $6) OR sub_key <> $8)
            FOR UPDATE SKIP LOCKED)
 )
-INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid, sub_key)
-SELECT $1, $2, $5, $6, $7, $8 WHERE $4;
+INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid, sub_key, shard)
+SELECT $1, $2, $5, $6, $7, $8, $11 WHERE $4;
+
+-- discovery_record on Citus, a statement for each step: Citus plans no modification by ctid
+-- that reads a CTE (the single statement's `found`). The same steps, the same rules.
+
+-- name: citus_hints_needed
+-- The partitions found ($2, newest transaction $3 in each) whose hint does not account for it.
+SELECT f.p AS partition_id FROM unnest($2::uuid[], $3::bigint[]) AS f(p, t)
+ WHERE NOT EXISTS (SELECT 1 FROM queen.ready r
+                    WHERE r.partition_id = f.p AND r.consumer_group = $1 AND r.shard = $4 AND r.seen_xmin > f.t);
+
+-- name: citus_hints_update
+-- Their hints that no other transaction holds, due now at the latest, accounting for the scan
+-- ($3 its xmin). $4 shard, $5 the caller's stored id, $6 the clock.
+UPDATE queen.ready r SET ready_at = least(r.ready_at, $6), txid = $5, seen_xmin = greatest(r.seen_xmin, $3)
+ WHERE r.shard = $4 AND r.ctid IN (SELECT r2.ctid FROM queen.ready r2
+                   WHERE r2.partition_id = ANY ($2::uuid[]) AND r2.consumer_group = $1 AND r2.shard = $4
+                     FOR UPDATE SKIP LOCKED)
+RETURNING r.partition_id;
+
+-- name: citus_hints_insert
+-- A hint due now for each of the partitions $3 (of queue $1, group $2) that has none updated.
+INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
+SELECT $1, $2, p, $7, $6, $4, $5 FROM unnest($3::uuid[]) AS p;
+
+-- name: citus_discovery_prune
+DELETE FROM queen.discovery WHERE shard = $6 AND ctid IN (
+    SELECT ctid FROM queen.discovery
+     WHERE queue_id = $1 AND consumer_group = $2 AND shard = $6
+       AND ((upto_txid, upto_seq) <= ($3, $4) OR sub_key <> $5)
+       FOR UPDATE SKIP LOCKED);
+
+-- name: citus_discovery_point
+INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid, sub_key, shard)
+VALUES ($1, $2, $3, $4, $5, $6, $7);

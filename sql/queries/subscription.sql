@@ -94,10 +94,10 @@ WITH snap AS MATERIALIZED (
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 f AS (SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m, snap
-       WHERE m.queue_id = $1 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
+       WHERE m.queue_id = $1 AND m.shard = $3 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
        ORDER BY m.txid, m.seq LIMIT 1),
 l AS (SELECT m.txid, m.seq FROM queen.messages m, snap
-       WHERE m.queue_id = $1 AND m.txid IS DISTINCT FROM snap.own
+       WHERE m.queue_id = $1 AND m.shard = $3 AND m.txid IS DISTINCT FROM snap.own
        ORDER BY m.txid DESC, m.seq DESC LIMIT 1),
 pos AS (SELECT * FROM f
         UNION ALL SELECT * FROM l WHERE NOT EXISTS (SELECT 1 FROM f)

@@ -12,6 +12,7 @@ use pgrx::Uuid;
 #[search_path(pg_catalog, pg_temp)]
 fn queen_renew(lease_id: Option<Uuid>, seconds: default!(Option<i32>, "NULL")) -> Option<TimestampWithTimeZone> {
     const F: &str = "queen_renew";
+    not_on_citus(F);
     let lease_id = lease_id.ok_or(QueenError::NullValue { argument: "lease_id" }).or_report(F);
     admin::renew(lease_id, seconds).or_report(F)
 }
@@ -27,6 +28,7 @@ fn queen_seek(
     to_time: default!(Option<TimestampWithTimeZone>, "NULL"),
 ) -> i32 {
     const F: &str = "queen_seek";
+    not_on_citus(F);
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
@@ -41,6 +43,7 @@ fn queen_seek(
 #[search_path(pg_catalog, pg_temp)]
 fn queen_delete_group(consumer_group: Option<&str>, queue: default!(Option<&str>, "NULL")) -> i32 {
     const F: &str = "queen_delete_group";
+    not_on_citus(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
     }
@@ -60,7 +63,17 @@ fn queen_delete_group(consumer_group: Option<&str>, queue: default!(Option<&str>
 #[search_path(pg_catalog, pg_temp)]
 fn queen_delete_queue(queue: Option<&str>) -> bool {
     const F: &str = "queen_delete_queue";
+    not_on_citus(F);
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     privilege::require(&[queue], Privilege::Configure).or_report(F);
     admin::delete_queue(queue).or_report(F)
+}
+
+/// Refuse (0A000) a call that is not routed to the workers yet on a distributed queen (issue 22,
+/// docs/scale-out.md): run on the coordinator, it would read and write shards with the
+/// coordinator's transaction ids.
+fn not_on_citus(function: &'static str) {
+    if crate::route::distributed().is_some() {
+        crate::error::QueenError::NotOnCitus { what: function }.report(function);
+    }
 }

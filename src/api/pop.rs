@@ -73,8 +73,9 @@ fn message_row(m: pop::Popped) -> MessageRow {
 
 /// The worker's side of a pop on Citus (route.rs): internal, in schema `queen`, made a
 /// distributed function by `queen_distribute()`. One attempt, without waiting (the
-/// coordinator waits), in shard `shard`, which the partition must belong to; the caller's
-/// grant is checked as `queen_pop` checks it.
+/// coordinator waits), in shard `shard`: of the partition named, which must belong to it, or of
+/// the shard's partitions with work (discovery and hints are per shard); the caller's grant is
+/// checked as `queen_pop` checks it.
 #[pgrx::pg_schema]
 mod queen {
     use super::message_row;
@@ -106,22 +107,29 @@ mod queen {
         if let Some(g) = consumer_group {
             names::check_group("argument \"consumer_group\"", g).or_report(F);
         }
-        let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+        if partition.is_some() {
+            names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+        }
         let mode =
             pop::check(batch, partitions, Some(0), lease_seconds, subscription_mode, subscription_from.is_some())
                 .or_report(F);
         let layout = crate::spi::connect(crate::shards::layout);
-        let want = layout.key_of(names::partition_id(&names::queue_id(queue), partition).as_bytes());
-        if want != shard {
-            QueenError::invalid("argument \"shard\"", format!("is {shard}, but the partition has shard key {want}"))
+        if let Some(partition) = partition {
+            let want = layout.key_of(names::partition_id(&names::queue_id(queue), partition).as_bytes());
+            if want != shard {
+                QueenError::invalid(
+                    "argument \"shard\"",
+                    format!("is {shard}, but the partition has shard key {want}"),
+                )
                 .report(F);
+            }
         }
         privilege::require(&[queue], Privilege::Pop).or_report(F);
         let req = PopRequest {
             queue: queue.to_string(),
             group: consumer_group.map(str::to_string),
             batch: batch.unwrap_or(1),
-            partition: Some(partition.to_string()),
+            partition: partition.map(str::to_string),
             partitions: partitions.unwrap_or(1),
             wait_ms: 0,
             lease_seconds,

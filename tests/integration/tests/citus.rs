@@ -375,8 +375,8 @@ fn partitions_on_two_workers(c: &mut postgres::Client, queue: &str) -> (String, 
 /// A pop of one partition through the coordinator runs on the worker of its shard: messages
 /// in push order, once each (auto_ack), per partition; a group in 'new' mode subscribes in the
 /// shard at its first pop and gets only what came after; a lease holds the partition; a pop
-/// rolled back with the business transaction is delivered again, one committed is not; a pop
-/// without a partition is refused (not routed yet).
+/// rolled back with the business transaction is delivered again, one committed is not; renew
+/// is refused (not routed yet).
 #[test]
 #[ignore = "needs the Citus cluster of make citus-test"]
 fn a_pop_of_a_partition_runs_on_its_shards_worker() {
@@ -457,8 +457,50 @@ fn a_pop_of_a_partition_runs_on_its_shards_worker() {
     let orders: i64 = c.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
     assert_eq!(orders, 2);
 
-    let e = c.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap_err();
-    assert_eq!(sqlstate(&e), "0A000", "{e:?}");
+    let e = c.query("SELECT queen_renew(gen_random_uuid())", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "0A000", "not routed yet: {e:?}");
+}
+
+/// A pop without a partition finds work in any shard: over 24 partitions spread over every
+/// shard, a group's pops deliver each message once, in order within each partition, and a
+/// pop leased from one shard leaves the other shards' partitions to the next pops.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_pop_without_a_partition_finds_work_in_every_shard() {
+    let db = distributed("pop_any");
+    let mut c = db.coordinator();
+    let items = serde_json::Value::Array(
+        (0..72).map(|i| serde_json::json!({"queue": "any", "partition": format!("p{}", i % 24), "payload": i})).collect(),
+    );
+    c.query("SELECT * FROM queen_push($1)", &[&items]).unwrap();
+    let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(shards, 4);
+    let mut seen: Vec<(String, i64)> = Vec::new();
+    for _ in 0..200 {
+        let rows = c
+            .query("SELECT partition, payload::text::bigint FROM queen_pop('any', 'g', batch => 5, auto_ack => true)", &[])
+            .unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        seen.extend(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))));
+    }
+    let mut payloads: Vec<i64> = seen.iter().map(|s| s.1).collect();
+    payloads.sort_unstable();
+    assert_eq!(payloads, (0..72).collect::<Vec<_>>(), "each message once");
+    for p in 0..24 {
+        let order: Vec<i64> = seen.iter().filter(|s| s.0 == format!("p{p}")).map(|s| s.1).collect();
+        assert_eq!(order, vec![p, p + 24, p + 48], "order within p{p}");
+    }
+    // Leases: a pop holds its partition; the others stay for other pops.
+    c.query("SELECT * FROM queen_push($1)", &[&items]).unwrap();
+    let first = c.query("SELECT partition FROM queen_pop('any', 'h', batch => 3)", &[]).unwrap();
+    assert_eq!(first.len(), 3);
+    let held: String = first[0].get(0);
+    let mut other = db.coordinator();
+    let next = other.query("SELECT partition FROM queen_pop('any', 'h', batch => 3)", &[]).unwrap();
+    assert!(!next.is_empty());
+    assert!(next.iter().all(|r| r.get::<_, String>(0) != held), "the leased partition is held");
 }
 
 /// A waiting pop of a partition on the coordinator returns a message pushed meanwhile from

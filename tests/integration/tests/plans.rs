@@ -25,10 +25,10 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     (
         "discovery",
         "discovery_scan",
-        &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint", "text", "bigint", "bigint", "bigint[]"],
+        &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint", "text", "bigint", "bigint", "bigint[]", "int"],
     ),
     ("state", "look", &["uuid", "text", "bigint", "bigint", "bigint[]", "bigint[]", "bigint", "float8", "int"]),
-    ("subscription", "queue_from_position", &["uuid", "timestamptz"]),
+    ("subscription", "queue_from_position", &["uuid", "timestamptz", "int"]),
     ("subscription", "partition_from_position", &["uuid", "timestamptz", "int"]),
     ("state", "dead_letter", &["uuid", "text", "bigint", "bigint", "text", "int", "int"]),
     ("state", "missing", &["uuid", "bigint[]", "bigint[]", "int"]),
