@@ -250,11 +250,8 @@ fn push_one(
     payload: Jsonb,
     shard: Option<i32>,
 ) -> QueenResult<()> {
-    if let Some(k) = shard {
-        return push_one_sharded(s, it, t, r, payload, k);
-    }
     for _attempt in 0..3 {
-        let args: [DatumWithOid; 8] = [
+        let mut args: Vec<DatumWithOid> = vec![
             t.partition_id.into(),
             next_seq().into(),
             t.queue_id.into(),
@@ -264,65 +261,45 @@ fn push_one(
             payload.into(),
             it.trace_id.map(to_pg).into(),
         ];
-        let query = if it.transaction_id.is_none() { &PUSH_ONE_KEYLESS } else { &PUSH_ONE };
-        let inserted =
-            query.run(s, &args).next().map(|row| (row.req::<bool>("registered"), row.get::<i64>("max_size")));
-        match inserted {
-            Some((registered, max_size)) => {
-                if !registered {
-                    register(s, &[(it, t)]);
-                }
-                if let Some(max) = max_size.filter(|m| *m > 0) {
-                    check_cap(s, &it.queue, t.queue_id, max)?;
-                }
-                r.status = PushStatus::Queued;
-                return Ok(());
-            }
+        let keyless = it.transaction_id.is_none();
+        let queued = match shard {
             None => {
-                if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0], None).is_empty() {
-                    return Ok(());
+                // One statement: the insert, whether the partition is registered, the cap.
+                let query = if keyless { &PUSH_ONE_KEYLESS } else { &PUSH_ONE };
+                let inserted =
+                    query.run(s, &args).next().map(|row| (row.req::<bool>("registered"), row.get::<i64>("max_size")));
+                if let Some((registered, max_size)) = inserted {
+                    if !registered {
+                        register(s, &[(it, t)]);
+                    }
+                    if let Some(max) = max_size.filter(|m| *m > 0) {
+                        check_cap(s, &it.queue, t.queue_id, max)?;
+                    }
                 }
-                // The holder vanished (retention deleted it) between our insert and our read.
-                r.message_id = to_pg(uuid::Uuid::now_v7());
+                inserted.is_some()
             }
-        }
-    }
-    Err(holder_vanished(0))
-}
-
-/// [`push_one`] on Citus, in the worker of shard `k`: the insert, then the partition's registry
-/// row if it has none, each a statement on one table of the shard. (maxSize is not enforced on
-/// Citus yet: docs/scale-out.md.)
-fn push_one_sharded(
-    s: &mut Spi,
-    it: &PushItem,
-    t: &Target,
-    r: &mut PushResult,
-    payload: Jsonb,
-    k: i32,
-) -> QueenResult<()> {
-    for _attempt in 0..3 {
-        let args: [DatumWithOid; 9] = [
-            t.partition_id.into(),
-            next_seq().into(),
-            t.queue_id.into(),
-            r.message_id.into(),
-            it.transaction_id.as_deref().into(),
-            it.partition.as_str().into(),
-            payload.into(),
-            it.trace_id.map(to_pg).into(),
-            k.into(),
-        ];
-        let query = if it.transaction_id.is_none() { &CITUS_PUSH_ONE_KEYLESS } else { &CITUS_PUSH_ONE };
-        if query.run(s, &args).next().is_some() {
-            register_sharded(s, &[(it, t)], k);
+            Some(k) => {
+                // On Citus, in the worker of shard k: the insert, then the partition's registry
+                // row if it has none, each a statement on one table of the shard (maxSize is not
+                // enforced on Citus yet: docs/scale-out.md).
+                args.push(k.into());
+                let query = if keyless { &CITUS_PUSH_ONE_KEYLESS } else { &CITUS_PUSH_ONE };
+                let inserted = query.run(s, &args).next().is_some();
+                if inserted {
+                    register_sharded(s, &[(it, t)], k);
+                }
+                inserted
+            }
+        };
+        if queued {
             r.status = PushStatus::Queued;
             return Ok(());
         }
-        if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0], Some(k)).is_empty() {
+        if resolve_duplicates(s, std::slice::from_ref(it), std::slice::from_mut(r), vec![0], shard).is_empty() {
             return Ok(());
         }
-        r.message_id = to_pg(crate::shards::new_message_id(Some(k)));
+        // The holder vanished (retention deleted it) between our insert and our read.
+        r.message_id = to_pg(crate::shards::new_message_id(shard));
     }
     Err(holder_vanished(0))
 }

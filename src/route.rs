@@ -155,6 +155,18 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
         .collect()
 }
 
+/// The start of a worker's call for shard `k` (`queen.shard_…`): the layout learned, and `k`
+/// one of the shard keys. A call made by hand with another value would write rows of a shard
+/// that does not exist (on one server, where the only key is 0, too), which no call reads and
+/// which would count as a group's subscription in maintenance.
+pub fn enter_shard(k: i32) -> QueenResult<()> {
+    let layout = spi::connect(shards::layout);
+    if layout.keys.contains(&k) {
+        return Ok(());
+    }
+    Err(QueenError::invalid("argument \"shard\"", format!("is {k}, which is not one of queen's shard keys")))
+}
+
 /// In a worker's call for shard `k`: every item's partition must have that key (a call made by
 /// hand with another key would file messages where no call looks for them).
 pub fn check_shard(s: &mut Spi, k: i32, items: &[PushItem]) -> QueenResult<()> {
@@ -182,7 +194,7 @@ thread_local! {
 /// when most shards have work, one per shard when none has. A waiting pop looks again at least
 /// every 50 ms: a push's commit can wake it before the worker's part of that commit is visible
 /// (the coordinator's commit hooks run before Citus's second phase).
-pub fn pop_in_partition(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome> {
+pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome> {
     let keys: Vec<i32> = match &req.partition {
         Some(p) => vec![layout.key_of(names::partition_id(&names::queue_id(&req.queue), p).as_bytes())],
         None => {

@@ -31,16 +31,30 @@ fn queen_ack_one(
     consumer_group: default!(Option<&str>, "NULL"),
 ) -> AckRow {
     const F: &str = "queen_ack";
+    let entry = checked_one(message_id, lease_id, status, error, consumer_group);
+    if let Some(layout) = crate::route::distributed() {
+        let (id, status) = (message_id.expect("checked"), status.expect("checked"));
+        return row(crate::route::ack_one(&layout, id, lease_id, status, error, consumer_group));
+    }
+    row(ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry"))
+}
+
+/// The arguments of the one-message form, checked, as an entry (SPEC §3.3, §7).
+fn checked_one(
+    message_id: Option<Uuid>,
+    lease_id: Option<Uuid>,
+    status: Option<&str>,
+    error: Option<&str>,
+    consumer_group: Option<&str>,
+) -> AckEntry {
+    const F: &str = "queen_ack";
     let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
-    let status_text = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
-    let status = AckStatus::parse("argument \"status\"", status_text).or_report(F);
+    let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
+    let status = AckStatus::parse("argument \"status\"", status).or_report(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
     }
-    if let Some(layout) = crate::route::distributed() {
-        return row(crate::route::ack_one(&layout, message_id, lease_id, status_text, error, consumer_group));
-    }
-    let entry = AckEntry {
+    AckEntry {
         message_id: Some(from_pg(message_id)),
         transaction_id: None,
         partition_id: None,
@@ -48,8 +62,14 @@ fn queen_ack_one(
         group: consumer_group.map(str::to_string),
         status,
         error: error.map(str::to_string),
-    };
-    row(ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry"))
+    }
+}
+
+/// The acks argument of the batch form, read and checked.
+fn checked_batch(acks: Option<Jsonb>) -> (Vec<AckEntry>, Jsonb) {
+    const F: &str = "queen_ack";
+    let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
+    (ack::parse_acks_jsonb(acks).or_report(F), acks)
 }
 
 /// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order;
@@ -58,8 +78,7 @@ fn queen_ack_one(
 #[search_path(pg_catalog, pg_temp)]
 fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     const F: &str = "queen_ack";
-    let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
-    let entries = ack::parse_acks_jsonb(acks).or_report(F);
+    let (entries, acks) = checked_batch(acks);
     if let Some(layout) = crate::route::distributed() {
         return SetOfIterator::new(crate::route::ack_batch(&layout, &entries, acks).into_iter().map(row));
     }
@@ -71,12 +90,11 @@ fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
 /// (a message of another shard is not found there), under the `pop` grant as `queen_ack`.
 #[pgrx::pg_schema]
 mod queen {
-    use super::row;
-    use crate::ack::{self, AckEntry, AckStatus};
+    use super::{checked_batch, checked_one, row};
+    use crate::ack;
     use crate::api::rows::AckRow;
-    use crate::error::{OrReport, QueenError};
+    use crate::error::OrReport;
     use crate::jsonb::Jsonb;
-    use crate::names::{self, from_pg};
     use pgrx::prelude::*;
     use pgrx::Uuid;
 
@@ -92,22 +110,8 @@ mod queen {
         consumer_group: Option<&str>,
     ) -> AckRow {
         const F: &str = "queen_ack";
-        let message_id = message_id.ok_or(QueenError::NullValue { argument: "message_id" }).or_report(F);
-        let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
-        let status = AckStatus::parse("argument \"status\"", status).or_report(F);
-        if let Some(g) = consumer_group {
-            names::check_group("argument \"consumer_group\"", g).or_report(F);
-        }
-        let entry = AckEntry {
-            message_id: Some(from_pg(message_id)),
-            transaction_id: None,
-            partition_id: None,
-            lease_id: lease_id.map(from_pg),
-            group: consumer_group.map(str::to_string),
-            status,
-            error: error.map(str::to_string),
-        };
-        crate::spi::connect(crate::shards::layout);
+        let entry = checked_one(message_id, lease_id, status, error, consumer_group);
+        crate::route::enter_shard(shard).or_report(F);
         let mut results = crate::shards::within(shard, || ack::ack(&[entry])).or_report(F);
         row(results.pop().expect("queen: one result per entry"))
     }
@@ -117,9 +121,8 @@ mod queen {
     #[search_path(pg_catalog, pg_temp)]
     fn shard_ack(shard: i32, acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
         const F: &str = "queen_ack";
-        let acks = acks.ok_or(QueenError::NullValue { argument: "acks" }).or_report(F);
-        let entries = ack::parse_acks_jsonb(acks).or_report(F);
-        crate::spi::connect(crate::shards::layout);
+        let (entries, _) = checked_batch(acks);
+        crate::route::enter_shard(shard).or_report(F);
         let results = crate::shards::within(shard, || ack::ack(&entries)).or_report(F);
         SetOfIterator::new(results.into_iter().map(row))
     }

@@ -24,6 +24,42 @@ fn queen_pop(
     subscription_from: default!(Option<TimestampWithTimeZone>, "NULL"),
 ) -> SetOfIterator<'static, MessageRow> {
     const F: &str = "queen_pop";
+    let req = checked_request(
+        queue,
+        consumer_group,
+        batch,
+        partition,
+        partitions,
+        wait_ms,
+        lease_seconds,
+        auto_ack,
+        subscription_mode,
+        subscription_from,
+    );
+    let distributed = crate::route::distributed();
+    privilege::require(&[&req.queue], Privilege::Pop).or_report(F);
+    let rows = match distributed {
+        Some(layout) => pop::pop_with(&req, |r| crate::route::pop_on_workers(&layout, r)),
+        None => pop::pop(&req),
+    };
+    SetOfIterator::new(rows.or_report(F).into_iter().map(message_row))
+}
+
+/// The arguments of a pop, checked (SPEC §3.2, §7).
+#[allow(clippy::too_many_arguments)]
+fn checked_request(
+    queue: Option<&str>,
+    consumer_group: Option<&str>,
+    batch: Option<i32>,
+    partition: Option<&str>,
+    partitions: Option<i32>,
+    wait_ms: Option<i32>,
+    lease_seconds: Option<i32>,
+    auto_ack: Option<bool>,
+    subscription_mode: Option<&str>,
+    subscription_from: Option<TimestampWithTimeZone>,
+) -> PopRequest {
+    const F: &str = "queen_pop";
     let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
     if let Some(g) = consumer_group {
         names::check_group("argument \"consumer_group\"", g).or_report(F);
@@ -33,9 +69,7 @@ fn queen_pop(
     }
     let mode = pop::check(batch, partitions, wait_ms, lease_seconds, subscription_mode, subscription_from.is_some())
         .or_report(F);
-    let distributed = crate::route::distributed();
-    privilege::require(&[queue], Privilege::Pop).or_report(F);
-    let req = PopRequest {
+    PopRequest {
         queue: queue.to_string(),
         group: consumer_group.map(str::to_string),
         batch: batch.unwrap_or(1),
@@ -46,12 +80,7 @@ fn queen_pop(
         auto_ack: auto_ack.unwrap_or(false),
         mode,
         from: subscription_from,
-    };
-    let rows = match distributed {
-        Some(layout) => pop::pop_with(&req, |r| crate::route::pop_in_partition(&layout, r)),
-        None => pop::pop(&req),
-    };
-    SetOfIterator::new(rows.or_report(F).into_iter().map(message_row))
+    }
 }
 
 fn message_row(m: pop::Popped) -> MessageRow {
@@ -78,11 +107,11 @@ fn message_row(m: pop::Popped) -> MessageRow {
 /// checked as `queen_pop` checks it.
 #[pgrx::pg_schema]
 mod queen {
-    use super::message_row;
+    use super::{checked_request, message_row};
     use crate::api::rows::MessageRow;
     use crate::error::{OrReport, QueenError};
     use crate::names;
-    use crate::pop::{self, PopRequest};
+    use crate::pop;
     use crate::privilege::{self, Privilege};
     use pgrx::datum::TimestampWithTimeZone;
     use pgrx::prelude::*;
@@ -103,19 +132,22 @@ mod queen {
         subscription_from: Option<TimestampWithTimeZone>,
     ) -> SetOfIterator<'static, MessageRow> {
         const F: &str = "queen_pop";
-        let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
-        if let Some(g) = consumer_group {
-            names::check_group("argument \"consumer_group\"", g).or_report(F);
-        }
-        if partition.is_some() {
-            names::check_name("partition", "argument \"partition\"", partition).or_report(F);
-        }
-        let mode =
-            pop::check(batch, partitions, Some(0), lease_seconds, subscription_mode, subscription_from.is_some())
-                .or_report(F);
-        let layout = crate::spi::connect(crate::shards::layout);
-        if let Some(partition) = partition {
-            let want = layout.key_of(names::partition_id(&names::queue_id(queue), partition).as_bytes());
+        let req = checked_request(
+            queue,
+            consumer_group,
+            batch,
+            partition,
+            partitions,
+            Some(0),
+            lease_seconds,
+            auto_ack,
+            subscription_mode,
+            subscription_from,
+        );
+        crate::route::enter_shard(shard).or_report(F);
+        if let Some(partition) = &req.partition {
+            let layout = crate::spi::connect(crate::shards::layout);
+            let want = layout.key_of(names::partition_id(&names::queue_id(&req.queue), partition).as_bytes());
             if want != shard {
                 QueenError::invalid(
                     "argument \"shard\"",
@@ -124,19 +156,7 @@ mod queen {
                 .report(F);
             }
         }
-        privilege::require(&[queue], Privilege::Pop).or_report(F);
-        let req = PopRequest {
-            queue: queue.to_string(),
-            group: consumer_group.map(str::to_string),
-            batch: batch.unwrap_or(1),
-            partition: partition.map(str::to_string),
-            partitions: partitions.unwrap_or(1),
-            wait_ms: 0,
-            lease_seconds,
-            auto_ack: auto_ack.unwrap_or(false),
-            mode,
-            from: subscription_from,
-        };
+        privilege::require(&[&req.queue], Privilege::Pop).or_report(F);
         let rows = crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows;
         SetOfIterator::new(rows.into_iter().map(message_row))
     }
@@ -160,6 +180,7 @@ mod queen {
         names::check_group("argument \"consumer_group\"", group).or_report(F);
         let mode =
             pop::check(Some(1), Some(1), Some(0), None, subscription_mode, subscription_from.is_some()).or_report(F);
+        crate::route::enter_shard(shard).or_report(F);
         privilege::require(&[queue], Privilege::Pop).or_report(F);
         let queue_id = crate::names::to_pg(names::queue_id(queue));
         crate::locks::writing(queue_id, Some(queue), Some(group)).or_report(F);

@@ -32,22 +32,10 @@ fn queen_push_one(
     trace_id: default!(Option<Uuid>, "NULL"),
 ) -> PushRow {
     const F: &str = "queen_push";
-    let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
-    // JSON null is a payload; SQL NULL is not.
-    let payload = payload.ok_or(QueenError::NullValue { argument: "payload" }).or_report(F);
-    let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
-    if let Some(t) = transaction_id {
-        push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
-    }
+    let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
     // On Citus, the layout first: the plans of what follows are made for it (shards.rs).
     let distributed = route::distributed();
-    privilege::require(&[queue], Privilege::Push).or_report(F);
-    let item = PushItem {
-        queue: queue.to_string(),
-        partition: partition.to_string(),
-        transaction_id: transaction_id.map(str::to_string),
-        trace_id: trace_id.map(names::from_pg),
-    };
+    privilege::require(&[&item.queue], Privilege::Push).or_report(F);
     if let Some(layout) = distributed {
         return row(route::push_one(&layout, item, payload).or_report(F));
     }
@@ -62,9 +50,7 @@ fn queen_push_one(
 #[search_path(pg_catalog, pg_temp)]
 fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
     const F: &str = "queen_push";
-    let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
-    let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
-    let parsed = push::parse_items(&elements).or_report(F);
+    let (parsed, items) = checked_items(items);
     let distributed = route::distributed();
     require_push(&parsed);
     let results = match distributed {
@@ -72,6 +58,39 @@ fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
         _ => push::push(parsed, Payloads::Items(items), None),
     };
     SetOfIterator::new(results.or_report(F).into_iter().map(row))
+}
+
+/// The arguments of the one-message form, checked (SPEC §3.1, §7).
+fn checked_one(
+    queue: Option<&str>,
+    payload: Option<Jsonb>,
+    partition: Option<&str>,
+    transaction_id: Option<&str>,
+    trace_id: Option<Uuid>,
+) -> (PushItem, Jsonb) {
+    const F: &str = "queen_push";
+    let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
+    // JSON null is a payload; SQL NULL is not.
+    let payload = payload.ok_or(QueenError::NullValue { argument: "payload" }).or_report(F);
+    let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
+    if let Some(t) = transaction_id {
+        push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
+    }
+    let item = PushItem {
+        queue: queue.to_string(),
+        partition: partition.to_string(),
+        transaction_id: transaction_id.map(str::to_string),
+        trace_id: trace_id.map(names::from_pg),
+    };
+    (item, payload)
+}
+
+/// The items argument of the batch form, read and checked.
+fn checked_items(items: Option<Jsonb>) -> (Vec<PushItem>, Jsonb) {
+    const F: &str = "queen_push";
+    let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
+    let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
+    (push::parse_items(&elements).or_report(F), items)
 }
 
 fn require_push(items: &[PushItem]) {
@@ -86,12 +105,11 @@ fn require_push(items: &[PushItem]) {
 /// `queen_push` does (a role may call them by hand) and that every item belongs to `shard`.
 #[pgrx::pg_schema]
 mod queen {
-    use super::{require_push, row};
+    use super::{checked_items, checked_one, require_push, row};
     use crate::api::rows::PushRow;
-    use crate::error::{OrReport, QueenError};
+    use crate::error::OrReport;
     use crate::jsonb::Jsonb;
-    use crate::names;
-    use crate::push::{self, Payloads, PushItem};
+    use crate::push::{self, Payloads};
     use pgrx::prelude::*;
     use pgrx::Uuid;
 
@@ -107,18 +125,7 @@ mod queen {
         trace_id: Option<Uuid>,
     ) -> PushRow {
         const F: &str = "queen_push";
-        let queue = names::check_name("queue", "argument \"queue\"", queue).or_report(F);
-        let payload = payload.ok_or(QueenError::NullValue { argument: "payload" }).or_report(F);
-        let partition = names::check_name("partition", "argument \"partition\"", partition).or_report(F);
-        if let Some(t) = transaction_id {
-            push::check_transaction_id("argument \"transaction_id\"", t).or_report(F);
-        }
-        let item = PushItem {
-            queue: queue.to_string(),
-            partition: partition.to_string(),
-            transaction_id: transaction_id.map(str::to_string),
-            trace_id: trace_id.map(names::from_pg),
-        };
+        let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
         let items = vec![item];
         crate::spi::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
         require_push(&items);
@@ -131,9 +138,7 @@ mod queen {
     #[search_path(pg_catalog, pg_temp)]
     fn shard_push(shard: i32, items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
         const F: &str = "queen_push";
-        let items = items.ok_or(QueenError::NullValue { argument: "items" }).or_report(F);
-        let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array).or_report(F);
-        let parsed = push::parse_items(&elements).or_report(F);
+        let (parsed, items) = checked_items(items);
         crate::spi::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
         require_push(&parsed);
         SetOfIterator::new(push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F).into_iter().map(row))

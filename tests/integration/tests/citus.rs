@@ -654,3 +654,31 @@ fn the_shard_reading_of_a_subscription_is_the_views() {
         assert_eq!(view.len(), usize::from(group != "none"), "group {group}: {view:?}");
     }
 }
+
+/// The worker's side of a call (`queen.shard_…`) takes only one of queen's shard keys: on one
+/// server, where the only key is 0, a role with `pop` that calls them by hand with another
+/// value is refused (22023) and writes nothing — no subscription row of a shard that does not
+/// exist, which maintenance would count as one of the group's.
+#[test]
+fn a_shards_call_takes_only_a_shard_key() {
+    let db = queen_integration_tests::TestDb::new("citus_shard_key");
+    let mut c = db.connect();
+    let role = db.role("popper");
+    c.batch_execute(&format!("SELECT queen_push('q', '1'); SELECT queen_grant('q', '{role}', ARRAY['pop'])")).unwrap();
+    let mut app = db.connect_as(&role);
+    for sql in [
+        "SELECT queen.shard_subscribe(5, 'q', 'g', 'new', NULL)",
+        "SELECT count(*) FROM queen.shard_pop(5, 'q', 'g', 1, NULL, 1, NULL, true, NULL, NULL)",
+        "SELECT count(*) FROM queen.shard_ack(5, '[]')",
+        "SELECT * FROM queen.shard_ack_one(5, gen_random_uuid(), NULL, 'completed', NULL, 'g')",
+    ] {
+        let e = app.query(sql, &[]).unwrap_err();
+        assert_eq!(sqlstate(&e), "22023", "{sql}: {e:?}");
+        assert!(format!("{e:?}").contains("shard key"), "{sql}: {e:?}");
+    }
+    let subs: i64 = c.query_one("SELECT count(*) FROM queen.subscriptions", &[]).unwrap().get(0);
+    assert_eq!(subs, 0, "nothing written");
+    // Key 0 is this server's: the same calls work.
+    let ok: bool = app.query_one("SELECT queen.shard_subscribe(0, 'q', 'g', 'all', NULL)", &[]).unwrap().get(0);
+    assert!(ok);
+}
