@@ -129,6 +129,14 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_seek(integer,text,text,timestamptz)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_delete_group(integer,text,text)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_delete_queue(integer,text)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

@@ -157,6 +157,50 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_ack_wrapper';
 
+-- queen::api::admin::queen::shard_renew
+CREATE  FUNCTION queen."shard_renew"(
+	"shard" INT, /* i32 */
+	"lease_id" uuid, /* Option < Uuid > */
+	"seconds" INT /* Option < i32 > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_renew_wrapper';
+
+-- queen::api::admin::queen::shard_seek
+CREATE  FUNCTION queen."shard_seek"(
+	"shard" INT, /* i32 */
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT, /* Option < & str > */
+	"to_time" timestamp with time zone /* Option < TimestampWithTimeZone > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_seek_wrapper';
+
+-- queen::api::admin::queen::shard_delete_group
+CREATE  FUNCTION queen."shard_delete_group"(
+	"shard" INT, /* i32 */
+	"consumer_group" TEXT, /* Option < & str > */
+	"queue" TEXT /* Option < & str > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_delete_group_wrapper';
+
+-- queen::api::admin::queen::shard_delete_queue
+CREATE  FUNCTION queen."shard_delete_queue"(
+	"shard" INT, /* i32 */
+	"queue" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_delete_queue_wrapper';
+
 -- queen::api::pop::queen::shard_subscribe
 CREATE  FUNCTION queen."shard_subscribe"(
 	"shard" INT, /* i32 */
@@ -328,6 +372,14 @@ BEGIN
     PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_seek(integer,text,text,timestamptz)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_delete_group(integer,text,text)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_delete_queue(integer,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP

@@ -1,25 +1,27 @@
 //! The functions that operate on consumer state (SPEC §3.4): `queen_renew`, `queen_seek`,
 //! `queen_delete_group`, `queen_delete_queue`. Each is one statement of
-//! `sql/queries/admin.sql`.
+//! `sql/queries/admin.sql`, on the rows of one shard key (`shards::current()`: on Citus, a
+//! worker's call for its shard, route.rs; 0 on one server).
 
 use crate::error::QueenResult;
 use crate::locks::{Kind, Mode};
 use crate::names;
 use crate::names::group_key;
 use crate::names::to_pg;
-use crate::spi::types::{INT4, TEXT, TSTZ, UUID};
+use crate::spi::types::{INT4, INT8, TEXT, TSTZ, UUID};
 use crate::spi::{self, Query};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/admin.sql");
-const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID] };
-const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4, INT4] };
-const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ] };
-const DELETE_GROUP_LOCK: Query = Query { file: SQL, name: "delete_group_lock", args: &[TEXT, UUID] };
-const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID] };
-const DELETE_QUEUE_LOCK: Query = Query { file: SQL, name: "delete_queue_lock", args: &[UUID] };
-const DELETE_QUEUE: Query = Query { file: SQL, name: "delete_queue", args: &[UUID] };
+const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID, INT4] };
+const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4, INT4, INT4, TSTZ, INT8, INT4] };
+const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ, INT4, TSTZ] };
+const DELETE_GROUP_LOCK: Query = Query { file: SQL, name: "delete_group_lock", args: &[TEXT, UUID, INT4] };
+const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID, INT4] };
+const DELETE_QUEUE_LOCK: Query = Query { file: SQL, name: "delete_queue_lock", args: &[UUID, INT4] };
+const DELETE_QUEUE: Query = Query { file: SQL, name: "delete_queue", args: &[UUID, INT4] };
+pub const DELETE_QUEUE_REGISTRY: Query = Query { file: SQL, name: "delete_queue_registry", args: &[UUID] };
 
 /// Extend an active lease; None when it is no longer active.
 pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<TimestampWithTimeZone>> {
@@ -27,17 +29,33 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
         crate::options::check_lease("argument \"seconds\"", s)?;
     }
     let role = crate::privilege::caller();
+    let shard = crate::shards::current();
+    let citus = crate::shards::planning_for_citus();
     spi::connect(|s| {
         // The caller must hold `pop` on the queues the lease covers (none: nothing to renew);
         // a lease of a queue it holds no privilege on is, to it, no lease (privilege.rs
         // unknown_to): NULL, as for an unknown one.
-        if !crate::privilege::is_admin(s, role) {
-            let queues: Vec<Uuid> = LEASE_QUEUES.run(s, &[lease_id.into()]).map(|r| r.req("queue_id")).collect();
-            if !crate::privilege::unknown_to(s, role, &queues, crate::privilege::Privilege::Pop)?.is_empty() {
-                return Ok(None);
-            }
+        let args: [DatumWithOid; 2] = [lease_id.into(), shard.into()];
+        let queues: Vec<Uuid> = LEASE_QUEUES.run(s, &args).map(|r| r.req("queue_id")).collect();
+        if !crate::privilege::is_admin(s, role)
+            && !crate::privilege::unknown_to(s, role, &queues, crate::privilege::Privilege::Pop)?.is_empty()
+        {
+            return Ok(None);
         }
-        let args: [DatumWithOid; 3] = [lease_id.into(), seconds.into(), crate::gucs::MAX_LEASE_SECONDS.get().into()];
+        // On Citus the queue's options (a reference table) are read apart from the shard's rows.
+        let lease_time: Option<i32> =
+            if citus { queues.first().map(|q| crate::configure::load(s, *q).effective().lease_time) } else { None };
+        let now = crate::state::timestamp(crate::state::now(s));
+        let args: [DatumWithOid; 7] = [
+            lease_id.into(),
+            seconds.into(),
+            crate::gucs::MAX_LEASE_SECONDS.get().into(),
+            shard.into(),
+            now.into(),
+            // The caller's stored id, taken (an xid assigned) only when there is a lease to renew.
+            (!queues.is_empty()).then(crate::cluster::txid).into(),
+            lease_time.into(),
+        ];
         let r = RENEW.run(s, &args).first();
         let expires_at = r.get::<TimestampWithTimeZone>("expires_at");
         if expires_at.is_none() && r.req::<bool>("active") {
@@ -59,7 +77,9 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
         format!("queue \"{}\" (completed retention)", crate::error::shorten(queue))
     })?;
     Ok(spi::connect(|s| {
-        let args: [DatumWithOid; 3] = [queue_id.into(), key.into(), to_time.into()];
+        let now = crate::state::timestamp(crate::state::now(s));
+        let args: [DatumWithOid; 5] =
+            [queue_id.into(), key.into(), to_time.into(), crate::shards::current().into(), now.into()];
         crate::cache::changed();
         SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32
     }))
@@ -76,7 +96,7 @@ pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> QueenResult<i32
         format!("group \"{}\" (in use by an open transaction)", crate::error::shorten(group.unwrap_or("(queue mode)")))
     })?;
     Ok(spi::connect(|s| {
-        let args: [DatumWithOid; 2] = [key.into(), queue_id.into()];
+        let args: [DatumWithOid; 3] = [key.into(), queue_id.into(), crate::shards::current().into()];
         crate::cache::changed();
         DELETE_GROUP_LOCK.run(s, &args);
         DELETE_GROUP.run(s, &args).first().req::<i64>("cursors_removed") as i32
@@ -93,7 +113,7 @@ pub fn delete_queue(queue: &str) -> QueenResult<bool> {
         format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue))
     })?;
     Ok(spi::connect(|s| {
-        let args: [DatumWithOid; 1] = [queue_id.into()];
+        let args: [DatumWithOid; 2] = [queue_id.into(), crate::shards::current().into()];
         crate::cache::changed();
         DELETE_QUEUE_LOCK.run(s, &args);
         DELETE_QUEUE.run(s, &args).first().req::<bool>("existed")

@@ -20,8 +20,6 @@ pub enum QueenError {
     QueueFull { queue: String, max_size: i64 },
     /// 0A000: a waiting pop outside READ COMMITTED.
     WaitNotSupported { isolation: String },
-    /// 0A000: a call that queen does not run on a Citus cluster yet (issue 22).
-    NotOnCitus { what: &'static str },
     /// 42501: the calling role lacks a privilege on a queue (SPEC §11).
     PermissionDenied { queue: String, privilege: &'static str },
     /// 42501: a function for superusers and the extension's owner (and, for diagnostics,
@@ -59,9 +57,7 @@ impl QueenError {
             QueenError::NullValue { .. } => PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
             QueenError::InvalidText { .. } => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
             QueenError::QueueFull { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            QueenError::WaitNotSupported { .. } | QueenError::NotOnCitus { .. } => {
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED
-            }
+            QueenError::WaitNotSupported { .. } => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             QueenError::PermissionDenied { .. } | QueenError::AdminOnly { .. } => {
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE
             }
@@ -94,9 +90,6 @@ impl fmt::Display for QueenError {
             }
             QueenError::QueueFull { queue, max_size } => {
                 write!(f, "queen: queue \"{}\" is full (maxSize {max_size})", shorten(queue))
-            }
-            QueenError::NotOnCitus { what } => {
-                write!(f, "queen: {what} is not supported on a distributed queen yet (docs/scale-out.md)")
             }
             QueenError::WaitNotSupported { isolation } => write!(
                 f,

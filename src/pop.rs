@@ -145,7 +145,7 @@ pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
             sub,
             lease_seconds: req.lease_seconds.unwrap_or(opts.lease_time),
             opts,
-            lease_id: if req.auto_ack { None } else { Some(Uuid::from_bytes(*uuid::Uuid::now_v7().as_bytes())) },
+            lease_id: if req.auto_ack { None } else { Some(Uuid::from_bytes(*crate::shards::new_id().as_bytes())) },
             lease_expires_at: None,
             out: Vec::new(),
             claimed: Vec::new(),

@@ -280,8 +280,8 @@ fn push_one(
             }
             Some(k) => {
                 // On Citus, in the worker of shard k: the insert, then the partition's registry
-                // row if it has none, each a statement on one table of the shard (maxSize is not
-                // enforced on Citus yet: docs/scale-out.md).
+                // row if it has none, each a statement on one table of the shard (maxSize is the
+                // coordinator's to check there, over every shard: route.rs check_caps).
                 args.push(k.into());
                 let query = if keyless { &CITUS_PUSH_ONE_KEYLESS } else { &CITUS_PUSH_ONE };
                 let inserted = query.run(s, &args).next().is_some();

@@ -11,11 +11,12 @@ use crate::names::{self, to_pg};
 use crate::pop::{Outcome, PopRequest, Popped};
 use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
-    self, Layout, DELEGATE_ACK, DELEGATE_ACK_ONE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_SUBSCRIBE,
-    ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
+    self, Layout, COUNT_QUEUE_EVERYWHERE, DELEGATE_ACK, DELEGATE_ACK_ONE, DELEGATE_DELETE_GROUP, DELEGATE_DELETE_QUEUE,
+    DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, ITEMS_SUBSET,
+    QUEUES_REGISTERED, REGISTER_QUEUE,
 };
 use crate::spi::{self, Row, Spi};
-use pgrx::datum::DatumWithOid;
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
@@ -78,22 +79,49 @@ fn result(row: &Row, idx: i32) -> PushResult {
     }
 }
 
-/// A registry row for each queue of the push that has none (reference table, coordinator).
-fn register_queues(s: &mut Spi, items: &[PushItem]) {
+/// The queues of a push that have a maxSize: (id, name, cap).
+type Caps = Vec<(Uuid, String, i64)>;
+
+/// A registry row for each queue of the push that has none (reference table, coordinator),
+/// under the queue's shared lock on the coordinator: a `queen_delete_queue` open there is
+/// waited for (else this push's rows would land after the delete, beside no registry row).
+/// Returns the push's queues that have a maxSize.
+fn register_queues(s: &mut Spi, items: &[PushItem]) -> QueenResult<Caps> {
     let mut queues: BTreeMap<[u8; 16], &str> = BTreeMap::new();
     for it in items {
         queues.entry(*names::queue_id(&it.queue).as_bytes()).or_insert(&it.queue);
     }
+    for (b, name) in &queues {
+        crate::locks::writing(Uuid::from_bytes(*b), Some(name), None)?;
+    }
     let ids: Vec<Uuid> = queues.keys().map(|b| Uuid::from_bytes(*b)).collect();
     let args: [DatumWithOid; 1] = [ids.clone().into()];
-    let known: Vec<Uuid> = QUEUES_REGISTERED.run(s, &args).first().get::<Vec<Uuid>>("registered").unwrap_or_default();
-    for (b, name) in queues {
-        let id = Uuid::from_bytes(b);
+    let row = QUEUES_REGISTERED.run(s, &args).first();
+    let known: Vec<Uuid> = row.get("registered").unwrap_or_default();
+    let capped: Vec<Uuid> = row.get("capped").unwrap_or_default();
+    let caps: Vec<i64> = row.get("caps").unwrap_or_default();
+    for (b, name) in &queues {
+        let id = Uuid::from_bytes(*b);
         if !known.contains(&id) {
-            let args: [DatumWithOid; 2] = [id.into(), name.into()];
+            let args: [DatumWithOid; 2] = [id.into(), (*name).into()];
             REGISTER_QUEUE.run(s, &args);
         }
     }
+    Ok(capped.into_iter().zip(caps).map(|(id, max)| (id, queues[id.as_bytes()].to_string(), max)).collect())
+}
+
+/// maxSize on Citus, as push.rs check_cap on one server: after the push's calls, each capped
+/// queue counted over every shard (a query of all its shards, made only for capped queues),
+/// the push refused (54000, and rolled back with its transaction) when it is over.
+fn check_caps(s: &mut Spi, caps: &Caps) -> QueenResult<()> {
+    for (id, queue, max) in caps {
+        let args: [DatumWithOid; 2] = [(*id).into(), max.saturating_add(1).into()];
+        let n = COUNT_QUEUE_EVERYWHERE.run(s, &args).first().get::<i64>("messages").unwrap_or(0);
+        if n > *max {
+            return Err(QueenError::QueueFull { queue: queue.clone(), max_size: *max });
+        }
+    }
+    Ok(())
 }
 
 fn key_of(layout: &Layout, it: &PushItem) -> i32 {
@@ -110,8 +138,8 @@ fn wake_at_commit(items: &[PushItem]) {
 /// `queen_push`'s one message, on its shard's worker.
 pub fn push_one(layout: &Layout, it: PushItem, payload: Jsonb) -> QueenResult<PushResult> {
     let k = key_of(layout, &it);
-    let r = spi::connect(|s| {
-        register_queues(s, std::slice::from_ref(&it));
+    let r = spi::connect(|s| -> QueenResult<PushResult> {
+        let caps = register_queues(s, std::slice::from_ref(&it))?;
         let args: [DatumWithOid; 6] = [
             k.into(),
             it.queue.as_str().into(),
@@ -121,9 +149,10 @@ pub fn push_one(layout: &Layout, it: PushItem, payload: Jsonb) -> QueenResult<Pu
             it.trace_id.map(to_pg).into(),
         ];
         let rows = DELEGATE_PUSH_ONE.run(s, &args);
-        let row = rows.first();
-        result(&row, 0)
-    });
+        let r = result(&rows.first(), 0);
+        check_caps(s, &caps)?;
+        Ok(r)
+    })?;
     wake_at_commit(std::slice::from_ref(&it));
     Ok(r)
 }
@@ -135,8 +164,8 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
         by_shard.entry(key_of(layout, it)).or_default().push(i as i32);
     }
     let mut out: Vec<Option<PushResult>> = vec![None; items.len()];
-    spi::connect(|s| {
-        register_queues(s, &items);
+    spi::connect(|s| -> QueenResult<()> {
+        let caps = register_queues(s, &items)?;
         for (k, idxs) in &by_shard {
             let args: [DatumWithOid; 2] = [all.into(), idxs.clone().into()];
             let subset: Jsonb = ITEMS_SUBSET.run(s, &args).first().req("items");
@@ -147,7 +176,8 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
                 out[idx as usize] = Some(result(&row, idx));
             }
         }
-    });
+        check_caps(s, &caps)
+    })?;
     wake_at_commit(&items);
     out.into_iter()
         .enumerate()
@@ -319,4 +349,62 @@ pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckRe
             })
         })
         .collect()
+}
+
+/// `queen_renew` on the worker of the shard its lease id carries (a pop's lease is one shard's:
+/// shards::new_id). A lease made before `queen_distribute()` carries none and is not found.
+pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<TimestampWithTimeZone> {
+    let k = layout.keys[shards::stamped_index(lease_id.as_bytes(), layout.keys.len())];
+    spi::connect(|s| {
+        let args: [DatumWithOid; 3] = [k.into(), lease_id.into(), seconds.into()];
+        DELEGATE_RENEW.run(s, &args).first().get::<TimestampWithTimeZone>(1)
+    })
+}
+
+/// `queen_seek` in every shard, each with its worker's snapshot (a seek's position is a
+/// partition's, and each shard's subscription row its own): the partitions set, summed.
+pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {
+    spi::connect(|s| {
+        let mut set = 0;
+        for k in &layout.keys {
+            let args: [DatumWithOid; 4] = [(*k).into(), queue.into(), group.into(), to_time.into()];
+            set += DELEGATE_SEEK.run(s, &args).first().req::<i32>(1);
+        }
+        set
+    })
+}
+
+/// `queen_delete_group` in every shard: the cursors removed, summed.
+pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> i32 {
+    spi::connect(|s| {
+        let mut removed = 0;
+        for k in &layout.keys {
+            let args: [DatumWithOid; 3] = [(*k).into(), group.into(), queue.into()];
+            removed += DELEGATE_DELETE_GROUP.run(s, &args).first().req::<i32>(1);
+        }
+        removed
+    })
+}
+
+/// `queen_delete_queue`: the coordinator's lock of the queue first (pushes take it shared before
+/// they look at the registry, register_queues), then every shard's rows, then the registry
+/// rows; whether any of it existed.
+pub fn delete_queue(layout: &Layout, queue: &str) -> QueenResult<bool> {
+    let queue_id = to_pg(names::queue_id(queue));
+    crate::locks::take_fresh(
+        crate::locks::Kind::QueueWrite,
+        crate::locks::queue_key(queue_id),
+        crate::locks::Mode::Exclusive,
+        || format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue)),
+    )?;
+    Ok(spi::connect(|s| {
+        let mut existed = false;
+        for k in &layout.keys {
+            let args: [DatumWithOid; 2] = [(*k).into(), queue.into()];
+            existed |= DELEGATE_DELETE_QUEUE.run(s, &args).first().req::<bool>(1);
+        }
+        let args: [DatumWithOid; 1] = [queue_id.into()];
+        existed |= crate::admin::DELETE_QUEUE_REGISTRY.run(s, &args).first().req::<bool>("existed");
+        existed
+    }))
 }

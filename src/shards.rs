@@ -6,7 +6,7 @@
 //! `queen.messages`: `create_distributed_table` sends one to every backend when it commits, so
 //! a backend that started before `queen_distribute()` routes from its next call on.
 
-use crate::spi::types::{BOOL, INT4, INT4S, JSONB, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{BOOL, INT4, INT4S, INT8, JSONB, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Spi};
 use pgrx::{pg_guard, pg_sys};
 use std::cell::{Cell, RefCell};
@@ -27,7 +27,12 @@ pub const DELEGATE_POP: Query =
     Query { file: SQL, name: "delegate_pop", args: &[INT4, TEXT, TEXT, INT4, TEXT, INT4, INT4, BOOL, TEXT, TSTZ] };
 pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &[JSONB, INT4S] };
 pub const QUEUES_REGISTERED: Query = Query { file: SQL, name: "queues_registered", args: &[UUIDS] };
+pub const COUNT_QUEUE_EVERYWHERE: Query = Query { file: SQL, name: "count_queue_everywhere", args: &[UUID, INT8] };
 pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
+pub const DELEGATE_RENEW: Query = Query { file: SQL, name: "delegate_renew", args: &[INT4, UUID, INT4] };
+pub const DELEGATE_SEEK: Query = Query { file: SQL, name: "delegate_seek", args: &[INT4, TEXT, TEXT, TSTZ] };
+pub const DELEGATE_DELETE_GROUP: Query = Query { file: SQL, name: "delegate_delete_group", args: &[INT4, TEXT, TEXT] };
+pub const DELEGATE_DELETE_QUEUE: Query = Query { file: SQL, name: "delegate_delete_queue", args: &[INT4, TEXT] };
 
 /// The shard keys and whether queen's tables are distributed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +155,12 @@ pub fn new_message_id(shard: Option<i32>) -> uuid::Uuid {
             stamp(id, index.unwrap_or(0))
         }
     }
+}
+
+/// A new id (a lease's) for the running call: on Citus stamped with its shard ([`stamp`]), so that
+/// a call naming it alone (`queen_renew`) is routed there; a plain UUIDv7 on one server.
+pub fn new_id() -> uuid::Uuid {
+    new_message_id(planning_for_citus().then(current))
 }
 
 /// Whether plans are to be made for Citus (set once the layout says distributed).

@@ -3,8 +3,8 @@
 
 -- name: lease_queues
 -- The queues lease $1 covers (its cursor rows'): what queen_renew checks the caller's privilege
--- on before it extends anything.
-SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1;
+-- on before it extends anything ($2 shard).
+SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1 AND shard = $2;
 
 -- name: renew
 -- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it, if
@@ -15,25 +15,31 @@ SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1;
 -- transaction holds are skipped (the next pop that looks moves them). The rows are locked in
 -- partition order, as acks lock them: a renew and a batch ack of one lease over several
 -- partitions never wait for each other crosswise (0.3.0 locked them in the index's order: a
--- deadlock, 40P01, that rolled back one of the two).
+-- deadlock, 40P01, that rolled back one of the two). $4 shard, $5 the clock, $6 the caller's
+-- stored id (queen.txid(); NULL when the caller found no row of the lease before), $7 the queue's leaseTime when the caller read it (on Citus, where
+-- the options, a reference table, are read apart: the line marked `-- [one server]` is left
+-- out there).
 WITH c AS MATERIALIZED (
     SELECT partition_id, consumer_group, queue_id, lease_expires_at FROM queen.cursors
-     WHERE lease_id = $1 AND lease_expires_at > clock_timestamp()
+     WHERE lease_id = $1 AND shard = $4 AND lease_expires_at > $5
      ORDER BY partition_id
        FOR UPDATE
 ), secs AS MATERIALIZED (
-    SELECT COALESCE($2, (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = (SELECT queue_id FROM c LIMIT 1)
-                          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1), 300) AS s
+    SELECT COALESCE($2, $7,
+        (SELECT q.lease_time FROM queen.queues q WHERE q.queue_id = (SELECT queue_id FROM c LIMIT 1) -- [one server]
+          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1),                       -- [one server]
+        300) AS s
 ), new AS MATERIALIZED (
-    SELECT greatest((SELECT max(lease_expires_at) FROM c), clock_timestamp() + make_interval(secs => secs.s)) AS e
+    SELECT greatest((SELECT max(lease_expires_at) FROM c), $5 + make_interval(secs => secs.s)) AS e
       FROM secs WHERE EXISTS (SELECT 1 FROM c) AND secs.s <= $3
 ), cursors AS (
     UPDATE queen.cursors u SET lease_expires_at = new.e FROM c, new
      WHERE u.partition_id = c.partition_id AND u.consumer_group = c.consumer_group AND u.lease_id = $1
+       AND u.shard = $4
 ), hints AS (
-    UPDATE queen.ready r SET ready_at = new.e, txid = queen.txid() FROM new WHERE r.ctid IN (
+    UPDATE queen.ready r SET ready_at = new.e, txid = COALESCE($6, r.txid) FROM new WHERE r.shard = $4 AND r.ctid IN (
         SELECT r2.ctid FROM queen.ready r2, c
-         WHERE r2.partition_id = c.partition_id AND r2.consumer_group = c.consumer_group
+         WHERE r2.partition_id = c.partition_id AND r2.consumer_group = c.consumer_group AND r2.shard = $4
            FOR UPDATE OF r2 SKIP LOCKED)
 )
 SELECT (SELECT e FROM new) AS expires_at, secs.s AS seconds, EXISTS (SELECT 1 FROM c) AS active FROM secs;
@@ -46,7 +52,7 @@ SELECT (SELECT e FROM new) AS expires_at, secs.s AS seconds, EXISTS (SELECT 1 FR
 -- the group's subscription (for partitions created later): a seek's row, which replaces every
 -- subscription of the group that began before it (effective_subscriptions) — also the row of
 -- a first pop still open now, which this statement cannot delete; restart its discovery there,
--- and hint every partition. Returns the number of partitions set.
+-- and hint every partition. Returns the number of partitions set. $4 shard, $5 the clock.
 WITH snap AS MATERIALIZED (
     SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
            ARRAY(SELECT x FROM (SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x
@@ -54,7 +60,7 @@ WITH snap AS MATERIALIZED (
            z.own
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
-parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1),
+parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $4),
 -- The cursor rows it creates are created under their pairs' locks (locks.rs, state.rs
 -- try_lock_pair), waited for, in partition order: a pop never waits on the uncommitted insert.
 pairs_locked AS MATERIALIZED (
@@ -66,40 +72,41 @@ pos AS MATERIALIZED (
       FROM parts p CROSS JOIN snap
       LEFT JOIN LATERAL (
             SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m
-             WHERE m.partition_id = p.partition_id AND $3::timestamptz IS NOT NULL AND m.created_at >= $3
+             WHERE m.partition_id = p.partition_id AND m.shard = $4 AND $3::timestamptz IS NOT NULL AND m.created_at >= $3
                AND m.txid IS DISTINCT FROM snap.own
              ORDER BY m.txid, m.seq LIMIT 1) f ON true
       LEFT JOIN LATERAL (
             SELECT m.txid, m.seq FROM queen.messages m
-             WHERE m.partition_id = p.partition_id AND m.txid IS DISTINCT FROM snap.own
+             WHERE m.partition_id = p.partition_id AND m.shard = $4 AND m.txid IS DISTINCT FROM snap.own
              ORDER BY m.txid DESC, m.seq DESC LIMIT 1) l ON true
 ),
 subs AS (
-    DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2
+    DELETE FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
 ),
 -- After the pairs' locks (a seek that waited for another's comes later, and its row wins).
 sub AS (
-    INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip, seek)
-    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3, snap.xmax, snap.xip, true
+    INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip, seek, shard)
+    SELECT $1, $2, CASE WHEN $3::timestamptz IS NULL THEN 'new' ELSE 'from' END, $3, snap.xmax, snap.xip, true, $4
       FROM snap CROSS JOIN pairs_locked
 ),
 disc AS (
-    DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2
+    DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
 ),
 -- The group's hints give way to one due now per partition (rows another transaction holds
 -- are skipped and stay): a seek does not add to them.
 unhinted AS (
-    DELETE FROM queen.ready WHERE ctid IN (
-        SELECT ctid FROM queen.ready WHERE queue_id = $1 AND consumer_group = $2 FOR UPDATE SKIP LOCKED)
+    DELETE FROM queen.ready WHERE shard = $4 AND ctid IN (
+        SELECT ctid FROM queen.ready WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
+           FOR UPDATE SKIP LOCKED)
 ),
 hints AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
-    SELECT $1, $2, partition_id, clock_timestamp(), queen.txid() FROM pos
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, shard)
+    SELECT $1, $2, partition_id, $5, queen.txid(), $4 FROM pos
 ),
 set AS (
     INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq,
-                                    pending_txid, pending_seq)
-    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)])
+                                    pending_txid, pending_seq, shard)
+    SELECT pos.partition_id, $2, $1, pos.txid, pos.seq, pend.x, array_fill(0::bigint, ARRAY[cardinality(pend.x)]), $4
       FROM pos CROSS JOIN snap CROSS JOIN pairs_locked CROSS JOIN LATERAL (
             SELECT ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS x) pend
     ON CONFLICT (partition_id, consumer_group, shard) DO UPDATE
@@ -107,7 +114,7 @@ set AS (
            pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
            ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,
            retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_txid = NULL,
-           lease_seq = NULL, lease_xip = NULL, updated_at = clock_timestamp()
+           lease_seq = NULL, lease_xip = NULL, updated_at = $5
     RETURNING 1
 )
 SELECT count(*) AS partitions_set FROM set;
@@ -115,48 +122,58 @@ SELECT count(*) AS partitions_set FROM set;
 -- name: delete_group_lock
 -- The group's cursor rows on queue $2 (NULL: every queue), locked: waits for the open acks that
 -- hold them (pops are kept out by the group's lock, locks.rs), so that delete_group, a
--- statement of its own, sees what they commit (a dead letter, a hint).
+-- statement of its own, sees what they commit (a dead letter, a hint). $3 shard.
 SELECT count(*) AS n FROM (
-    SELECT 1 FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) FOR UPDATE
+    SELECT 1 FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
+       FOR UPDATE
 ) AS l;
 
 -- name: delete_group
 -- Forget group $1 on queue $2 (NULL: every queue): cursors (and their leases), subscriptions, dead
 -- letters, hints, discovery points. Returns the number of (logical) cursors removed: one per
--- partition of each queue the group was subscribed to.
+-- partition of each queue the group was subscribed to. $3 shard.
 WITH subs AS MATERIALIZED (
     SELECT DISTINCT queue_id FROM queen.subscriptions
-     WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+     WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
 ), counted AS (
-    SELECT count(DISTINCT p.partition_id) AS n FROM queen.partitions p JOIN subs USING (queue_id)
-), c AS (DELETE FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
-), s AS (DELETE FROM queen.subscriptions WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
-), d AS (DELETE FROM queen.dead_letters WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
-), r AS (DELETE FROM queen.ready WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
-), x AS (DELETE FROM queen.discovery WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2)
+    SELECT count(DISTINCT p.partition_id) AS n FROM queen.partitions p JOIN subs USING (queue_id) WHERE p.shard = $3
+), c AS (DELETE FROM queen.cursors WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
+), s AS (DELETE FROM queen.subscriptions WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
+), d AS (DELETE FROM queen.dead_letters WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
+), r AS (DELETE FROM queen.ready WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
+), x AS (DELETE FROM queen.discovery WHERE consumer_group = $1 AND ($2::uuid IS NULL OR queue_id = $2) AND shard = $3
 )
 SELECT n AS cursors_removed FROM counted;
 
 -- name: delete_queue_lock
 -- The queue's cursor rows, locked: waits for the open acks that hold them (as
--- delete_group_lock).
-SELECT count(*) AS n FROM (SELECT 1 FROM queen.cursors WHERE queue_id = $1 FOR UPDATE) AS l;
+-- delete_group_lock). $2 shard.
+SELECT count(*) AS n FROM (SELECT 1 FROM queen.cursors WHERE queue_id = $1 AND shard = $2 FOR UPDATE) AS l;
 
 -- name: delete_queue
 -- Drop queue $1 with everything in it, maintenance's count of it included; whether it
--- existed.
+-- existed. $2 shard: on Citus, a worker's call deletes its shard's rows, and the coordinator the
+-- registry row (a reference table) after (delete_queue_registry); the lines marked
+-- `-- [one server]` are left out there.
 WITH existed AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1)
-        OR EXISTS (SELECT 1 FROM queen.partitions WHERE queue_id = $1) AS e
-), m AS (DELETE FROM queen.messages WHERE queue_id = $1
-), p AS (DELETE FROM queen.partitions WHERE queue_id = $1
-), q AS (DELETE FROM queen.queues WHERE queue_id = $1
-), c AS (DELETE FROM queen.cursors WHERE queue_id = $1
-), s AS (DELETE FROM queen.subscriptions WHERE queue_id = $1
-), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1
-), r AS (DELETE FROM queen.ready WHERE queue_id = $1
-), x AS (DELETE FROM queen.discovery WHERE queue_id = $1
-), n AS (DELETE FROM queen.queue_counts WHERE queue_id = $1
-), t AS (DELETE FROM queen.retired_partitions WHERE queue_id = $1
+    SELECT
+           EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1) OR -- [one server]
+           EXISTS (SELECT 1 FROM queen.partitions WHERE queue_id = $1 AND shard = $2) AS e
+), m AS (DELETE FROM queen.messages WHERE queue_id = $1 AND shard = $2
+), p AS (DELETE FROM queen.partitions WHERE queue_id = $1 AND shard = $2
+), q AS (DELETE FROM queen.queues WHERE queue_id = $1 -- [one server]
+), c AS (DELETE FROM queen.cursors WHERE queue_id = $1 AND shard = $2
+), s AS (DELETE FROM queen.subscriptions WHERE queue_id = $1 AND shard = $2
+), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1 AND shard = $2
+), r AS (DELETE FROM queen.ready WHERE queue_id = $1 AND shard = $2
+), x AS (DELETE FROM queen.discovery WHERE queue_id = $1 AND shard = $2
+), n AS (DELETE FROM queen.queue_counts WHERE queue_id = $1 AND shard = $2
+), t AS (DELETE FROM queen.retired_partitions WHERE queue_id = $1 AND shard = $2
 )
 SELECT e AS existed FROM existed;
+
+-- name: delete_queue_registry
+-- On Citus, after every shard's part: the queue's registry rows (a reference table, written by
+-- the coordinator); whether there were any.
+WITH q AS (DELETE FROM queen.queues WHERE queue_id = $1 RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM q) AS existed;

@@ -31,8 +31,19 @@ SELECT jsonb_agg($1::jsonb -> u.i ORDER BY u.o) AS items
   FROM unnest($2::int[]) WITH ORDINALITY AS u(i, o);
 
 -- name: queues_registered
--- Which of the queues $1 have a registry row (a reference table on Citus: read on the node).
-SELECT array_agg(DISTINCT queue_id) AS registered FROM queen.queues WHERE queue_id = ANY ($1::uuid[]);
+-- Which of the queues $1 have a registry row (a reference table on Citus: read on the node),
+-- and those with a maxSize (their ids and caps, in parallel arrays).
+SELECT array_agg(o.queue_id) AS registered,
+       array_agg(o.queue_id) FILTER (WHERE o.max_size > 0) AS capped,
+       array_agg(o.max_size) FILTER (WHERE o.max_size > 0) AS caps
+  FROM (SELECT DISTINCT ON (queue_id) queue_id, max_size FROM queen.queues WHERE queue_id = ANY ($1::uuid[])
+         ORDER BY queue_id, options_updated_at DESC NULLS LAST, created_at) AS o;
+
+-- name: count_queue_everywhere
+-- How many messages capped queue $1 holds in every shard, counting no further than $2 (its
+-- maxSize + 1), from the coordinator after the push's calls (which it sees, in its
+-- transaction): push.rs check_cap on one server.
+SELECT count(*) AS messages FROM (SELECT 1 FROM queen.messages WHERE queue_id = $1 LIMIT $2) AS s;
 
 -- name: register_queue
 -- A registry row for queue $1 named $2, written by the coordinator before it delegates (a call
@@ -55,3 +66,20 @@ SELECT * FROM queen.shard_ack($1, $2);
 -- name: delegate_subscribe
 -- The group's subscription in shard $1, made if it has none (queen.shard_subscribe).
 SELECT * FROM queen.shard_subscribe($1, $2, $3, $4, $5);
+
+-- name: delegate_renew
+-- A renew of lease $2 by $3 seconds, on the worker of the shard the lease id carries
+-- (queen.shard_renew). Each of these returns one column, read by position.
+SELECT * FROM queen.shard_renew($1, $2, $3);
+
+-- name: delegate_seek
+-- Queue $2's group $3 sought to $4 in shard $1 (queen.shard_seek): the partitions set there.
+SELECT * FROM queen.shard_seek($1, $2, $3, $4);
+
+-- name: delegate_delete_group
+-- Group $2 forgotten on queue $3 (NULL: every queue) in shard $1 (queen.shard_delete_group).
+SELECT * FROM queen.shard_delete_group($1, $2, $3);
+
+-- name: delegate_delete_queue
+-- Queue $2's rows of shard $1 deleted (queen.shard_delete_queue): whether there were any.
+SELECT * FROM queen.shard_delete_queue($1, $2);

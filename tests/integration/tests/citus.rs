@@ -456,9 +456,6 @@ fn a_pop_of_a_partition_runs_on_its_shards_worker() {
     }
     let orders: i64 = c.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
     assert_eq!(orders, 2);
-
-    let e = c.query("SELECT queen_renew(gen_random_uuid())", &[]).unwrap_err();
-    assert_eq!(sqlstate(&e), "0A000", "not routed yet: {e:?}");
 }
 
 /// A pop without a partition finds work in any shard: over 24 partitions spread over every
@@ -606,6 +603,139 @@ fn acks_finish_what_a_pop_leased_on_its_shards_worker() {
         .unwrap();
     assert!(!unknown.get::<_, bool>(0));
     assert_eq!(unknown.get::<_, Option<String>>(1).as_deref(), Some("message not found"));
+}
+
+/// Renew, seek and the deletes run through the coordinator in every shard (renew in the one its
+/// lease id names): a renew extends its lease on its shard's worker and answers NULL for an
+/// unknown lease; a seek to the end sets every partition of every shard and leaves only what
+/// comes after; a seek back in time delivers everything again; a group deleted is gone from
+/// every shard; a queue deleted with a business transaction that rolls back stays, and one
+/// committed is gone everywhere, registry included.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn renew_seek_and_deletes_reach_every_shard() {
+    let db = distributed("admin");
+    let mut c = db.coordinator();
+    for p in 0..8 {
+        for i in 0..3 {
+            c.query("SELECT * FROM queen_push('q', to_jsonb($1::int), 'p' || $2::int)", &[&(p * 10 + i), &p]).unwrap();
+        }
+    }
+    let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.partitions", &[]).unwrap().get(0);
+    assert!(shards > 1, "the partitions spread over shards");
+
+    // Renew: on the lease's shard.
+    let r = c.query_one("SELECT lease_id, partition_id FROM queen_pop('q', 'g', partition => 'p3', lease_seconds => 30)", &[]).unwrap();
+    let (lease, partition): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
+    let idx: i32 = c
+        .query_one("SELECT k.idx FROM queen.shard_keys k JOIN queen.partitions p USING (shard) WHERE p.partition_id = $1", &[&partition])
+        .unwrap()
+        .get(0);
+    assert_eq!(i32::from(u16::from_be_bytes([lease.as_bytes()[14], lease.as_bytes()[15]])), idx, "the lease id carries its shard");
+    let e: std::time::SystemTime = c.query_one("SELECT queen_renew($1, 600)", &[&lease]).unwrap().get(0);
+    let r = c
+        .query_one(
+            "SELECT $2 > now() + interval '500 seconds', $2 = (SELECT lease_expires_at FROM queen.cursors WHERE lease_id = $1)",
+            &[&lease, &e],
+        )
+        .unwrap();
+    assert!(r.get::<_, bool>(0) && r.get::<_, bool>(1), "extended, as stored");
+    let none: Option<std::time::SystemTime> = c.query_one("SELECT queen_renew(gen_random_uuid())", &[]).unwrap().get(0);
+    assert!(none.is_none());
+    let e = c.query("SELECT queen_renew($1, -1)", &[&lease]).unwrap_err();
+    assert_eq!(sqlstate(&e), "22023", "{e:?}");
+
+    // Seek to the end: every partition of every shard, the lease released.
+    let set: i32 = c.query_one("SELECT queen_seek('q', 'g')", &[]).unwrap().get(0);
+    assert_eq!(set, 8);
+    let all = |c: &mut postgres::Client| -> Vec<i64> {
+        let mut got = Vec::new();
+        loop {
+            let rows = c.query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[]).unwrap();
+            if rows.is_empty() {
+                return got;
+            }
+            got.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        }
+    };
+    assert!(all(&mut c).is_empty(), "nothing before the seek");
+    c.query("SELECT * FROM queen_push('q', '1000', 'p5')", &[]).unwrap();
+    assert_eq!(all(&mut c), vec![1000]);
+    // Back in time: everything again, each once.
+    let set: i32 = c.query_one("SELECT queen_seek('q', 'g', now() - interval '1 hour')", &[]).unwrap().get(0);
+    assert_eq!(set, 8);
+    let mut again = all(&mut c);
+    again.sort();
+    let mut want: Vec<i64> = (0..8).flat_map(|p| (0..3).map(move |i| p * 10 + i)).collect();
+    want.push(1000);
+    want.sort();
+    assert_eq!(again, want);
+
+    // Delete the group: gone from every shard.
+    let removed: i32 = c.query_one("SELECT queen_delete_group('g', 'q')", &[]).unwrap().get(0);
+    assert_eq!(removed, 8);
+    let left: i64 = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM queen.cursors WHERE consumer_group = 'g')
+                  + (SELECT count(*) FROM queen.subscriptions WHERE consumer_group = 'g')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    assert_eq!(all(&mut c).len(), 25, "a new group 'g' reads the queue from its start");
+
+    // Delete the queue: rolled back with the business transaction, it stays.
+    c.batch_execute("CREATE TABLE orders (id int PRIMARY KEY)").unwrap();
+    c.query_one("SELECT create_distributed_table('orders', 'id')", &[]).unwrap();
+    c.batch_execute("BEGIN; INSERT INTO orders VALUES (1)").unwrap();
+    assert!(c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
+    c.batch_execute("ROLLBACK").unwrap();
+    let count = |c: &mut postgres::Client| -> (i64, i64, i64) {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM queen.messages), (SELECT count(*) FROM queen.partitions),
+                        (SELECT count(*) FROM queen.queues WHERE name = 'q')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!(count(&mut c), (25, 8, 1));
+    c.batch_execute("BEGIN; INSERT INTO orders VALUES (2)").unwrap();
+    assert!(c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
+    c.batch_execute("COMMIT").unwrap();
+    assert_eq!(count(&mut c), (0, 0, 0));
+    assert!(!c.query_one("SELECT queen_delete_queue('q')", &[]).unwrap().get::<_, bool>(0));
+    let orders: i64 = c.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
+    assert_eq!(orders, 1);
+}
+
+/// maxSize counts the queue in every shard: pushes into partitions of different shards fill it
+/// together, the push over the cap is refused (54000) and leaves nothing, one at a time and in a
+/// batch; a duplicate of a full queue is still answered.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn max_size_counts_the_queue_in_every_shard() {
+    let db = distributed("max_size");
+    let mut c = db.coordinator();
+    c.query_one("SELECT queen_configure('c', '{\"maxSize\": 5}')", &[]).unwrap();
+    for p in 0..4 {
+        c.query("SELECT * FROM queen_push('c', to_jsonb($1::int), 'p' || $1::int, transaction_id => 't' || $1::int)", &[&p])
+            .unwrap();
+    }
+    let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.messages", &[]).unwrap().get(0);
+    assert!(shards > 1, "the messages spread over shards");
+    let batch = serde_json::json!([{"queue": "c", "partition": "p7", "payload": 1}, {"queue": "c", "partition": "p8", "payload": 2}]);
+    let e = c.query("SELECT * FROM queen_push($1)", &[&batch]).unwrap_err();
+    assert_eq!(sqlstate(&e), "54000", "{e:?}");
+    c.query("SELECT * FROM queen_push('c', '5', 'p5')", &[]).unwrap();
+    let e = c.query("SELECT * FROM queen_push('c', '6', 'p6')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "54000", "{e:?}");
+    let n: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(n, 5, "the refused pushes left nothing");
+    let dup: String = c.query_one("SELECT status FROM queen_push('c', '0', 'p0', transaction_id => 't0')", &[]).unwrap().get(0);
+    assert_eq!(dup, "duplicate");
 }
 
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's

@@ -16,7 +16,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("ack", "ack_find_ids", &["uuid[]", "int"]),
     ("ack", "ack_message_lock", &["uuid", "text", "uuid", "int"]),
     ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text", "int"]),
-    ("admin", "seek", &["uuid", "text", "timestamptz"]),
+    ("admin", "seek", &["uuid", "text", "timestamptz", "int", "timestamptz"]),
     ("maintain", "count_scan", &["uuid", "bigint"]),
     ("maintain", "retention", &["uuid", "timestamptz", "bigint"]),
     ("maintain", "completed_retention", &["uuid", "timestamptz", "bigint"]),
