@@ -42,6 +42,16 @@ pub fn debug_claim_delay() {
 /// (superusers only).
 pub static DEBUG_COMMIT_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
+/// Milliseconds every committing transaction sleeps once its commit is durable, before queen's
+/// commit hooks and those of extensions loaded before queen (on a Citus coordinator: before
+/// the workers' `COMMIT PREPARED`): for tests of a node lost in that window (superusers only).
+pub static DEBUG_AFTER_COMMIT_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// Sleep `queen.debug_after_commit_ms`, if set.
+pub fn debug_after_commit() {
+    sleep_ms(DEBUG_AFTER_COMMIT_MS.get());
+}
+
 /// The most queue-log entries one discovery round reads (0: discovery.rs's own bounds): for the
 /// explorer, which makes stretches of the log longer than a pop reads out of a few messages.
 pub static DEBUG_SCAN_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(0);
@@ -116,6 +126,16 @@ pub fn init() {
         c"For tests: milliseconds a commit that changes cached state sleeps once it is visible.",
         c"Lets a test run another session in that window. Never set it in production.",
         &DEBUG_COMMIT_DELAY_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"queen.debug_after_commit_ms",
+        c"For tests: milliseconds every commit sleeps once durable, before the commit hooks run.",
+        c"On a Citus coordinator, before the workers' COMMIT PREPARED. Never set it in production.",
+        &DEBUG_AFTER_COMMIT_MS,
         0,
         60_000,
         GucContext::Suset,

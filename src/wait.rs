@@ -207,6 +207,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::cluster::at_pre_commit();
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
+            crate::gucs::debug_after_commit();
             crate::route::at_end(true);
             crate::cache::at_commit();
             crate::discovery::at_commit();

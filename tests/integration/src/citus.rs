@@ -53,3 +53,24 @@ impl CitusDb {
         connect_node(n, &self.name)
     }
 }
+
+/// Run `scripts/citus-cluster <args>` against this cluster (a node killed or started again).
+pub fn cluster_script(args: &[&str]) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = std::process::Command::new(root.join("scripts/citus-cluster"))
+        .args(args)
+        .env("QUEEN_CITUS_PORT", base_port().to_string())
+        .status()
+        .expect("scripts/citus-cluster runs");
+    assert!(status.success(), "scripts/citus-cluster {args:?}: {status}");
+}
+
+/// Worker `node` (1 or 2) stopped at once (`-m immediate`: a crash, as a killed machine).
+pub fn kill_worker(node: u16) {
+    cluster_script(&["kill", &node.to_string()]);
+}
+
+/// Worker `node` started again after [`kill_worker`].
+pub fn restart_worker(node: u16) {
+    cluster_script(&["restart", &node.to_string()]);
+}

@@ -738,6 +738,145 @@ fn max_size_counts_the_queue_in_every_shard() {
     assert_eq!(dup, "duplicate");
 }
 
+/// The node (1 or 2) of the worker that holds distribution value `value` of table `table`.
+fn node_of(c: &mut postgres::Client, table: &str, value: i32) -> u16 {
+    let port: i32 = c
+        .query_one(
+            "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = get_shard_id_for_distribution_column($1::text::regclass, $2::int)",
+            &[&table, &value],
+        )
+        .unwrap()
+        .get(0);
+    (port - i32::from(queen_integration_tests::citus::base_port())) as u16
+}
+
+/// Waits (bounded) until worker `node` holds a prepared transaction.
+fn await_prepared(db: &CitusDb, node: u16) {
+    let mut w = db.worker(node);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let n: i64 = w.query_one("SELECT count(*) FROM pg_prepared_xacts", &[]).unwrap().get(0);
+        if n > 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no prepared transaction on worker {node}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The business transaction stays whole when a worker dies in the middle of Citus's two-phase
+/// commit. An order on one worker with a push (then with an ack) whose shard is on the other:
+/// the coordinator commits, the push's worker is killed after PREPARE TRANSACTION and before
+/// COMMIT PREPARED (`queen.debug_after_commit_ms` holds the coordinator in that window); once it
+/// is back, Citus's recovery commits the prepared transaction, and the message is there (a pop
+/// waiting through the coordinator gets it, within the coordinator's 50 ms re-look), or the
+/// ack took (the message is not delivered again). A worker killed before the commit: neither
+/// the order nor the push.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_worker_killed_in_the_two_phase_commit_keeps_the_transaction_whole() {
+    let db = distributed("two_phase");
+    let mut c = db.coordinator();
+    c.batch_execute("CREATE TABLE orders (id int PRIMARY KEY)").unwrap();
+    c.query_one("SELECT create_distributed_table('orders', 'id')", &[]).unwrap();
+    for p in 0..8 {
+        c.query("SELECT * FROM queen_push('q', '-1', 'p' || $1::int)", &[&p]).unwrap();
+    }
+    let shard: i32 = c.query_one("SELECT shard FROM queen.partitions WHERE name = 'p0'", &[]).unwrap().get(0);
+    let queen_node = node_of(&mut c, "queen.messages", shard);
+    let mut ids = (1..1000).filter(|i| node_of(&mut c, "orders", *i) != queen_node).take(3).collect::<Vec<i32>>().into_iter();
+    let mut next_order = move || ids.next().expect("an order id on the other worker");
+    c.query("SELECT * FROM queen_pop('q', 'g', partition => 'p0', batch => 10, auto_ack => true)", &[]).unwrap();
+
+    // Killed between PREPARE and COMMIT PREPARED, with a push.
+    let order = next_order();
+    let name = db.name.clone();
+    let committer = std::thread::spawn(move || {
+        let mut t = queen_integration_tests::citus::connect_node(0, &name);
+        t.batch_execute("BEGIN").unwrap();
+        t.execute("INSERT INTO orders VALUES ($1)", &[&order]).unwrap();
+        t.query("SELECT * FROM queen_push('q', '\"pushed\"', 'p0')", &[]).unwrap();
+        t.batch_execute("SET LOCAL queen.debug_after_commit_ms = 3000; COMMIT").map_err(|e| e.to_string())
+    });
+    await_prepared(&db, queen_node);
+    queen_integration_tests::citus::kill_worker(queen_node);
+    committer.join().unwrap().expect("the coordinator committed");
+    let orders: i64 = c.query_one("SELECT count(*) FROM orders WHERE id = $1", &[&order]).unwrap().get(0);
+    assert_eq!(orders, 1, "the order, on the worker that stayed, committed");
+    queen_integration_tests::citus::restart_worker(queen_node);
+    let mut c = db.coordinator();
+    let pushed: i64 = c.query_one("SELECT count(*) FROM queen.messages WHERE payload = '\"pushed\"'", &[]).unwrap().get(0);
+    assert_eq!(pushed, 0, "still prepared on the worker that was killed");
+    let name = db.name.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut w = queen_integration_tests::citus::connect_node(0, &name);
+        let rows = w
+            .query("SELECT payload::text FROM queen_pop('q', 'g', partition => 'p0', wait_ms => 20000, auto_ack => true)", &[])
+            .unwrap();
+        (rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>(), std::time::Instant::now())
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while c.query_one("SELECT count(*) FROM queen_waiting_pops()", &[]).unwrap().get::<_, i64>(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the pop waits");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let recovered: i32 = c.query_one("SELECT recover_prepared_transactions()", &[]).unwrap().get(0);
+    let at = std::time::Instant::now();
+    assert!(recovered >= 1, "Citus committed the prepared transaction");
+    let (got, when) = waiter.join().unwrap();
+    assert_eq!(got, vec!["\"pushed\"".to_string()]);
+    let latency = when.duration_since(at);
+    eprintln!("a waiting pop got the recovered push {latency:?} after recover_prepared_transactions() returned");
+    assert!(latency < std::time::Duration::from_secs(1), "the waiting pop got it {latency:?} after the recovery");
+
+    // Killed between PREPARE and COMMIT PREPARED, with an ack.
+    c.query("SELECT * FROM queen_push('q', '\"acked\"', 'p0')", &[]).unwrap();
+    let r = c.query_one("SELECT message_id, lease_id FROM queen_pop('q', 'g', partition => 'p0')", &[]).unwrap();
+    let (message, lease): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
+    let order = next_order();
+    let name = db.name.clone();
+    let committer = std::thread::spawn(move || {
+        let mut t = queen_integration_tests::citus::connect_node(0, &name);
+        t.batch_execute("BEGIN").unwrap();
+        t.execute("INSERT INTO orders VALUES ($1)", &[&order]).unwrap();
+        let ok: bool = t.query_one("SELECT success FROM queen_ack($1, $2)", &[&message, &lease]).unwrap().get(0);
+        assert!(ok);
+        t.batch_execute("SET LOCAL queen.debug_after_commit_ms = 3000; COMMIT").map_err(|e| e.to_string())
+    });
+    await_prepared(&db, queen_node);
+    queen_integration_tests::citus::kill_worker(queen_node);
+    committer.join().unwrap().expect("the coordinator committed");
+    queen_integration_tests::citus::restart_worker(queen_node);
+    let mut c = db.coordinator();
+    let recovered: i32 = c.query_one("SELECT recover_prepared_transactions()", &[]).unwrap().get(0);
+    assert!(recovered >= 1);
+    let orders: i64 = c.query_one("SELECT count(*) FROM orders WHERE id = $1", &[&order]).unwrap().get(0);
+    assert_eq!(orders, 1);
+    let again = c
+        .query("SELECT * FROM queen_pop('q', 'g', partition => 'p0', lease_seconds => 1, batch => 10)", &[])
+        .unwrap();
+    assert!(again.is_empty(), "the ack took: nothing to deliver again");
+
+    // Killed before the commit: neither.
+    let order = next_order();
+    c.batch_execute("BEGIN").unwrap();
+    c.execute("INSERT INTO orders VALUES ($1)", &[&order]).unwrap();
+    c.query("SELECT * FROM queen_push('q', '\"lost\"', 'p0')", &[]).unwrap();
+    queen_integration_tests::citus::kill_worker(queen_node);
+    assert!(c.batch_execute("COMMIT").is_err(), "a commit without the push's worker fails");
+    queen_integration_tests::citus::restart_worker(queen_node);
+    let mut c = db.coordinator();
+    c.query_one("SELECT recover_prepared_transactions()", &[]).unwrap();
+    let r = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM orders WHERE id = $1),
+                    (SELECT count(*) FROM queen.messages WHERE payload = '\"lost\"')",
+            &[&order],
+        )
+        .unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (0, 0), "neither the order nor the push");
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
