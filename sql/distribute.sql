@@ -137,6 +137,14 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_delete_queue(integer,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    -- The views answer for the whole cluster: each shard read on its worker by the
+    -- coordinator, as the extension's owner, and added up there (src/totals.rs).
+    CREATE OR REPLACE VIEW queen.queue_stats WITH (security_barrier) AS
+        SELECT * FROM queen.queue_stats_everywhere();
+    CREATE OR REPLACE VIEW queen.group_lag WITH (security_barrier) AS
+        SELECT * FROM queen.group_lag_everywhere();
+    CREATE OR REPLACE VIEW queen.dead_letters_view WITH (security_barrier) AS
+        SELECT * FROM queen.dead_letters_everywhere();
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

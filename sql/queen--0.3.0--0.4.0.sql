@@ -201,6 +201,56 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_delete_queue_wrapper';
 
+-- queen::api::totals::queen::queue_stats_everywhere
+CREATE  FUNCTION queen."queue_stats_everywhere"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"partitions" bigint,  /* i64 */
+	"messages" bigint,  /* i64 */
+	"consumer_groups" bigint,  /* i64 */
+	"dead_letters" bigint,  /* i64 */
+	"oldest_message" timestamp with time zone,  /* Ts */
+	"newest_message" timestamp with time zone  /* Ts */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queue_stats_everywhere_wrapper';
+
+-- queen::api::totals::queen::group_lag_everywhere
+CREATE  FUNCTION queen."group_lag_everywhere"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"consumer_group" TEXT,  /* Option < String > */
+	"partition" TEXT,  /* String */
+	"pending" bigint,  /* i64 */
+	"oldest_pending" timestamp with time zone,  /* Ts */
+	"lease_id" uuid,  /* Option < Uuid > */
+	"lease_expires_at" timestamp with time zone  /* Ts */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'group_lag_everywhere_wrapper';
+
+-- queen::api::totals::queen::dead_letters_everywhere
+CREATE  FUNCTION queen."dead_letters_everywhere"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"partition" TEXT,  /* Option < String > */
+	"consumer_group" TEXT,  /* Option < String > */
+	"message_id" uuid,  /* Uuid */
+	"transaction_id" TEXT,  /* String */
+	"payload" jsonb,  /* Option < Jsonb > */
+	"error" TEXT,  /* Option < String > */
+	"attempts" INT,  /* i32 */
+	"created_at" timestamp with time zone,  /* Ts */
+	"failed_at" timestamp with time zone,  /* TimestampWithTimeZone */
+	"partition_id" uuid,  /* Uuid */
+	"trace_id" uuid  /* Option < Uuid > */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dead_letters_everywhere_wrapper';
+
 -- queen::api::pop::queen::shard_subscribe
 CREATE  FUNCTION queen."shard_subscribe"(
 	"shard" INT, /* i32 */
@@ -381,6 +431,14 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_delete_queue(integer,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    -- The views answer for the whole cluster: each shard read on its worker by the
+    -- coordinator, as the extension's owner, and added up there (src/totals.rs).
+    CREATE OR REPLACE VIEW queen.queue_stats WITH (security_barrier) AS
+        SELECT * FROM queen.queue_stats_everywhere();
+    CREATE OR REPLACE VIEW queen.group_lag WITH (security_barrier) AS
+        SELECT * FROM queen.group_lag_everywhere();
+    CREATE OR REPLACE VIEW queen.dead_letters_view WITH (security_barrier) AS
+        SELECT * FROM queen.dead_letters_everywhere();
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);

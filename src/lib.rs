@@ -30,6 +30,7 @@ mod shards;
 mod spi;
 mod state;
 mod subscription;
+mod totals;
 mod visit;
 mod wait;
 mod worker;

@@ -119,9 +119,9 @@ impl Query {
         // `sql` is a NUL-terminated string and `types` holds one oid per parameter, both live
         // for the call. A null plan is reported before it is used, and SPI_keepplan moves the
         // plan out of the connection's memory so that it outlives it (kept for the backend).
-        let options = if self.name.starts_with("delegate_") {
+        let options = if self.name.starts_with("delegate_") || self.name.starts_with("per_shard_") {
             // Citus delegates a call to a worker only when the plan has its shard key as a
-            // constant (shards.rs).
+            // constant (shards.rs), and routes a complex read of one shard (totals.rs) only so.
             pg_sys::CURSOR_OPT_CUSTOM_PLAN as i32
         } else if crate::shards::planning_for_citus() {
             // Citus gives a query it cannot route without its parameters' values a plan too

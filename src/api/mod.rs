@@ -11,4 +11,5 @@ mod pop;
 mod privilege;
 mod push;
 mod rows;
+mod totals;
 mod wait;

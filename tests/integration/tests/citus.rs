@@ -877,6 +877,65 @@ fn a_worker_killed_in_the_two_phase_commit_keeps_the_transaction_whole() {
     assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (0, 0), "neither the order nor the push");
 }
 
+/// The views answer for the whole cluster through the coordinator: a queue's partitions,
+/// messages, groups and dead letters summed over its shards, a row of group_lag for every
+/// partition on every worker, the dead letters of every shard; a role granted `read` on one queue
+/// on the coordinator sees that queue only, and its `pop` grant lets it pop on the workers.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn the_views_answer_for_every_shard_through_the_coordinator() {
+    let db = distributed("views");
+    let mut c = db.coordinator();
+    c.query_one("SELECT queen_configure('v', '{\"retryLimit\": 0}')", &[]).unwrap();
+    c.batch_execute(
+        "SELECT count(*) FROM generate_series(0, 23) g, queen_push('v', to_jsonb(g), 'p' || (g % 8)) AS x;
+         SELECT count(*) FROM queen_push('w', '1', 'other') AS x;",
+    )
+    .unwrap();
+    let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.partitions", &[]).unwrap().get(0);
+    assert!(shards > 1);
+    let got = c.query("SELECT * FROM queen_pop('v', 'g', batch => 10, partition => 'p0', auto_ack => true)", &[]).unwrap();
+    assert_eq!(got.len(), 3);
+    let r = c.query_one("SELECT message_id, lease_id FROM queen_pop('v', 'g', partition => 'p1')", &[]).unwrap();
+    let (m, l): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
+    let dl: bool = c.query_one("SELECT dead_lettered FROM queen_ack($1, $2, 'failed', 'boom', 'g')", &[&m, &l]).unwrap().get(0);
+    assert!(dl);
+    let r = c
+        .query_one("SELECT partitions, messages, consumer_groups, dead_letters FROM queen.queue_stats WHERE queue = 'v'", &[])
+        .unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2), r.get::<_, i64>(3)), (8, 24, 1, 1));
+    let r = c
+        .query_one("SELECT count(*), sum(pending)::bigint FROM queen.group_lag WHERE queue = 'v' AND consumer_group = 'g'", &[])
+        .unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (8, 20), "8 partitions; 24 less 3 consumed and 1 dead");
+    let r = c.query_one("SELECT partition, error, payload::text FROM queen.dead_letters_view", &[]).unwrap();
+    assert_eq!((r.get::<_, String>(0), r.get::<_, String>(1)), ("p1".to_string(), "boom".to_string()));
+
+    // Grants, made on the coordinator, hold on every worker.
+    c.batch_execute(
+        "DROP ROLE IF EXISTS citus_reader; CREATE ROLE citus_reader LOGIN;
+         SELECT queen_grant('v', 'citus_reader', ARRAY['read', 'pop']);",
+    )
+    .unwrap();
+    let port = queen_integration_tests::citus::base_port();
+    let mut app = postgres::Client::connect(
+        &format!("host=127.0.0.1 port={port} user=citus_reader dbname={}", db.name),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let queues: Vec<String> = app
+        .query("SELECT queue FROM queen.queue_stats UNION SELECT queue FROM queen.group_lag UNION SELECT queue FROM queen.dead_letters_view", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(queues, vec!["v".to_string()]);
+    let popped = app.query("SELECT * FROM queen_pop('v', 'app', batch => 100, auto_ack => true)", &[]).unwrap();
+    assert!(!popped.is_empty(), "pop granted on the coordinator, checked on the workers");
+    let e = app.query("SELECT * FROM queen_pop('w', 'app')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "42501", "{e:?}");
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
@@ -922,6 +981,67 @@ fn the_shard_reading_of_a_subscription_is_the_views() {
         assert_eq!(view, shard, "group {group}");
         assert_eq!(view.len(), usize::from(group != "none"), "group {group}: {view:?}");
     }
+}
+
+/// The views read shard by shard (`queen.*_everywhere()`, sql/queries/totals.sql), which the
+/// views read on Citus, answer what the views answer, on one server (shard 0): queues with
+/// groups in every mode, leases held, acks out of order, retries, dead letters, queue mode, a
+/// queue with a registry row alone; and for a role with `read` on one queue, that queue only.
+#[test]
+fn the_views_read_shard_by_shard_are_the_views() {
+    let db = queen_integration_tests::TestDb::new("citus_totals");
+    let mut c = db.connect();
+    c.batch_execute(
+        "SELECT queen_configure('a', '{\"retryLimit\": 1, \"retryDelay\": 0}');
+         SELECT queen_configure('b', '{\"retryLimit\": 1, \"retryDelay\": 0}');
+         SELECT queen_configure('empty', '{\"leaseTime\": 60}');
+         SELECT count(*) FROM generate_series(1, 20) g, queen_push('a', to_jsonb(g), 'p' || (g % 4)) AS x;
+         SELECT count(*) FROM queen_pop('a', 'all', batch => 3, partition => 'p0', auto_ack => true);
+         SELECT count(*) FROM queen_pop('a', 'new', subscription_mode => 'new', auto_ack => true);
+         SELECT count(*) FROM queen_pop('a', 'from', subscription_mode => 'from', subscription_from => now() + interval '1 hour');
+         SELECT count(*) FROM queen_pop('a', batch => 2, partition => 'p1');
+         SELECT count(*) FROM generate_series(21, 30) g, queen_push('a', to_jsonb(g), 'p' || (g % 4)) AS x;
+         SELECT count(*) FROM generate_series(1, 5) g, queen_push('b', to_jsonb(g), 'q') AS x;",
+    )
+    .unwrap();
+    // Out of order within a lease, and a failure that files a dead letter on its second try.
+    let leased = c.query("SELECT message_id, lease_id FROM queen_pop('a', 'all', batch => 4, partition => 'p2')", &[]).unwrap();
+    let (m, l): (uuid::Uuid, uuid::Uuid) = (leased[2].get(0), leased[2].get(1));
+    c.query("SELECT * FROM queen_ack($1, $2, 'completed', NULL, 'all')", &[&m, &l]).unwrap();
+    for _ in 0..2 {
+        let r = c.query_one("SELECT message_id, lease_id FROM queen_pop('b', 'g', partition => 'q')", &[]).unwrap();
+        let (m, l): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
+        c.query("SELECT * FROM queen_ack($1, $2, 'failed', 'boom', 'g')", &[&m, &l]).unwrap();
+    }
+    let rows = |c: &mut postgres::Client, sql: &str| -> Vec<String> {
+        c.query(sql, &[]).unwrap().iter().map(|r| r.get::<_, String>(0)).collect()
+    };
+    let pairs = [
+        ("queue_stats", "queue_stats_everywhere()", "queue"),
+        ("group_lag", "group_lag_everywhere()", "queue, consumer_group, partition"),
+        ("dead_letters_view", "dead_letters_everywhere()", "message_id"),
+    ];
+    let compare = |c: &mut postgres::Client, who: &str| -> usize {
+        let mut seen = 0;
+        for (view, function, order) in pairs {
+            let v = rows(c, &format!("SELECT t::text FROM queen.{view} t ORDER BY {order}"));
+            let f = rows(c, &format!("SELECT t::text FROM queen.{function} t ORDER BY {order}"));
+            assert_eq!(v, f, "{view} for {who}");
+            seen += v.len();
+        }
+        seen
+    };
+    let all = compare(&mut c, "the owner");
+    assert!(all > 12, "rows to compare: {all}");
+    let dead: i64 = c.query_one("SELECT count(*) FROM queen.dead_letters_everywhere()", &[]).unwrap().get(0);
+    assert_eq!(dead, 1);
+    let role = db.role("totals_reader");
+    c.batch_execute(&format!("SELECT queen_grant('b', '{role}', ARRAY['read'])")).unwrap();
+    let mut r = db.connect_as(&role);
+    let seen = compare(&mut r, "a reader of b");
+    let queues = rows(&mut r, "SELECT DISTINCT queue FROM queen.group_lag_everywhere() UNION SELECT queue FROM queen.queue_stats_everywhere()");
+    assert_eq!(queues, vec!["b".to_string()]);
+    assert!(seen >= 3 && seen < all, "{seen} of {all}");
 }
 
 /// The worker's side of a call (`queen.shard_…`) takes only one of queen's shard keys: on one
