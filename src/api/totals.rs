@@ -15,6 +15,7 @@ mod queen {
     /// `queen.queue_stats_everywhere()`: the rows of `queen.queue_stats`, over every shard.
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
+    #[allow(clippy::type_complexity)]
     fn queue_stats_everywhere() -> TableIterator<
         'static,
         (
@@ -35,6 +36,7 @@ mod queen {
     /// `queen.group_lag_everywhere()`: the rows of `queen.group_lag`, over every shard.
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
+    #[allow(clippy::type_complexity)]
     fn group_lag_everywhere() -> TableIterator<
         'static,
         (
