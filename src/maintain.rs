@@ -11,7 +11,7 @@ use crate::cursor::{Batch, Key};
 use crate::discovery::{next_point, Point};
 use crate::locks::{self, Kind, Mode};
 use crate::max_wait;
-use crate::spi::types::{FLOAT8, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{FLOAT8, INT4, INT4S, INT8, INT8S, TEXT, TEXTS, TSTZ, UUID, UUIDS};
 use crate::spi::{self, Query, Row, Spi};
 use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -20,17 +20,24 @@ use serde_json::{json, Value};
 
 const SQL: &str = include_str!("../sql/queries/maintain.sql");
 const MAINTAIN_QUEUES: Query = Query { file: SQL, name: "maintain_queues", args: &[] };
-const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID, INT8] };
-const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8] };
-const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8] };
-const COMPLETED_RETENTION: Query = Query { file: SQL, name: "completed_retention", args: &[UUID, TSTZ, INT8] };
-const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8] };
-const RECORD_POINT: Query = Query { file: SQL, name: "record_point", args: &[] };
+const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID, INT8, INT4] };
+const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8, INT4, TSTZ] };
+const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8, INT4, TSTZ] };
+const COMPLETED_SUBSCRIPTIONS: Query = Query { file: SQL, name: "completed_subscriptions", args: &[UUID, INT4] };
+const COMPLETED_RETENTION: Query = Query {
+    file: SQL,
+    name: "completed_retention",
+    args: &[UUID, TSTZ, INT8, INT4, TEXTS, TEXTS, INT8S, INT4S, INT8S],
+};
+const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8, INT4] };
+const RECORD_POINT: Query = Query { file: SQL, name: "record_point", args: &[FLOAT8] };
 const MAX_WAIT_POINT: Query = Query { file: SQL, name: "max_wait_point", args: &[FLOAT8] };
-const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, INT8, INT8S] };
-const FOLD_REGISTRY: Query = Query { file: SQL, name: "fold_registry", args: &[] };
-const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8, UUIDS] };
-const FORGETTABLE_QUEUES: Query = Query { file: SQL, name: "forgettable_queues", args: &[] };
+const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, INT8, INT8S, INT4] };
+const FOLD_PARTITIONS: Query = Query { file: SQL, name: "fold_partitions", args: &[INT4] };
+const FOLD_SUBSCRIPTIONS: Query = Query { file: SQL, name: "fold_subscriptions", args: &[INT4] };
+const FOLD_QUEUES: Query = Query { file: SQL, name: "fold_queues", args: &[] };
+const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8, UUIDS, INT4, TSTZ] };
+const FORGETTABLE_QUEUES: Query = Query { file: SQL, name: "forgettable_queues", args: &[INT4] };
 /// The report goes as text (serde_json writes it; the query casts it to jsonb and adds up its
 /// counts).
 const RECORD_PASS: Query = Query { file: SQL, name: "record_pass", args: &[TEXT, FLOAT8] };
@@ -101,12 +108,9 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
 
 /// One maintenance pass, unit by unit. Returns what it did, or `{"skipped": ...}` when another
 /// pass holds the database's maintenance lock (a pass that meets one midway stops there).
+/// On Citus a pass works in the shards its node holds (each node's maintenance worker runs
+/// its own, with that node's transaction ids), and the coordinator's folds the queues' registry.
 pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
-    // On Citus, maintenance is to run on each node for the shards it holds: not built yet
-    // (issue 22, docs/scale-out.md). Until then a pass there does nothing, rather than fail.
-    if let Ok(true) = unit(units, |s| crate::shards::layout(s).distributed) {
-        return json!({"skipped": "queen is distributed on Citus: maintenance of its shards is not built yet"});
-    }
     let started = std::time::Instant::now();
     let done = pass_units(units, partition_idle_seconds).and_then(|r| {
         let report = r.to_json();
@@ -173,17 +177,38 @@ impl QueueRow {
 
 fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Report, Skipped> {
     let mut r = Report::default();
-    // First, what this pass's snapshot sees: the points max wait counts from (src/max_wait.rs).
-    unit(units, |s| RECORD_POINT.run(s, &[]).first().req::<i64>("thinned"))?;
     let queues: Vec<QueueRow> = unit(units, |s| MAINTAIN_QUEUES.run(s, &[]).map(|q| QueueRow::from_row(&q)).collect())?;
-    for QueueRow { queue_id, retention, completed, max_wait, dlq, retry_limit } in queues {
-        r.queues += 1;
+    let (shards, registry) = unit(units, crate::shards::local)?;
+    // First, what this pass's snapshot sees: the points max wait counts from (src/max_wait.rs),
+    // kept as long as the longest max wait needs them.
+    let longest = queues.iter().filter_map(|q| q.max_wait).max().unwrap_or(0).max(0);
+    unit(units, |s| RECORD_POINT.run(s, &[(longest as f64).into()]).first().req::<i64>("thinned"))?;
+    r.queues = queues.len() as i64;
+    for k in shards {
+        crate::shards::within(k, || shard_units(units, &queues, partition_idle_seconds, &mut r))?;
+    }
+    if registry {
+        r.registry_rows_folded += unit(units, |s| FOLD_QUEUES.run(s, &[]).first().req::<i64>("folded"))?;
+    }
+    Ok(r)
+}
+
+/// A pass's work in one shard (`shards::current()`): each queue's count, retention, completed
+/// retention and max wait, then the registry's duplicate rows and idle partitions.
+fn shard_units(
+    units: &mut dyn Units,
+    queues: &[QueueRow],
+    partition_idle_seconds: i32,
+    r: &mut Report,
+) -> Result<(), Skipped> {
+    let shard = crate::shards::current();
+    for &QueueRow { queue_id, retention, completed, max_wait, dlq, retry_limit } in queues {
         unit(units, |s| refresh_count(s, queue_id))?;
         if let Some(secs) = retention.filter(|s| *s > 0) {
-            r.retention_deleted += retain_in_chunks(units, queue_id, secs, RETENTION, usize::MAX, false)?.unwrap_or(0);
+            r.retention_deleted += retain_in_chunks(units, queue_id, secs, Retention::All, usize::MAX)?.unwrap_or(0);
         }
         if let Some(secs) = completed.filter(|s| *s > 0) {
-            match retain_in_chunks(units, queue_id, secs, COMPLETED_RETENTION, COMPLETED_RETENTION_CHUNKS, true)? {
+            match retain_in_chunks(units, queue_id, secs, Retention::Completed, COMPLETED_RETENTION_CHUNKS)? {
                 Some(deleted) => r.completed_retention_deleted += deleted,
                 None => r.completed_retention_deferred += 1,
             }
@@ -192,26 +217,37 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
             r.max_wait_dead_lettered += max_wait_pass(units, queue_id, secs, dlq, retry_limit)?;
         }
     }
-    r.registry_rows_folded = unit(units, |s| {
-        let folded = FOLD_REGISTRY.run(s, &[]).first().req::<i64>("folded");
-        if folded > 0 {
-            crate::cache::changed(); // subscription rows merged: their sub_key may read otherwise
+    r.registry_rows_folded += unit(units, |s| {
+        let mut folded = FOLD_PARTITIONS.run(s, &[shard.into()]).first().req::<i64>("folded");
+        // On Citus a group's rows in a shard stay (the view that folds them is routed to no one
+        // shard); effective_subscriptions adds them up as it does before a fold.
+        if !crate::shards::planning_for_citus() {
+            let subs = FOLD_SUBSCRIPTIONS.run(s, &[shard.into()]).first().req::<i64>("folded");
+            if subs > 0 {
+                crate::cache::changed(); // subscription rows merged: their sub_key may read otherwise
+            }
+            folded += subs;
         }
         folded
     })?;
-    (r.partitions_removed, r.partitions_restored) = unit(units, |s| {
+    let (removed, restored) = unit(units, |s| {
         // Retired partitions are remembered while a push that saw their registry row may be
         // open: forgotten (after a day) only for queues no push holds open now (its shared
         // lock, locks.rs, taken before it reads the registry).
         let forgettable: Vec<Uuid> = FORGETTABLE_QUEUES
-            .run(s, &[])
+            .run(s, &[shard.into()])
             .map(|r| r.req::<Uuid>("queue_id"))
             .filter(|q| !locks::held_by_others(Kind::QueueWrite, locks::queue_key(*q), Mode::Exclusive))
             .collect();
-        let idle = IDLE_PARTITIONS.run(s, &[(partition_idle_seconds as f64).into(), forgettable.into()]).first();
+        let now = state::timestamp(state::now(s));
+        let args: [DatumWithOid; 4] =
+            [(partition_idle_seconds as f64).into(), forgettable.into(), shard.into(), now.into()];
+        let idle = IDLE_PARTITIONS.run(s, &args).first();
         (idle.req::<i64>("removed"), idle.req::<i64>("restored"))
     })?;
-    Ok(r)
+    r.partitions_removed += removed;
+    r.partitions_restored += restored;
+    Ok(())
 }
 
 /// The time `secs` seconds ago, by the server's clock.
@@ -222,7 +258,7 @@ fn cutoff(s: &mut Spi, secs: i32) -> TimestampWithTimeZone {
 
 fn subtract(s: &mut Spi, queue_id: Uuid, counted: i64) {
     if counted > 0 {
-        SUBTRACT_COUNTED.run(s, &[queue_id.into(), counted.into()]);
+        SUBTRACT_COUNTED.run(s, &[queue_id.into(), counted.into(), crate::shards::current().into()]);
     }
 }
 
@@ -267,42 +303,104 @@ fn refresh_count(s: &mut Spi, queue_id: Uuid) {
     if !locks::try_in(Kind::QueueWrite, locks::queue_key(queue_id), Mode::Shared) {
         return;
     }
-    let c = CountScan::from_row(&COUNT_SCAN.run(s, &[queue_id.into(), COUNT_CHUNK.into()]).first());
+    let shard = crate::shards::current();
+    let c = CountScan::from_row(&COUNT_SCAN.run(s, &[queue_id.into(), COUNT_CHUNK.into(), shard.into()]).first());
     let next = next_point(&c.point, &c.visible, &c.xip, c.last);
     if next == c.point && c.tail == 0 && c.committed == 0 {
         return;
     }
-    let args: [DatumWithOid; 5] = [
+    let args: [DatumWithOid; 7] = [
         queue_id.into(),
         next.upto.0.into(),
         next.upto.1.into(),
         next.pending.into(),
         (c.counted + c.tail + c.committed).into(),
+        shard.into(),
+        state::timestamp(state::now(s)).into(),
     ];
     COUNT_SAVE.run(s, &args);
 }
 
-/// Run a retention query (`retention` or `completed_retention`: messages older than `secs`)
-/// chunk after chunk, each a unit, until a chunk deletes nothing, at most `chunks` times; how
-/// many it deleted in all. `completed` (completed retention) runs only while no subscription of the queue
-/// is open (locks.rs Subscribe; SPEC §4: a group whose first pop has not committed counts):
-/// None when one is, and the queue is left to the next pass.
+/// Which retention a chunk runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Retention {
+    /// `retention`: every message older than the cutoff.
+    All,
+    /// `completed_retention`: those every subscribed group has finished.
+    Completed,
+}
+
+/// One chunk of a retention: the row of `retention` or `completed_retention` in this shard.
+fn retention_chunk<'a>(s: &'a mut Spi, which: Retention, queue_id: Uuid, cutoff: TimestampWithTimeZone) -> Row<'a> {
+    let shard = crate::shards::current();
+    match which {
+        Retention::All => {
+            let now = state::timestamp(state::now(s));
+            let args: [DatumWithOid; 5] =
+                [queue_id.into(), cutoff.into(), RETENTION_CHUNK.into(), shard.into(), now.into()];
+            RETENTION.run(s, &args).first()
+        }
+        Retention::Completed => {
+            // The queue's subscriptions in the shard, read first (completed_retention says why),
+            // passed as parallel arrays.
+            let (mut groups, mut modes, mut xmaxs, mut xip_of, mut xips) = (vec![], vec![], vec![], vec![], vec![]);
+            let subs: Vec<(String, String, Option<i64>, Vec<i64>)> = COMPLETED_SUBSCRIPTIONS
+                .run(s, &[queue_id.into(), shard.into()])
+                .map(|r| {
+                    (
+                        r.req("consumer_group"),
+                        r.req("mode"),
+                        r.get("start_xmax"),
+                        r.get("start_xip").unwrap_or_default(),
+                    )
+                })
+                .collect();
+            for (i, (group, mode, xmax, xip)) in subs.into_iter().enumerate() {
+                groups.push(group);
+                modes.push(mode);
+                xmaxs.push(xmax);
+                for x in xip {
+                    xip_of.push(i as i32 + 1);
+                    xips.push(x);
+                }
+            }
+            let args: [DatumWithOid; 9] = [
+                queue_id.into(),
+                cutoff.into(),
+                RETENTION_CHUNK.into(),
+                shard.into(),
+                groups.into(),
+                modes.into(),
+                xmaxs.into(),
+                xip_of.into(),
+                xips.into(),
+            ];
+            COMPLETED_RETENTION.run(s, &args).first()
+        }
+    }
+}
+
+/// Run a retention (messages older than `secs`) chunk after chunk, each a unit, until a chunk
+/// deletes nothing, at most `chunks` times; how many it deleted in all. Completed retention runs
+/// only while no subscription of the queue is open (locks.rs Subscribe; SPEC §4: a group whose
+/// first pop has not committed counts): None when one is, and the queue is left to the next pass.
 fn retain_in_chunks(
     units: &mut dyn Units,
     queue_id: Uuid,
     secs: i32,
-    query: Query,
+    which: Retention,
     chunks: usize,
-    completed: bool,
 ) -> Result<Option<i64>, Skipped> {
     let cutoff = unit(units, |s| cutoff(s, secs))?;
     let mut total = 0;
     for _ in 0..chunks {
         let deleted = unit(units, |s| {
-            if completed && !locks::try_in(Kind::Subscribe, locks::queue_key(queue_id), Mode::Exclusive) {
+            if which == Retention::Completed
+                && !locks::try_in(Kind::Subscribe, locks::queue_key(queue_id), Mode::Exclusive)
+            {
                 return None;
             }
-            let row = query.run(s, &[queue_id.into(), cutoff.into(), RETENTION_CHUNK.into()]).first();
+            let row = retention_chunk(s, which, queue_id, cutoff);
             let (deleted, counted) = (row.req::<i64>("deleted"), row.req::<i64>("counted"));
             subtract(s, queue_id, counted);
             Some(deleted)
@@ -335,10 +433,10 @@ fn max_wait_pass(
             return (None, vec![]);
         };
         let point = max_wait::Point { xmax: row.req("seen_xmax"), xip: row.req("seen_xip") };
-        let pairs: Vec<(Uuid, String)> = MAX_WAIT_CANDIDATES
-            .run(s, &[queue_id.into(), point.xmax.into(), point.xip.clone().into()])
-            .map(|r| (r.req("partition_id"), r.req("consumer_group")))
-            .collect();
+        let args: [DatumWithOid; 4] =
+            [queue_id.into(), point.xmax.into(), point.xip.clone().into(), crate::shards::current().into()];
+        let pairs: Vec<(Uuid, String)> =
+            MAX_WAIT_CANDIDATES.run(s, &args).map(|r| (r.req("partition_id"), r.req("consumer_group"))).collect();
         (Some(point), pairs)
     })?;
     let Some(point) = point else { return Ok(0) };

@@ -27,6 +27,8 @@ pub const DELEGATE_POP: Query =
     Query { file: SQL, name: "delegate_pop", args: &[INT4, TEXT, TEXT, INT4, TEXT, INT4, INT4, BOOL, TEXT, TSTZ] };
 pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &[JSONB, INT4S] };
 pub const QUEUES_REGISTERED: Query = Query { file: SQL, name: "queues_registered", args: &[UUIDS] };
+const LOCAL_SHARD_KEYS: Query = Query { file: SQL, name: "local_shard_keys", args: &[] };
+const IS_COORDINATOR: Query = Query { file: SQL, name: "is_coordinator", args: &[] };
 pub const COUNT_QUEUE_EVERYWHERE: Query = Query { file: SQL, name: "count_queue_everywhere", args: &[UUID, INT8] };
 pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
 pub const DELEGATE_RENEW: Query = Query { file: SQL, name: "delegate_renew", args: &[INT4, UUID, INT4] };
@@ -122,6 +124,17 @@ pub fn layout(s: &mut Spi) -> Layout {
     }
     LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
     l
+}
+
+/// Where a maintenance pass on this node works: the shard keys of the shards it holds, and
+/// whether it keeps the queues' registry (a reference table, folded once, by the coordinator).
+/// On one server: key 0, and the registry.
+pub fn local(s: &mut Spi) -> (Vec<i32>, bool) {
+    if !layout(s).distributed {
+        return (vec![0], true);
+    }
+    let keys = LOCAL_SHARD_KEYS.run(s, &[]).map(|r| r.req::<i32>("shard")).collect();
+    (keys, IS_COORDINATOR.run(s, &[]).first().req::<bool>("coordinator"))
 }
 
 /// The layout this backend holds, if it holds one (no SPI): None when it must be read. The

@@ -1,4 +1,7 @@
 -- Queries of queen_maintain (src/maintain.rs). Sections are prepared once per backend.
+-- The queries of a queue's rows work in one shard (the parameter named shard: 0 on one server;
+-- on Citus, each of the node's shards in turn) and take the clock as a parameter where Citus
+-- takes no volatile function (in UPDATE, DELETE and ON CONFLICT).
 
 -- name: maintain_queues
 -- Every queue, with the options maintenance applies (NULL = default = off).
@@ -11,7 +14,8 @@ SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_s
 -- The queue's count point (or the start), how many messages came after it (at most $2, read
 -- in log order through the queue-log index: the next pass counts on from the last), the last of them,
 -- how many messages pending transactions that committed since added, and what the snapshot
--- (as discovery_scan in discovery.sql reads it) says of those transactions. $1 queue id.
+-- (as discovery_scan in discovery.sql reads it) says of those transactions. $1 queue id, $3
+-- shard.
 WITH snap AS MATERIALIZED (
     SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
            pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
@@ -21,13 +25,15 @@ WITH snap AS MATERIALIZED (
       FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
 ),
 cur AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid, counted FROM queen.queue_counts WHERE queue_id = $1
+    SELECT upto_txid, upto_seq, pending_txid, counted FROM queen.queue_counts WHERE queue_id = $1 AND shard = $3
     UNION ALL
-    SELECT 0, 0, '{}'::bigint[], 0 WHERE NOT EXISTS (SELECT 1 FROM queen.queue_counts WHERE queue_id = $1)
+    SELECT 0, 0, '{}'::bigint[], 0
+     WHERE NOT EXISTS (SELECT 1 FROM queen.queue_counts WHERE queue_id = $1 AND shard = $3)
 ),
 tail AS MATERIALIZED (
     SELECT m.txid, m.seq FROM cur, snap CROSS JOIN LATERAL (
-        SELECT txid, seq FROM queen.messages WHERE queue_id = $1 AND (txid, seq) > (cur.upto_txid, cur.upto_seq)
+        SELECT txid, seq FROM queen.messages
+         WHERE queue_id = $1 AND shard = $3 AND (txid, seq) > (cur.upto_txid, cur.upto_seq)
            AND txid IS DISTINCT FROM snap.own
          ORDER BY txid, seq LIMIT $2) m
 ),
@@ -40,17 +46,18 @@ SELECT cur.upto_txid, cur.upto_seq, cur.pending_txid, cur.counted,
        (SELECT txid FROM tail ORDER BY txid DESC, seq DESC LIMIT 1) AS last_txid,
        (SELECT seq FROM tail ORDER BY txid DESC, seq DESC LIMIT 1) AS last_seq,
        (SELECT count(*) FROM queen.messages m
-         WHERE m.queue_id = $1 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS committed,
+         WHERE m.queue_id = $1 AND m.shard = $3 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))) AS committed,
        ARRAY(SELECT vis FROM pend ORDER BY ord) AS pending_visible,
        snap.xip
   FROM cur, snap;
 
 -- name: count_save
-INSERT INTO queen.queue_counts (queue_id, upto_txid, upto_seq, pending_txid, counted)
-VALUES ($1, $2, $3, $4, $5)
+-- $6 shard, $7 the clock.
+INSERT INTO queen.queue_counts (queue_id, upto_txid, upto_seq, pending_txid, counted, shard)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (queue_id, shard) DO UPDATE
    SET upto_txid = EXCLUDED.upto_txid, upto_seq = EXCLUDED.upto_seq,
-       pending_txid = EXCLUDED.pending_txid, counted = EXCLUDED.counted, updated_at = clock_timestamp();
+       pending_txid = EXCLUDED.pending_txid, counted = EXCLUDED.counted, updated_at = $7;
 
 -- name: retention
 -- Delete the queue's messages created before $2, oldest first in the queue log, at most $3 of
@@ -62,24 +69,25 @@ ON CONFLICT (queue_id, shard) DO UPDATE
 -- The rows go by their ctids (a TID scan): a join on ctid is planned, in the generic plan
 -- queen keeps, as a hash join over a sequential scan of the whole table (214 ms per chunk of
 -- 10 000 on a 392 000-message table, growing with the table; 28 ms this way, whatever its size).
+-- $4 shard, $5 the clock.
 WITH head AS MATERIALIZED (
-    SELECT ctid, partition_id, txid, seq, created_at FROM queen.messages WHERE queue_id = $1
+    SELECT ctid, partition_id, txid, seq, created_at FROM queen.messages WHERE queue_id = $1 AND shard = $4
      ORDER BY txid, seq LIMIT $3
 ), leased AS MATERIALIZED (
     SELECT c.partition_id, l.t, l.s
       FROM queen.cursors c CROSS JOIN LATERAL unnest(c.lease_txid, c.lease_seq) AS l(t, s)
      WHERE c.partition_id IN (SELECT DISTINCT partition_id FROM head WHERE created_at < $2)
-       AND c.lease_expires_at > clock_timestamp()
+       AND c.shard = $4 AND c.lease_expires_at > $5
 ), gone AS (
     DELETE FROM queen.messages m
-     WHERE m.ctid = ANY (ARRAY(
+     WHERE m.shard = $4 AND m.ctid = ANY (ARRAY(
             SELECT h.ctid FROM head h
              WHERE h.created_at < $2
                AND NOT EXISTS (SELECT 1 FROM leased l
                                 WHERE l.partition_id = h.partition_id AND l.t = h.txid AND l.s = h.seq)))
     RETURNING m.txid, m.seq
 ), c AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1 AND shard = $4
 )
 SELECT count(*) AS deleted,
        count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
@@ -99,52 +107,61 @@ SELECT count(*) AS deleted,
 -- transaction waits until the younger message in front of it is old enough): the cost is what
 -- is deleted plus a probe per partition, never the table (a join here is planned as a
 -- sequential scan of all messages).
+-- $4 shard; $5–$9 the queue's subscriptions in the shard, as completed_subscriptions read them
+-- (a statement of its own: Citus routes no statement that reads the view to one shard; the
+-- queue's Subscribe lock, held, keeps new ones out between the two): groups, modes, start
+-- points, and their running transactions as (index into the groups, 1-based; id).
 WITH subs AS MATERIALIZED (
-    SELECT consumer_group, mode, start_xmax, start_xip FROM queen.effective_subscriptions WHERE queue_id = $1
+    SELECT g.consumer_group, g.mode, g.start_xmax,
+           ARRAY(SELECT x.v FROM unnest($8::int[], $9::bigint[]) AS x(i, v) WHERE x.i = g.i) AS start_xip
+      FROM unnest($5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS g(consumer_group, mode, start_xmax, i)
 ), parts AS MATERIALIZED (
-    SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1
+    SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $4
 ), bound AS MATERIALIZED (
     -- Per partition: the lowest frontier among the groups, and every transaction some group
     -- has yet to finish below it: its cursor's pending ones, or, for a 'new' group that never
     -- popped the partition, the ones its subscription saw running.
     SELECT p.partition_id, f.t, f.s,
            ARRAY(SELECT unnest(c.pending_txid) FROM queen.cursors c JOIN subs USING (consumer_group)
-                  WHERE c.partition_id = p.partition_id
+                  WHERE c.partition_id = p.partition_id AND c.shard = $4
                  UNION ALL
                  SELECT unnest(subs.start_xip) FROM subs
                   WHERE subs.mode = 'new'
                     AND NOT EXISTS (SELECT 1 FROM queen.cursors c
-                                     WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group)
+                                     WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group
+                                       AND c.shard = $4)
            ) AS pend
       FROM parts p
       CROSS JOIN LATERAL (
             SELECT t, s FROM (
                 SELECT c.done_txid AS t, c.done_seq AS s FROM subs
                   JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group
+                                      AND c.shard = $4
                 UNION ALL
                 SELECT CASE WHEN subs.mode = 'new' THEN subs.start_xmax ELSE 0 END, 0 FROM subs
                  WHERE NOT EXISTS (SELECT 1 FROM queen.cursors c
-                                    WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group)
+                                    WHERE c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group
+                                      AND c.shard = $4)
             ) u ORDER BY t, s LIMIT 1) f
 ), lim AS MATERIALIZED (
     SELECT b.partition_id, b.pend, COALESCE(y.t, b.t) AS t, COALESCE(y.s, b.s) AS s
       FROM bound b LEFT JOIN LATERAL (
             SELECT m.txid AS t, m.seq AS s FROM queen.messages m
-             WHERE m.partition_id = b.partition_id AND (m.txid, m.seq) <= (b.t, b.s)
+             WHERE m.partition_id = b.partition_id AND m.shard = $4 AND (m.txid, m.seq) <= (b.t, b.s)
                AND m.created_at >= $2
              ORDER BY m.txid, m.seq LIMIT 1) y ON true
 ), doomed AS MATERIALIZED (
     SELECT x.ctid FROM lim CROSS JOIN LATERAL (
         SELECT m.ctid FROM queen.messages m
-         WHERE m.partition_id = lim.partition_id AND (m.txid, m.seq) <= (lim.t, lim.s)
+         WHERE m.partition_id = lim.partition_id AND m.shard = $4 AND (m.txid, m.seq) <= (lim.t, lim.s)
            AND m.created_at < $2 AND NOT m.txid = ANY (lim.pend)
          ORDER BY m.txid, m.seq LIMIT $3) x
      LIMIT $3
 ), gone AS (
-    DELETE FROM queen.messages m WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM doomed))
+    DELETE FROM queen.messages m WHERE m.shard = $4 AND m.ctid = ANY (ARRAY(SELECT ctid FROM doomed))
     RETURNING m.txid, m.seq
 ), c AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1 AND shard = $4
 )
 SELECT count(*) AS deleted,
        count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
@@ -152,14 +169,21 @@ SELECT count(*) AS deleted,
          AS counted
   FROM gone;
 
+-- name: completed_subscriptions
+-- The subscriptions of queue $1 in shard $2 that completed retention waits for (as
+-- queen.effective_subscriptions says them).
+SELECT consumer_group, mode, start_xmax, start_xip FROM queen.effective_subscriptions
+ WHERE queue_id = $1 AND shard = $2;
+
 -- name: subtract_counted
-UPDATE queen.queue_counts SET counted = greatest(counted - $2, 0) WHERE queue_id = $1;
+-- $3 shard.
+UPDATE queen.queue_counts SET counted = greatest(counted - $2, 0) WHERE queue_id = $1 AND shard = $3;
 
 -- name: record_point
 -- The pass's visibility point (src/max_wait.rs): its snapshot in stored ids — the caller's
 -- own transaction counted as running (queen_maintain() inside a transaction that pushed) —
--- taken before the clock is read. Then the points no queue can need go: those older than a
--- point older than the longest max wait (the newest such serves every queue), and those with
+-- taken before the clock is read. Then the points no queue can need go: those older than
+-- a point older than the longest max wait ($1 seconds; the newest such serves every queue), and those with
 -- a newer point in the same bucket, buckets being 2^k seconds wide for the largest 2^k under
 -- a thirty-second of their age (1 s at least): about 32 points per doubling of age.
 WITH snap AS MATERIALIZED (
@@ -173,8 +197,7 @@ WITH snap AS MATERIALIZED (
         ON CONFLICT (taken_at) DO NOTHING
 ), enough AS MATERIALIZED (
     SELECT max(v.taken_at) AS taken_at FROM queen.visibility_points v
-     WHERE v.taken_at <= clock_timestamp() - make_interval(secs => (
-               SELECT coalesce(max(max_wait_time_seconds), 0) FROM queen.queues))
+     WHERE v.taken_at <= clock_timestamp() - make_interval(secs => $1)
 ), gone AS (
     DELETE FROM queen.visibility_points v
      WHERE v.taken_at < (SELECT taken_at FROM enough)
@@ -198,58 +221,72 @@ SELECT taken_at, seen_xmax, seen_xip FROM queen.visibility_points
 -- (partition, group) pairs of queue $1 that hold no active lease and have an unfinished
 -- message that the visibility point ($2 xmax, $3 xip) saw: a pending one, or one past the
 -- frontier (read in log order from the frontier up to the point's xmax: it stops at the
--- first). For groups that never popped a partition, from its start.
+-- first). For groups that never popped a partition, from its start. $4 shard.
 SELECT p.partition_id, subs.consumer_group
   FROM (SELECT DISTINCT ON (consumer_group) consumer_group FROM queen.subscriptions
-         WHERE queue_id = $1 ORDER BY consumer_group, created_at) subs
- CROSS JOIN (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1) p
-  LEFT JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group
+         WHERE queue_id = $1 AND shard = $4 ORDER BY consumer_group, created_at) subs
+ CROSS JOIN (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $4) p
+  LEFT JOIN queen.cursors c
+         ON c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group AND c.shard = $4
  WHERE NOT coalesce(c.lease_expires_at > clock_timestamp(), false)
    AND (EXISTS (SELECT 1 FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
-                  JOIN queen.messages m ON m.partition_id = p.partition_id AND m.txid = x.t AND m.seq > x.s
+                  JOIN queen.messages m
+                    ON m.partition_id = p.partition_id AND m.shard = $4 AND m.txid = x.t AND m.seq > x.s
                  WHERE m.txid < $2 AND NOT m.txid = ANY ($3))
         OR EXISTS (SELECT 1 FROM queen.messages m
-                    WHERE m.partition_id = p.partition_id
+                    WHERE m.partition_id = p.partition_id AND m.shard = $4
                       AND (m.txid, m.seq) > (coalesce(c.done_txid, 0), coalesce(c.done_seq, 0))
                       AND m.txid < $2 AND NOT m.txid = ANY ($3)));
 
--- name: fold_registry
--- Duplicate registry rows (two transactions created the same queue, partition or
--- subscription at once; schema.sql, rule 1): keep the oldest; for queues, the configured one;
--- for subscriptions, the one that heads them (the latest seek's, or the oldest) with what they
--- all add up to. (Heads before: a seek's row before a first pop's; among seeks' rows the later
--- first, among first pops' the older; then by ctid.)
+-- name: fold_partitions
+-- Duplicate registry rows (two transactions created the same partition or subscription at
+-- once; schema.sql, rule 1) in shard $1: keep the oldest partition row. (The three folds are
+-- statements of their own: on Citus the queues' registry is a reference table, which the
+-- coordinator folds, and a subscription's fold reads a view Citus routes to no one shard.)
 WITH p AS (
-    DELETE FROM queen.partitions x WHERE EXISTS (
-        SELECT 1 FROM queen.partitions o WHERE o.partition_id = x.partition_id
+    DELETE FROM queen.partitions x WHERE x.shard = $1 AND EXISTS (
+        SELECT 1 FROM queen.partitions o WHERE o.partition_id = x.partition_id AND o.shard = $1
            AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
     RETURNING 1
-), merged AS (
-    -- A group's subscriptions (first pops at once, a seek beside first pops that began before
-    -- it) become one: the row that heads them in effective_subscriptions (the latest seek's, or
-    -- the oldest) takes what they add up to, so folding changes no group's point (nor its
-    -- sub_key, which names the head row's time).
+)
+SELECT count(*) AS folded FROM p;
+
+-- name: fold_subscriptions
+-- A group's subscriptions in shard $1 (first pops at once, a seek beside first pops that began
+-- before it) become one: the row that heads them in effective_subscriptions (the latest seek's,
+-- or the oldest) takes what they add up to, so folding changes no group's point (nor its
+-- sub_key, which names the head row's time); the others go. (Heads before: a seek's row before a
+-- first pop's; among seeks' rows the later first, among first pops' the older; then by ctid.)
+-- On one server only (src/maintain.rs): on Citus the rows stay, and the view adds them up.
+WITH merged AS (
     UPDATE queen.subscriptions x
        SET start_xmax = e.start_xmax, start_xip = e.start_xip, from_ts = e.from_ts
       FROM queen.effective_subscriptions e
-     WHERE e.queue_id = x.queue_id AND e.consumer_group = x.consumer_group
+     WHERE e.queue_id = x.queue_id AND e.consumer_group = x.consumer_group AND e.shard = $1 AND x.shard = $1
        AND NOT EXISTS (SELECT 1 FROM queen.subscriptions o
-                        WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group
+                        WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.shard = $1
                           AND (o.seek AND NOT x.seek
                                OR o.seek AND x.seek AND (o.created_at > x.created_at
                                                          OR o.created_at = x.created_at AND o.ctid < x.ctid)
                                OR NOT o.seek AND NOT x.seek AND (o.created_at, o.ctid) < (x.created_at, x.ctid)))
        AND EXISTS (SELECT 1 FROM queen.subscriptions o
-                    WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.ctid <> x.ctid)
+                    WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.shard = $1
+                      AND o.ctid <> x.ctid)
 ), s AS (
-    DELETE FROM queen.subscriptions x WHERE EXISTS (
-        SELECT 1 FROM queen.subscriptions o WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group
+    DELETE FROM queen.subscriptions x WHERE x.shard = $1 AND EXISTS (
+        SELECT 1 FROM queen.subscriptions o
+         WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.shard = $1
            AND (o.seek AND NOT x.seek
                                OR o.seek AND x.seek AND (o.created_at > x.created_at
                                                          OR o.created_at = x.created_at AND o.ctid < x.ctid)
                                OR NOT o.seek AND NOT x.seek AND (o.created_at, o.ctid) < (x.created_at, x.ctid)))
     RETURNING 1
-), q AS (
+)
+SELECT count(*) AS folded FROM s;
+
+-- name: fold_queues
+-- Duplicate registry rows of a queue: keep the configured one, else the oldest.
+WITH q AS (
     DELETE FROM queen.queues x WHERE EXISTS (
         SELECT 1 FROM queen.queues o WHERE o.queue_id = x.queue_id
            AND (o.options_updated_at IS NOT NULL AND x.options_updated_at IS NULL
@@ -257,7 +294,7 @@ WITH p AS (
                     AND (o.created_at, o.ctid) < (x.created_at, x.ctid))))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s) + (SELECT count(*) FROM q) AS folded;
+SELECT count(*) AS folded FROM q;
 
 -- name: idle_partitions
 -- Remove partitions that hold no message, whose registry row and cursors have not changed for
@@ -265,45 +302,48 @@ SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM s) + (SELECT count(*) FR
 -- earlier that have messages again are registered again (a push that saw the row just before
 -- it went), and retired entries older than a day are forgotten — of the queues $2 only, those
 -- no push had open when the pass looked (src/maintain.rs): a push that saw the row before it
--- went has committed by then, and this statement's snapshot sees its message.
+-- went has committed by then, and this statement's snapshot sees its message. $3 shard, $4 the
+-- clock.
 WITH idle AS MATERIALIZED (
     SELECT DISTINCT ON (p.partition_id) p.partition_id, p.queue_id, p.name FROM queen.partitions p
-     WHERE p.created_at < clock_timestamp() - make_interval(secs => $1)
-       AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.partition_id)
-       AND NOT EXISTS (SELECT 1 FROM queen.cursors c WHERE c.partition_id = p.partition_id
-                          AND (c.updated_at > clock_timestamp() - make_interval(secs => $1)
-                               OR c.lease_expires_at > clock_timestamp()))
+     WHERE p.shard = $3 AND p.created_at < $4 - make_interval(secs => $1)
+       AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.partition_id AND m.shard = $3)
+       AND NOT EXISTS (SELECT 1 FROM queen.cursors c WHERE c.partition_id = p.partition_id AND c.shard = $3
+                          AND (c.updated_at > $4 - make_interval(secs => $1)
+                               OR c.lease_expires_at > $4))
 ), retired AS (
-    INSERT INTO queen.retired_partitions (partition_id, queue_id, name)
-    SELECT partition_id, queue_id, name FROM idle
-), d1 AS (DELETE FROM queen.partitions WHERE partition_id IN (SELECT partition_id FROM idle)
+    INSERT INTO queen.retired_partitions (partition_id, queue_id, name, shard)
+    SELECT partition_id, queue_id, name, $3 FROM idle
+), d1 AS (DELETE FROM queen.partitions WHERE shard = $3 AND partition_id IN (SELECT partition_id FROM idle)
 ), seen AS MATERIALIZED (
     -- The cursor rows as this snapshot judged them idle. A pop may hold one now and move it
     -- after this snapshot (delivering a message that committed after it): the delete waits for
     -- that pop, then finds a newer version, which it leaves (xmin differs). Deleting it would
     -- put the group back at the partition's start and deliver that message again.
     SELECT c.partition_id, c.consumer_group, c.xmin AS version FROM queen.cursors c
-     WHERE c.partition_id IN (SELECT partition_id FROM idle)
+     WHERE c.shard = $3 AND c.partition_id IN (SELECT partition_id FROM idle)
 ), d2 AS (DELETE FROM queen.cursors c USING seen
-           WHERE c.partition_id = seen.partition_id AND c.consumer_group = seen.consumer_group
+           WHERE c.shard = $3 AND c.partition_id = seen.partition_id AND c.consumer_group = seen.consumer_group
              AND c.xmin = seen.version
-), d3 AS (DELETE FROM queen.ready WHERE partition_id IN (SELECT partition_id FROM idle)
+), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND partition_id IN (SELECT partition_id FROM idle)
 ), back AS (
-    INSERT INTO queen.partitions (partition_id, queue_id, name)
-    SELECT DISTINCT r.partition_id, r.queue_id, r.name FROM queen.retired_partitions r
-     WHERE EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.partition_id)
-       AND NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = r.partition_id)
+    INSERT INTO queen.partitions (partition_id, queue_id, name, shard)
+    SELECT DISTINCT r.partition_id, r.queue_id, r.name, $3 FROM queen.retired_partitions r
+     WHERE r.shard = $3
+       AND EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.partition_id AND m.shard = $3)
+       AND NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = r.partition_id AND p.shard = $3)
     RETURNING partition_id
 ), forget AS (
     DELETE FROM queen.retired_partitions
-     WHERE retired_at < clock_timestamp() - interval '1 day' AND queue_id = ANY ($2)
-        OR partition_id IN (SELECT partition_id FROM back)
+     WHERE shard = $3 AND (retired_at < $4 - interval '1 day' AND queue_id = ANY ($2)
+                           OR partition_id IN (SELECT partition_id FROM back))
 )
 SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS restored;
 
 -- name: forgettable_queues
--- Queues with retired partitions older than a day (idle_partitions forgets them).
-SELECT DISTINCT queue_id FROM queen.retired_partitions WHERE retired_at < clock_timestamp() - interval '1 day';
+-- Queues with retired partitions older than a day in shard $1 (idle_partitions forgets them).
+SELECT DISTINCT queue_id FROM queen.retired_partitions
+ WHERE shard = $1 AND retired_at < clock_timestamp() - interval '1 day';
 
 -- name: ago
 SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;

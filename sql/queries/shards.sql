@@ -83,3 +83,17 @@ SELECT * FROM queen.shard_delete_group($1, $2, $3);
 -- name: delegate_delete_queue
 -- Queue $2's rows of shard $1 deleted (queen.shard_delete_queue): whether there were any.
 SELECT * FROM queen.shard_delete_queue($1, $2);
+
+-- name: local_shard_keys
+-- The shard keys whose shards this node holds (Citus's placements; the coordinator's group is
+-- 0): the shards a maintenance pass on this node works in (src/maintain.rs). Prepared only
+-- where queen is distributed.
+SELECT k.shard FROM queen.shard_keys k
+ WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl
+                WHERE pl.shardid = pg_catalog.get_shard_id_for_distribution_column('queen.messages', k.shard)
+                  AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group))
+ ORDER BY k.idx;
+
+-- name: is_coordinator
+-- Whether this node is the Citus coordinator (group 0), which folds the queues' registry.
+SELECT groupid = 0 AS coordinator FROM pg_catalog.pg_dist_local_group;
