@@ -88,6 +88,16 @@ CREATE TABLE queen.shard_keys (
 );
 INSERT INTO queen.shard_keys VALUES (0, 0);
 
+-- On Citus, the shards of queen's tables whose rows this node's mapping covers (src/cluster.rs):
+-- a shard that reaches the node (queen_distribute() moving a server's rows out, a shard move,
+-- the rebalancer) brings ids of another node's counter, and the node settles its mapping above
+-- them before any call uses it. Node-local, like queen.cluster; empty on one server.
+CREATE TABLE queen.settled_shards (
+    shardid    bigint      PRIMARY KEY,
+    settled_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+
 -- The worker's side of a push on Citus (src/api/push.rs, src/route.rs).
 -- queen::api::push::queen::shard_push_one
 CREATE  FUNCTION queen."shard_push_one"(
@@ -401,6 +411,11 @@ BEGIN
     ALTER TABLE queen.dead_letters DROP CONSTRAINT dead_letters_pkey,
         ADD PRIMARY KEY (partition_id, consumer_group, txid, seq, shard);
 
+    -- The rebalancer moves a shard by logical replication, which needs every table to say how
+    -- its rows are told apart: those without a primary key name the whole row.
+    FOREACH t IN ARRAY ARRAY['partitions', 'subscriptions', 'ready', 'discovery', 'retired_partitions'] LOOP
+        EXECUTE format('ALTER TABLE queen.%I REPLICA IDENTITY FULL', t);
+    END LOOP;
     PERFORM set_config('citus.shard_replication_factor', '1', true);
     PERFORM create_distributed_table('queen.messages', 'shard', shard_count => n, colocate_with => 'none');
     FOREACH t IN ARRAY per_shard[2:] LOOP

@@ -311,6 +311,15 @@ CREATE TABLE queen.shard_keys (
 );
 INSERT INTO queen.shard_keys VALUES (0, 0);
 
+-- On Citus, the shards of queen's tables whose rows this node's mapping covers (src/cluster.rs):
+-- a shard that reaches the node (queen_distribute() moving a server's rows out, a shard move,
+-- the rebalancer) brings ids of another node's counter, and the node settles its mapping above
+-- them before any call uses it. Node-local, like queen.cluster; empty on one server.
+CREATE TABLE queen.settled_shards (
+    shardid    bigint      PRIMARY KEY,
+    settled_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- Visibility points (src/max_wait.rs): what a maintenance pass's snapshot saw, in stored ids
 -- (transactions below seen_xmax and not in seen_xip had ended), and when. A message has waited
 -- maxWaitTimeSeconds once the newest point older than that saw it. Thinned by every pass;

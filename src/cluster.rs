@@ -40,7 +40,7 @@
 //! added to a snapshot's xmin, xmax and running transactions.
 
 use crate::error::QueenError;
-use crate::spi::types::INT8;
+use crate::spi::types::{INT4, INT8};
 use crate::spi::{Query, Spi};
 use pgrx::pg_sys;
 use std::cell::Cell;
@@ -49,7 +49,10 @@ const SQL: &str = include_str!("../sql/queries/cluster.sql");
 const CLUSTER_STATE: Query = Query { file: SQL, name: "cluster_state", args: &[] };
 const CLUSTER_UNVERIFY: Query = Query { file: SQL, name: "cluster_unverify", args: &[] };
 const CLUSTER_LOCK: Query = Query { file: SQL, name: "cluster_lock", args: &[] };
-const CLUSTER_REBASE: Query = Query { file: SQL, name: "cluster_rebase", args: &[INT8] };
+const CLUSTER_HI: Query = Query { file: SQL, name: "cluster_hi", args: &[INT4] };
+const CLUSTER_REBASE: Query = Query { file: SQL, name: "cluster_rebase", args: &[INT8, INT8] };
+const CITUS_SHARDS_ARRIVED: Query = Query { file: SQL, name: "citus_shards_arrived", args: &[] };
+const CITUS_SETTLE_SHARDS: Query = Query { file: SQL, name: "citus_settle_shards", args: &[] };
 
 /// A mapping as read: for which `queen` schema, its offset, and the cache generation it was
 /// read under (None: unknown — not preloaded, or a change was in flight).
@@ -69,6 +72,17 @@ thread_local! {
     static ARRIVED: Cell<bool> = const { Cell::new(false) };
     /// How deep this backend is in queen's own SQL, whose inserts are no restore.
     static INSIDE: Cell<u32> = const { Cell::new(0) };
+    /// On Citus, the placements of queen's shards changed since this backend last read the
+    /// mapping (shards.rs: a relation-cache invalidation of queen.messages): a shard may have
+    /// reached this node.
+    static PLACEMENTS_CHANGED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The placements of queen's shards may have changed (shards.rs): the next call reads the
+/// mapping again, and settles it first if a shard reached this node.
+pub fn placements_changed() {
+    PLACEMENTS_CHANGED.set(true);
+    LOADED.set(None);
 }
 
 pub fn schema_oid() -> pg_sys::Oid {
@@ -102,18 +116,23 @@ struct State {
     rows: i64,
     verified: bool,
     offset: i64,
+    /// On Citus: this node holds a shard the mapping does not cover yet.
+    arrived: bool,
 }
 
 impl State {
-    /// One verified row: nothing to decide.
+    /// One verified row, covering every shard the node holds: nothing to decide.
     fn settled(&self) -> bool {
-        self.rows == 1 && self.verified
+        self.rows == 1 && self.verified && !self.arrived
     }
 }
 
 fn read(s: &mut Spi) -> State {
     let row = CLUSTER_STATE.run_latest(s, &[]).first();
-    State { rows: row.req("rows"), verified: row.req("verified"), offset: row.req("xid_offset") }
+    let (rows, verified, offset) = (row.req("rows"), row.req("verified"), row.req("xid_offset"));
+    let arrived =
+        crate::shards::layout(s).distributed && CITUS_SHARDS_ARRIVED.run_latest(s, &[]).first().req::<bool>("arrived");
+    State { rows, verified, offset, arrived }
 }
 
 /// Make sure this transaction uses the committed mapping of this database's stored ids
@@ -122,8 +141,18 @@ fn read(s: &mut Spi) -> State {
 /// and nothing changed, it costs two atomic reads.
 pub fn ensure(s: &mut Spi) {
     let schema = schema_oid();
+    let placements_changed = PLACEMENTS_CHANGED.replace(false);
     if let Some(used) = USED.get().filter(|u| u.schema == schema) {
         let now = crate::cache::generation_now();
+        if placements_changed {
+            // A shard may have reached this node since this transaction took its mapping:
+            // settled now if so, and then this transaction's ids are of the old mapping.
+            let state = read(s);
+            if !state.settled() {
+                rebase_elsewhere();
+                QueenError::Rebased.report("queen");
+            }
+        }
         if now.is_some() && now == used.generation || !crate::cache::shared() {
             // (Without shared memory the pre-commit check is the only one.)
             return;
@@ -201,7 +230,15 @@ pub fn rebase_now(s: &mut Spi) -> i64 {
     if state.settled() {
         return state.offset;
     }
-    let offset = inside(|| CLUSTER_REBASE.run(s, &[system_identifier().into()]).first().req::<i64>("xid_offset"));
+    // The highest stored id: in the one shard of one server, or in every shard this node
+    // holds on Citus (each read in its shard), which the mapping then covers.
+    let (shards, _) = crate::shards::local(s);
+    let hi = shards.iter().map(|k| CLUSTER_HI.run(s, &[(*k).into()]).first().req::<i64>("h")).max().unwrap_or(0);
+    let args: [pgrx::datum::DatumWithOid; 2] = [system_identifier().into(), hi.into()];
+    let offset = inside(|| CLUSTER_REBASE.run(s, &args).first().req::<i64>("xid_offset"));
+    if state.arrived || crate::shards::layout(s).distributed {
+        inside(|| CITUS_SETTLE_SHARDS.run(s, &[]));
+    }
     crate::cache::changed();
     offset
 }

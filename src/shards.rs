@@ -121,6 +121,9 @@ pub fn layout(s: &mut Spi) -> Layout {
     if l.distributed {
         // Plans prepared for one server force generic plans, which Citus cannot route.
         crate::spi::forget_plans();
+        // Read again after an invalidation, which Citus sends when placements change: a
+        // shard may have reached this node, and its ids are to be covered before use.
+        crate::cluster::placements_changed();
     }
     LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
     l

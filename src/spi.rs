@@ -68,16 +68,17 @@ pub fn without_one_server_lines(text: &str) -> String {
 
 /// Run `f` connected to SPI; the connection ends when `f` returns (or raises). Before the
 /// first query, the transaction takes the committed mapping of the database's stored
-/// transaction ids (cluster.rs: settled first after a restore), or checks that the one it
-/// took still is.
+/// transaction ids (cluster.rs: settled first after a restore, or on Citus after a shard
+/// reached this node), or checks that the one it took still is.
 pub fn connect<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
     connect_raw(|s| {
-        crate::cluster::ensure(s);
         // Whether queen is distributed, before any of its plans is made (shards.rs): plans for
-        // Citus are made otherwise.
+        // Citus are made otherwise; and, read again after Citus moved shards, before the
+        // mapping is checked (a shard that reached this node is settled first: cluster.rs).
         if crate::shards::known().is_none() {
             crate::shards::layout(s);
         }
+        crate::cluster::ensure(s);
         f(s)
     })
 }

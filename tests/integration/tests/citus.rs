@@ -1021,6 +1021,154 @@ fn maintenance_runs_on_each_node_for_its_shards() {
     assert_eq!(passes, 2, "each node keeps its own totals");
 }
 
+/// Shard moves lose and duplicate nothing: while a producer pushes (each message with a
+/// transaction id, pushed again after an error) and a consumer pops with `auto_ack` through the
+/// coordinator, two shards move from the worker whose transaction counter is far ahead to the
+/// other (one by logical replication, as the rebalancer moves them, one blocking writes). Every
+/// message pushed is delivered once, in push order within its partition; the node that
+/// received the shards settled its mapping above their ids (its new pushes sort after the
+/// moved messages).
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn shard_moves_under_load_lose_and_duplicate_nothing() {
+    let db = distributed("moves");
+    let mut c = db.coordinator();
+    for p in 0..8 {
+        c.query("SELECT * FROM queen_push('q', '-1', 'p' || $1::int)", &[&p]).unwrap();
+    }
+    // Worker 1's counter far ahead of worker 2's.
+    let mut w1 = db.worker(1);
+    for _ in 0..3000 {
+        w1.simple_query("SELECT txid_current()").unwrap();
+    }
+    let base = queen_integration_tests::citus::base_port();
+    let from = i32::from(base) + 1;
+    let to = i32::from(base) + 2;
+    let moving: Vec<i64> = c
+        .query(
+            "SELECT pl.shardid FROM queen.shard_keys k
+               JOIN pg_dist_shard_placement pl ON pl.shardid = get_shard_id_for_distribution_column('queen.messages', k.shard)
+              WHERE pl.nodeport = $1 ORDER BY k.idx",
+            &[&from],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!moving.is_empty(), "worker 1 holds shards");
+
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let moved = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let name = db.name.clone();
+    let moves_done = moved.clone();
+    let producer = std::thread::spawn(move || {
+        let mut c = queen_integration_tests::citus::connect_node(0, &name);
+        let mut pushed: BTreeMap<i32, i32> = BTreeMap::new();
+        let mut retries = 0;
+        // Until the moves are over, then as many again on the nodes the shards reached.
+        let mut after = None;
+        for i in 0.. {
+            if after.is_none() && moves_done.load(std::sync::atomic::Ordering::SeqCst) {
+                after = Some(i + 80);
+            }
+            if after == Some(i) {
+                break;
+            }
+            let p = i % 8;
+            let n = i / 8;
+            loop {
+                let r = c.query(
+                    "SELECT * FROM queen_push('q', to_jsonb($2::int), 'p' || $1::int, transaction_id => 'm-' || $1::int || '-' || $2::int)",
+                    &[&p, &n],
+                );
+                match r {
+                    Ok(_) => break,
+                    Err(e) => {
+                        if retries == 0 {
+                            eprintln!("a push during a move: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()));
+                        }
+                        retries += 1;
+                        assert!(retries < 200, "pushes keep failing");
+                        if c.is_closed() {
+                            c = queen_integration_tests::citus::connect_node(0, &name);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
+            }
+            pushed.insert(p, n);
+        }
+        (pushed, retries)
+    });
+    let name = db.name.clone();
+    let flag = done.clone();
+    let consumer = std::thread::spawn(move || {
+        let mut c = queen_integration_tests::citus::connect_node(0, &name);
+        let mut got: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        let mut errors = 0;
+        let mut idle_after_done = 0;
+        loop {
+            match c.query("SELECT partition, payload::text::bigint FROM queen_pop('q', 'g', batch => 10, auto_ack => true)", &[]) {
+                Ok(rows) => {
+                    for r in &rows {
+                        got.entry(r.get(0)).or_default().push(r.get(1));
+                    }
+                    if rows.is_empty() && flag.load(std::sync::atomic::Ordering::SeqCst) {
+                        idle_after_done += 1;
+                        if idle_after_done > 3 * 8 {
+                            return (got, errors);
+                        }
+                    }
+                }
+                Err(e) => {
+                    if errors == 0 {
+                        eprintln!("a pop during a move: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()));
+                    }
+                    errors += 1;
+                    assert!(errors < 200, "pops keep failing");
+                    if c.is_closed() {
+                        c = queen_integration_tests::citus::connect_node(0, &name);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    });
+    for (i, shard) in moving.iter().take(2).enumerate() {
+        let mode = if i == 0 { "force_logical" } else { "block_writes" };
+        c.query_one(
+            "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3, shard_transfer_mode => $4::text::citus.shard_transfer_mode)",
+            &[shard, &from, &to, &mode],
+        )
+        .unwrap_or_else(|e| panic!("moving shard {shard} ({mode}): {e:?}"));
+    }
+    moved.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (pushed, push_retries) = producer.join().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (got, pop_errors) = consumer.join().unwrap();
+    let total: i32 = pushed.values().map(|n| n + 1).sum();
+    eprintln!(
+        "moved {:?} under {total} pushes; push retries {push_retries}, pop errors {pop_errors}",
+        &moving[..moving.len().min(2)]
+    );
+    for p in 0..8 {
+        let want: Vec<i64> = std::iter::once(-1).chain(0..=i64::from(pushed[&p])).collect();
+        assert_eq!(got.get(&format!("p{p}")), Some(&want), "partition p{p}: each once, in push order");
+    }
+    // The receiving node covers the moved shards, its offset above their ids.
+    let mut w2 = db.worker(2);
+    let settled: Vec<i64> = w2.query("SELECT shardid FROM queen.settled_shards", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    for shard in moving.iter().take(2) {
+        assert!(settled.contains(shard), "shard {shard} settled on worker 2: {settled:?}");
+    }
+    let (offset, next): (i64, i64) = {
+        let r = w2.query_one("SELECT xid_offset, txid_current() + xid_offset FROM queen.cluster", &[]).unwrap();
+        (r.get(0), r.get(1))
+    };
+    let top: i64 = c.query_one("SELECT max(txid) FROM queen.messages", &[]).unwrap().get(0);
+    assert!(offset > 0 && next > top, "worker 2's stored ids ({next}, offset {offset}) pass every moved one ({top})");
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
