@@ -411,9 +411,10 @@ BEGIN
     ALTER TABLE queen.dead_letters DROP CONSTRAINT dead_letters_pkey,
         ADD PRIMARY KEY (partition_id, consumer_group, txid, seq, shard);
 
-    -- The rebalancer moves a shard by logical replication, which needs every table to say how
-    -- its rows are told apart: those without a primary key name the whole row.
-    FOREACH t IN ARRAY ARRAY['partitions', 'subscriptions', 'ready', 'discovery', 'retired_partitions'] LOOP
+    -- The rebalancer moves a shard (and copies the reference tables to a new node) by logical
+    -- replication, which needs every table to say how its rows are told apart: those without
+    -- a primary key name the whole row.
+    FOREACH t IN ARRAY ARRAY['partitions', 'subscriptions', 'ready', 'discovery', 'retired_partitions', 'queues'] LOOP
         EXECUTE format('ALTER TABLE queen.%I REPLICA IDENTITY FULL', t);
     END LOOP;
     PERFORM set_config('citus.shard_replication_factor', '1', true);

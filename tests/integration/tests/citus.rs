@@ -1169,6 +1169,68 @@ fn shard_moves_under_load_lose_and_duplicate_nothing() {
     assert!(offset > 0 && next > top, "worker 2's stored ids ({next}, offset {offset}) pass every moved one ({top})");
 }
 
+/// A worker added later and `citus_rebalance_start()` keep everything working: with messages
+/// waiting and the old workers' counters far ahead of the new node's, the rebalancer moves
+/// shards to the new worker (by logical replication: every table has a replica identity); the
+/// new node settles its mapping above their ids, and every message, old and pushed after, is
+/// delivered once.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_worker_added_and_the_rebalancer_keep_everything_working() {
+    let db = distributed("rebalance");
+    let mut c = db.coordinator();
+    c.batch_execute("SELECT count(*) FROM generate_series(0, 63) g, queen_push('q', to_jsonb(g), 'p' || (g % 16)) AS x")
+        .unwrap();
+    let first = c.query("SELECT * FROM queen_pop('q', 'g', batch => 4, partition => 'p0', auto_ack => true)", &[]).unwrap();
+    assert_eq!(first.len(), 4);
+    for node in [1, 2] {
+        let mut w = db.worker(node);
+        for _ in 0..2000 {
+            w.simple_query("SELECT txid_current()").unwrap();
+        }
+    }
+    // A third worker, with this test's database, added to the cluster.
+    queen_integration_tests::citus::cluster_script(&["add-worker"]);
+    let base = queen_integration_tests::citus::base_port();
+    let mut admin = queen_integration_tests::citus::connect_node(3, "postgres");
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", db.name)).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {}", db.name)).unwrap();
+    queen_integration_tests::citus::connect_node(3, &db.name)
+        .batch_execute("SET client_min_messages = warning; CREATE EXTENSION citus")
+        .unwrap();
+    c.query_one("SELECT citus_add_node('127.0.0.1', $1)", &[&(i32::from(base) + 3)]).unwrap();
+    c.query_one("SELECT citus_rebalance_start()", &[]).unwrap();
+    c.query_one("SELECT citus_rebalance_wait()", &[]).unwrap();
+    let on_new: Vec<i64> = c
+        .query(
+            "SELECT pl.shardid FROM pg_dist_shard_placement pl JOIN pg_dist_shard sh USING (shardid)
+              WHERE sh.logicalrelid = 'queen.messages'::regclass AND pl.nodeport = $1",
+            &[&(i32::from(base) + 3)],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!on_new.is_empty(), "the rebalancer moved shards to the new worker");
+    c.batch_execute("SELECT count(*) FROM generate_series(64, 127) g, queen_push('q', to_jsonb(g), 'p' || (g % 16)) AS x")
+        .unwrap();
+    let mut got: Vec<i64> = first.iter().map(|r| r.get::<_, serde_json::Value>("payload").as_i64().unwrap()).collect();
+    loop {
+        let rows = c.query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[]).unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        got.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+    }
+    got.sort();
+    assert_eq!(got, (0..128).collect::<Vec<i64>>(), "every message once");
+    let mut w3 = queen_integration_tests::citus::connect_node(3, &db.name);
+    let settled: Vec<i64> = w3.query("SELECT shardid FROM queen.settled_shards", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(settled.iter().copied().collect::<BTreeSet<i64>>(), on_new.iter().copied().collect::<BTreeSet<i64>>());
+    let offset: i64 = w3.query_one("SELECT xid_offset FROM queen.cluster", &[]).unwrap().get(0);
+    assert!(offset > 0, "the new node's counter was behind the moved ids: raised");
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
