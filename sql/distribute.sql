@@ -127,7 +127,7 @@ BEGIN
     PERFORM create_distributed_function('queen.shard_push(integer,jsonb)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function(
-        'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
+        'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz,uuid)', 'shard',
         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_subscribe(integer,text,text,text,timestamptz)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);

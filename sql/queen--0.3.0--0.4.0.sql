@@ -135,7 +135,8 @@ CREATE  FUNCTION queen."shard_pop"(
 	"lease_seconds" INT, /* Option < i32 > */
 	"auto_ack" bool, /* Option < bool > */
 	"subscription_mode" TEXT, /* Option < & str > */
-	"subscription_from" timestamp with time zone /* Option < TimestampWithTimeZone > */
+	"subscription_from" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"lease_id" uuid /* Option < pgrx :: Uuid > */
 ) RETURNS SETOF queen.message /* MessageRow */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -431,7 +432,7 @@ BEGIN
     PERFORM create_distributed_function('queen.shard_push(integer,jsonb)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function(
-        'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz)', 'shard',
+        'queen.shard_pop(integer,text,text,integer,text,integer,integer,boolean,text,timestamptz,uuid)', 'shard',
         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_subscribe(integer,text,text,text,timestamptz)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);

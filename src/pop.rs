@@ -47,6 +47,9 @@ pub struct PopRequest {
     pub auto_ack: bool,
     pub mode: String,
     pub from: Option<TimestampWithTimeZone>,
+    /// The lease id to give what this pop leases (None: a new one): on Citus, the coordinator's
+    /// pop over several shards leases them under one id (route.rs).
+    pub lease: Option<Uuid>,
 }
 
 /// One delivered message, in the shape of `queen.message`.
@@ -145,7 +148,11 @@ pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
             sub,
             lease_seconds: req.lease_seconds.unwrap_or(opts.lease_time),
             opts,
-            lease_id: if req.auto_ack { None } else { Some(Uuid::from_bytes(*crate::shards::new_id().as_bytes())) },
+            lease_id: if req.auto_ack {
+                None
+            } else {
+                Some(req.lease.unwrap_or_else(|| Uuid::from_bytes(*crate::shards::new_id().as_bytes())))
+            },
             lease_expires_at: None,
             out: Vec::new(),
             claimed: Vec::new(),

@@ -220,10 +220,13 @@ thread_local! {
 
 /// One attempt of `queen_pop` on the workers (which do not wait: the coordinator waits,
 /// pop.rs). With a partition, one call of its shard's worker. Without, the shards one at a
-/// time, starting where this backend's last such pop stopped, until one delivers: a round trip
-/// when most shards have work, one per shard when none has. A waiting pop looks again at least
-/// every 50 ms: a push's commit can wake it before the worker's part of that commit is visible
-/// (the coordinator's commit hooks run before Citus's second phase).
+/// time, starting where this backend's last such pop stopped: a pop of one partition stops at
+/// the first shard that delivers (a round trip when most shards have work, one per shard when
+/// none has); a pop of several (`partitions` > 1) goes on to the next shards with what is left
+/// of its batch and partitions, its leases under one id stamped as spanning shards
+/// (shards::MANY_SHARDS: `queen_renew` then goes to every shard). A waiting pop looks again at
+/// least every 50 ms: a push's commit can wake it before the worker's part of that commit is
+/// visible (the coordinator's commit hooks run before Citus's second phase).
 pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome> {
     let keys: Vec<i32> = match &req.partition {
         Some(p) => vec![layout.key_of(names::partition_id(&names::queue_id(&req.queue), p).as_bytes())],
@@ -233,47 +236,56 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
             (0..n).map(|i| layout.keys[(start + i) % n]).collect()
         }
     };
+    let several = req.partition.is_none() && req.partitions > 1;
+    let lease: Option<Uuid> = (several && !req.auto_ack)
+        .then(|| Uuid::from_bytes(*shards::stamp(uuid::Uuid::now_v7(), shards::MANY_SHARDS).as_bytes()));
     let rows = spi::connect(|s| {
         subscribe_everywhere(s, layout, req);
+        let mut out: Vec<Popped> = Vec::new();
+        let mut partitions: HashSet<[u8; 16]> = HashSet::new();
+        let mut first = None;
         for (i, k) in keys.iter().enumerate() {
-            let args: [DatumWithOid; 10] = [
+            let args: [DatumWithOid; 11] = [
                 (*k).into(),
                 req.queue.as_str().into(),
                 req.group.as_deref().into(),
-                req.batch.into(),
+                (req.batch - out.len() as i32).into(),
                 req.partition.as_deref().into(),
-                req.partitions.into(),
+                (req.partitions - partitions.len() as i32).into(),
                 req.lease_seconds.into(),
                 req.auto_ack.into(),
                 req.mode.as_str().into(),
                 req.from.into(),
+                lease.into(),
             ];
-            let rows: Vec<Popped> = DELEGATE_POP
-                .run(s, &args)
-                .map(|r| Popped {
-                    message_id: r.req("message_id"),
-                    transaction_id: r.req("transaction_id"),
-                    queue: r.req("queue"),
-                    partition: r.req("partition"),
-                    partition_id: r.req("partition_id"),
-                    payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
-                    trace_id: r.get("trace_id"),
-                    created_at: r.req("created_at"),
-                    consumer_group: r.get("consumer_group"),
-                    lease_id: r.get("lease_id"),
-                    lease_expires_at: r.get("lease_expires_at"),
-                    attempt: r.req("attempt"),
-                })
-                .collect();
-            if !rows.is_empty() {
-                if req.partition.is_none() {
-                    // The next pop starts after the shard that delivered.
-                    NEXT_SHARD.with(|c| c.set(c.get().wrapping_add(i + 1)));
+            let before = out.len();
+            out.extend(DELEGATE_POP.run(s, &args).map(|r| Popped {
+                message_id: r.req("message_id"),
+                transaction_id: r.req("transaction_id"),
+                queue: r.req("queue"),
+                partition: r.req("partition"),
+                partition_id: r.req("partition_id"),
+                payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
+                trace_id: r.get("trace_id"),
+                created_at: r.req("created_at"),
+                consumer_group: r.get("consumer_group"),
+                lease_id: r.get("lease_id"),
+                lease_expires_at: r.get("lease_expires_at"),
+                attempt: r.req("attempt"),
+            }));
+            if out.len() > before {
+                first.get_or_insert(i);
+                partitions.extend(out[before..].iter().map(|m| *m.partition_id.as_bytes()));
+                if !several || out.len() as i32 >= req.batch || partitions.len() as i32 >= req.partitions {
+                    break;
                 }
-                return rows;
             }
         }
-        Vec::new()
+        if let (Some(i), None) = (first, &req.partition) {
+            // The next pop starts after the shard that delivered first.
+            NEXT_SHARD.with(|c| c.set(c.get().wrapping_add(i + 1)));
+        }
+        out
     });
     Ok(Outcome { rows, next_due: None, contended: true, more: false })
 }
@@ -352,12 +364,26 @@ pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckRe
 }
 
 /// `queen_renew` on the worker of the shard its lease id carries (a pop's lease is one shard's:
-/// shards::new_id). A lease made before `queen_distribute()` carries none and is not found.
+/// shards::new_id), or in every shard for a lease that spans shards (pop_on_workers): the
+/// latest expiry any shard set. A lease made before `queen_distribute()` carries no shard and
+/// is not found.
 pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<TimestampWithTimeZone> {
-    let k = layout.keys[shards::stamped_index(lease_id.as_bytes(), layout.keys.len())];
+    let keys: Vec<i32> = if shards::spans_shards(lease_id.as_bytes()) {
+        layout.keys.clone()
+    } else {
+        vec![layout.keys[shards::stamped_index(lease_id.as_bytes(), layout.keys.len())]]
+    };
     spi::connect(|s| {
-        let args: [DatumWithOid; 3] = [k.into(), lease_id.into(), seconds.into()];
-        DELEGATE_RENEW.run(s, &args).first().get::<TimestampWithTimeZone>(1)
+        let mut latest: Option<TimestampWithTimeZone> = None;
+        for k in keys {
+            let args: [DatumWithOid; 3] = [k.into(), lease_id.into(), seconds.into()];
+            if let Some(t) = DELEGATE_RENEW.run(s, &args).first().get::<TimestampWithTimeZone>(1) {
+                if latest.is_none_or(|l| pgrx::pg_sys::TimestampTz::from(t) > pgrx::pg_sys::TimestampTz::from(l)) {
+                    latest = Some(t);
+                }
+            }
+        }
+        latest
     })
 }
 

@@ -23,8 +23,11 @@ pub const DELEGATE_ACK_ONE: Query =
 pub const DELEGATE_ACK: Query = Query { file: SQL, name: "delegate_ack", args: &[INT4, JSONB] };
 pub const DELEGATE_SUBSCRIBE: Query =
     Query { file: SQL, name: "delegate_subscribe", args: &[INT4, TEXT, TEXT, TEXT, TSTZ] };
-pub const DELEGATE_POP: Query =
-    Query { file: SQL, name: "delegate_pop", args: &[INT4, TEXT, TEXT, INT4, TEXT, INT4, INT4, BOOL, TEXT, TSTZ] };
+pub const DELEGATE_POP: Query = Query {
+    file: SQL,
+    name: "delegate_pop",
+    args: &[INT4, TEXT, TEXT, INT4, TEXT, INT4, INT4, BOOL, TEXT, TSTZ, UUID],
+};
 pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &[JSONB, INT4S] };
 pub const QUEUES_REGISTERED: Query = Query { file: SQL, name: "queues_registered", args: &[UUIDS] };
 const LOCAL_SHARD_KEYS: Query = Query { file: SQL, name: "local_shard_keys", args: &[] };
@@ -154,6 +157,15 @@ pub fn stamp(id: uuid::Uuid, index: usize) -> uuid::Uuid {
     let mut b = *id.as_bytes();
     b[14..16].copy_from_slice(&(index as u16).to_be_bytes());
     uuid::Uuid::from_bytes(b)
+}
+
+/// The stamp of a lease that spans several shards (a coordinator's pop of several partitions):
+/// no shard's position, as there are at most 1024 keys.
+pub const MANY_SHARDS: usize = 0xFFFF;
+
+/// Whether an id carries [`MANY_SHARDS`].
+pub fn spans_shards(id: &[u8; 16]) -> bool {
+    id[14] == 0xFF && id[15] == 0xFF
 }
 
 /// The shard key position a message id carries ([`stamp`]), among `keys` keys.

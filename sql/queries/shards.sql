@@ -52,8 +52,8 @@ SELECT count(*) AS messages FROM (SELECT 1 FROM queen.messages WHERE queue_id = 
 INSERT INTO queen.queues (queue_id, name) VALUES ($1, $2);
 
 -- name: delegate_pop
--- A pop of one partition of shard $1, on the worker that holds it (queen.shard_pop).
-SELECT * FROM queen.shard_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+-- A pop in shard $1, on the worker that holds it (queen.shard_pop); $11 the lease id to use.
+SELECT * FROM queen.shard_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 
 -- name: delegate_ack_one
 -- One ack by message id, on the worker of the shard the id carries (queen.shard_ack_one).

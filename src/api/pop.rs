@@ -80,6 +80,7 @@ fn checked_request(
         auto_ack: auto_ack.unwrap_or(false),
         mode,
         from: subscription_from,
+        lease: None,
     }
 }
 
@@ -130,9 +131,10 @@ mod queen {
         auto_ack: Option<bool>,
         subscription_mode: Option<&str>,
         subscription_from: Option<TimestampWithTimeZone>,
+        lease_id: Option<pgrx::Uuid>,
     ) -> SetOfIterator<'static, MessageRow> {
         const F: &str = "queen_pop";
-        let req = checked_request(
+        let mut req = checked_request(
             queue,
             consumer_group,
             batch,
@@ -144,6 +146,7 @@ mod queen {
             subscription_mode,
             subscription_from,
         );
+        req.lease = lease_id;
         crate::route::enter_shard(shard).or_report(F);
         if let Some(partition) = &req.partition {
             let layout = crate::spi::connect(crate::shards::layout);

@@ -1231,6 +1231,53 @@ fn a_worker_added_and_the_rebalancer_keep_everything_working() {
     assert!(offset > 0, "the new node's counter was behind the moved ids: raised");
 }
 
+/// A pop of several partitions (`partitions` > 1) takes them from as many shards as it needs,
+/// within its batch and partition counts, under one lease id: that lease renews in every shard
+/// it holds rows of, and acks of its messages (each routed to its own shard) finish it.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_pop_of_several_partitions_spans_shards_under_one_lease() {
+    let db = distributed("pop_many");
+    let mut c = db.coordinator();
+    c.batch_execute("SELECT count(*) FROM generate_series(0, 11) g, queen_push('q', to_jsonb(g), 'p' || (g % 6)) AS x")
+        .unwrap();
+    let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.partitions", &[]).unwrap().get(0);
+    assert!(shards > 1);
+    // Three partitions' worth, at most.
+    let three = c.query("SELECT partition_id FROM queen_pop('q', 'a', batch => 100, partitions => 3, auto_ack => true)", &[]).unwrap();
+    let parts: BTreeSet<uuid::Uuid> = three.iter().map(|r| r.get(0)).collect();
+    assert_eq!((three.len(), parts.len()), (6, 3));
+    // All six, leased under one id.
+    let rows = c
+        .query("SELECT message_id, lease_id, partition_id FROM queen_pop('q', 'g', batch => 100, partitions => 6)", &[])
+        .unwrap();
+    assert_eq!(rows.len(), 12, "every partition of every shard");
+    let leases: BTreeSet<uuid::Uuid> = rows.iter().map(|r| r.get(1)).collect();
+    assert_eq!(leases.len(), 1, "one lease id");
+    let lease = *leases.iter().next().unwrap();
+    let spanned: i64 = c
+        .query_one("SELECT count(DISTINCT shard) FROM queen.cursors WHERE lease_id = $1", &[&lease])
+        .unwrap()
+        .get(0);
+    assert!(spanned > 1, "the lease holds partitions of {spanned} shards");
+    let renewed: Option<std::time::SystemTime> = c.query_one("SELECT queen_renew($1, 900)", &[&lease]).unwrap().get(0);
+    assert!(renewed.is_some());
+    let extended: i64 = c
+        .query_one(
+            "SELECT count(*) FROM queen.cursors WHERE lease_id = $1 AND lease_expires_at > now() + interval '800 seconds'",
+            &[&lease],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(extended, 6, "renewed in every shard");
+    for r in &rows {
+        let m: uuid::Uuid = r.get(0);
+        let ok: bool = c.query_one("SELECT success FROM queen_ack($1, $2)", &[&m, &lease]).unwrap().get(0);
+        assert!(ok);
+    }
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g', batch => 100, partitions => 6)", &[]).unwrap().is_empty());
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
