@@ -10,6 +10,7 @@
 #   make package  a Debian package of the extension (target/package/*.deb); make package-test
 #                 installs it with dpkg and uses it (last in make test)
 #   make explore  the randomized interleaving explorer, fresh seeds (docs/development.md)
+#   make explore-citus  the explorer through a Citus coordinator, with worker crashes and shard moves
 #   make citus-test  queen on a local Citus cluster (part of make test; docs/scale-out.md)
 #   make gateway-citus-test  make gateway-test's suites through the coordinator of a Citus
 #                 cluster with queen distributed (part of make test)
@@ -18,7 +19,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 RUN_PORT ?= 28815
 RUN_DB ?= queen
 
-.PHONY: bench citus-test gateway-citus-test examples explore exporter-test gateway package package-test run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
+.PHONY: bench citus-test gateway-citus-test explore-citus examples explore exporter-test gateway package package-test run stop test unit-test integration-test gateway-test upgrade-test install install-debug bootstrap psql
 
 bootstrap:
 	@scripts/bootstrap
@@ -135,7 +136,13 @@ upgrade-test: bootstrap
 # QUEEN_EXPLORE_MINUTES (default 10), with crash rounds, on a cluster of its own;
 # QUEEN_EXPLORE_SEED=n or QUEEN_EXPLORE_SCHEDULE=file replays a failure.
 explore: install-debug
-	scripts/integration-tests --test explore -- --ignored --nocapture
+	scripts/integration-tests --test explore -- --ignored --exact explore --nocapture
+
+# The same through the coordinator of a Citus cluster of its own (docs/scale-out.md), with crash
+# rounds that stop a worker and rounds that move a shard.
+explore-citus: install-debug
+	rc=0; scripts/citus-ensure || rc=$$?; if [ $$rc -eq 3 ]; then exit 0; fi; [ $$rc -eq 0 ]
+	scripts/integration-tests --test explore -- --ignored --exact explore_citus --nocapture
 
 # Benchmarks against raw SQL and PgQ on the same server (release build). BENCH=... selects
 # scenarios (scripts/bench lists them), e.g. make bench BENCH=clients.

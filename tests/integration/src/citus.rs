@@ -5,10 +5,7 @@ use postgres::{Client, NoTls};
 
 /// The coordinator's port; the workers listen on the next ones.
 pub fn base_port() -> u16 {
-    std::env::var("QUEEN_CITUS_PORT")
-        .expect("run through scripts/citus-tests (make citus-test)")
-        .parse()
-        .unwrap()
+    std::env::var("QUEEN_CITUS_PORT").expect("run through scripts/citus-tests (make citus-test)").parse().unwrap()
 }
 
 /// Node 0 is the coordinator, 1 and 2 the workers.
@@ -31,7 +28,9 @@ impl CitusDb {
             let mut admin = connect_node(node, "postgres");
             admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
             admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-            connect_node(node, &name).batch_execute("SET client_min_messages = warning; CREATE EXTENSION citus").unwrap();
+            connect_node(node, &name)
+                .batch_execute("SET client_min_messages = warning; CREATE EXTENSION citus")
+                .unwrap();
         }
         let base = base_port();
         connect_node(0, &name)

@@ -105,10 +105,7 @@ fn distribute_places_every_row_in_its_partitions_shard() {
     let cursors: i64 = c.query_one("SELECT count(*) FROM queen.cursors", &[]).unwrap().get(0);
     assert!(cursors > 0, "the lease's cursor rows moved");
     let subs: Vec<(String, i64)> = c
-        .query(
-            "SELECT consumer_group, count(DISTINCT shard) FROM queen.subscriptions GROUP BY 1 ORDER BY 1",
-            &[],
-        )
+        .query("SELECT consumer_group, count(DISTINCT shard) FROM queen.subscriptions GROUP BY 1 ORDER BY 1", &[])
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
@@ -166,12 +163,18 @@ fn distribute_refuses_what_it_cannot_do() {
         .get(0);
     assert_eq!(distributed, 0, "a refused call leaves nothing distributed");
     db.worker(2)
-        .batch_execute("SET citus.enable_ddl_propagation = off; SET client_min_messages = warning; CREATE EXTENSION queen")
+        .batch_execute(
+            "SET citus.enable_ddl_propagation = off; SET client_min_messages = warning; CREATE EXTENSION queen",
+        )
         .unwrap();
 
     c.batch_execute("CREATE ROLE citus_app LOGIN").ok();
     let mut app = postgres::Client::connect(
-        &format!("host=127.0.0.1 port={} user=citus_app dbname={}", queen_integration_tests::citus::base_port(), db.name),
+        &format!(
+            "host=127.0.0.1 port={} user=citus_app dbname={}",
+            queen_integration_tests::citus::base_port(),
+            db.name
+        ),
         postgres::NoTls,
     )
     .unwrap();
@@ -206,7 +209,9 @@ fn pushes_run_on_the_worker_of_their_shard_with_its_ids() {
         c.query("SELECT * FROM queen_push('q', to_jsonb($1::int), 'p' || $1::int)", &[&i]).unwrap();
     }
     let batch = serde_json::Value::Array(
-        (0..30).map(|i| serde_json::json!({"queue": "q", "partition": format!("p{}", i % 10), "payload": 100 + i})).collect(),
+        (0..30)
+            .map(|i| serde_json::json!({"queue": "q", "partition": format!("p{}", i % 10), "payload": 100 + i}))
+            .collect(),
     );
     let rows = c.query("SELECT status FROM queen_push($1)", &[&batch]).unwrap();
     assert_eq!(rows.len(), 30);
@@ -230,7 +235,9 @@ fn pushes_run_on_the_worker_of_their_shard_with_its_ids() {
     // The worker's own id: a push left open on the coordinator, seen from its worker.
     let mut open = db.coordinator();
     open.batch_execute("BEGIN").unwrap();
-    let r = open.query_one("SELECT message_id, partition_id FROM queen_push('q', '\"open\"', 'p3', 'tx-open')", &[]).unwrap();
+    let r = open
+        .query_one("SELECT message_id, partition_id FROM queen_push('q', '\"open\"', 'p3', 'tx-open')", &[])
+        .unwrap();
     let (message_id, partition_id): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
     let port: i32 = c
         .query_one(
@@ -254,7 +261,8 @@ fn pushes_run_on_the_worker_of_their_shard_with_its_ids() {
         .map(|r| r.get(0))
         .collect();
     open.batch_execute("COMMIT").unwrap();
-    let txid: i64 = c.query_one("SELECT txid FROM queen.messages WHERE message_id = $1", &[&message_id]).unwrap().get(0);
+    let txid: i64 =
+        c.query_one("SELECT txid FROM queen.messages WHERE message_id = $1", &[&message_id]).unwrap().get(0);
     let offset: i64 = w.query_one("SELECT xid_offset FROM queen.cluster", &[]).unwrap().get(0);
     assert_eq!(xids.len(), 1, "one transaction open on the shard's worker: {xids:?}");
     assert_eq!(txid, xids[0] + offset, "the message carries the worker's transaction id");
@@ -264,8 +272,12 @@ fn pushes_run_on_the_worker_of_their_shard_with_its_ids() {
         {"queue": "q", "partition": "p4", "payload": 2, "transactionId": "k"},
         {"queue": "q", "partition": "p4", "payload": 3, "transactionId": "k"}
     ]);
-    let statuses: Vec<(String, uuid::Uuid)> =
-        c.query("SELECT status, message_id FROM queen_push($1)", &[&dup]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    let statuses: Vec<(String, uuid::Uuid)> = c
+        .query("SELECT status, message_id FROM queen_push($1)", &[&dup])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
     assert_eq!(statuses[0], ("duplicate".to_string(), message_id), "a key pushed before is found on its shard");
     assert_eq!(statuses[1].0, "queued");
     assert_eq!(statuses[2], ("duplicate".to_string(), statuses[1].1), "and a key twice in one batch");
@@ -294,7 +306,8 @@ fn a_push_commits_and_rolls_back_with_the_business_transaction() {
         }
         c.batch_execute(end).unwrap();
     }
-    let orders: Vec<i32> = c.query("SELECT id FROM orders ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let orders: Vec<i32> =
+        c.query("SELECT id FROM orders ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(orders, vec![1, 3]);
     let messages: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
     assert_eq!(messages, 1 + 20, "the committed push and batch, not the rolled-back ones");
@@ -317,15 +330,17 @@ fn a_shards_call_refuses_other_shards_items_and_ungranted_roles() {
         )
         .unwrap()
         .get(0);
-    let e = c
-        .query("SELECT * FROM queen.shard_push_one($1, 'q', '2', 'p1', NULL, NULL)", &[&wrong])
-        .unwrap_err();
+    let e = c.query("SELECT * FROM queen.shard_push_one($1, 'q', '2', 'p1', NULL, NULL)", &[&wrong]).unwrap_err();
     assert_eq!(sqlstate(&e), "22023", "{e:?}");
     assert!(format!("{e:?}").contains("shard key"), "{e:?}");
 
     c.batch_execute("DROP ROLE IF EXISTS citus_pusher; CREATE ROLE citus_pusher LOGIN").unwrap();
     let mut app = postgres::Client::connect(
-        &format!("host=127.0.0.1 port={} user=citus_pusher dbname={}", queen_integration_tests::citus::base_port(), db.name),
+        &format!(
+            "host=127.0.0.1 port={} user=citus_pusher dbname={}",
+            queen_integration_tests::citus::base_port(),
+            db.name
+        ),
         postgres::NoTls,
     )
     .unwrap();
@@ -333,10 +348,7 @@ fn a_shards_call_refuses_other_shards_items_and_ungranted_roles() {
     assert_eq!(sqlstate(&e), "42501", "{e:?}");
     c.query_one("SELECT queen_grant('q', 'citus_pusher', ARRAY['push'])", &[]).unwrap();
     app.query("SELECT * FROM queen_push('q', '3', 'p1')", &[]).unwrap();
-    let right: i32 = c
-        .query_one("SELECT shard FROM queen.messages WHERE payload = '3'", &[])
-        .unwrap()
-        .get(0);
+    let right: i32 = c.query_one("SELECT shard FROM queen.messages WHERE payload = '3'", &[]).unwrap().get(0);
     // By hand, to its own shard, still under the grant check.
     c.query_one("SELECT queen_revoke('q', 'citus_pusher', ARRAY['push'])", &[]).unwrap();
     let e = app.query("SELECT * FROM queen.shard_push_one($1, 'q', '4', 'p1', NULL, NULL)", &[&right]).unwrap_err();
@@ -388,7 +400,8 @@ fn a_pop_of_a_partition_runs_on_its_shards_worker() {
     let (pa, pb) = partitions_on_two_workers(&mut c, "q");
     // Drain the registering messages.
     for p in [&pa, &pb] {
-        let n = c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, partition => $1, auto_ack => true)", &[p]).unwrap();
+        let n =
+            c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, partition => $1, auto_ack => true)", &[p]).unwrap();
         assert_eq!(n.len(), 1);
     }
     for i in 0..5 {
@@ -423,7 +436,10 @@ fn a_pop_of_a_partition_runs_on_its_shards_worker() {
     // A 'new' group's first pop subscribes it in every shard: what another shard receives after
     // it is new there too, though the group pops that shard's partition only later.
     let first: Vec<i64> = c
-        .query("SELECT payload FROM queen_pop('q', 'n2', partition => $1, subscription_mode => 'new', auto_ack => true)", &[&pa])
+        .query(
+            "SELECT payload FROM queen_pop('q', 'n2', partition => $1, subscription_mode => 'new', auto_ack => true)",
+            &[&pa],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get::<_, serde_json::Value>(0).as_i64().unwrap())
@@ -436,9 +452,7 @@ fn a_pop_of_a_partition_runs_on_its_shards_worker() {
 
     // A lease holds the partition for its group.
     c.query("SELECT * FROM queen_push('q', '200', $1)", &[&pb]).unwrap();
-    let leased = c
-        .query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10, partition => $1)", &[&pb])
-        .unwrap();
+    let leased = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10, partition => $1)", &[&pb]).unwrap();
     assert_eq!(leased.len(), 1);
     assert!(leased[0].get::<_, Option<uuid::Uuid>>(0).is_some());
     c.query("SELECT * FROM queen_push('q', '201', $1)", &[&pb]).unwrap();
@@ -467,7 +481,9 @@ fn a_pop_without_a_partition_finds_work_in_every_shard() {
     let db = distributed("pop_any");
     let mut c = db.coordinator();
     let items = serde_json::Value::Array(
-        (0..72).map(|i| serde_json::json!({"queue": "any", "partition": format!("p{}", i % 24), "payload": i})).collect(),
+        (0..72)
+            .map(|i| serde_json::json!({"queue": "any", "partition": format!("p{}", i % 24), "payload": i}))
+            .collect(),
     );
     c.query("SELECT * FROM queen_push($1)", &[&items]).unwrap();
     let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.messages", &[]).unwrap().get(0);
@@ -475,7 +491,10 @@ fn a_pop_without_a_partition_finds_work_in_every_shard() {
     let mut seen: Vec<(String, i64)> = Vec::new();
     for _ in 0..200 {
         let rows = c
-            .query("SELECT partition, payload::text::bigint FROM queen_pop('any', 'g', batch => 5, auto_ack => true)", &[])
+            .query(
+                "SELECT partition, payload::text::bigint FROM queen_pop('any', 'g', batch => 5, auto_ack => true)",
+                &[],
+            )
             .unwrap();
         if rows.is_empty() {
             break;
@@ -598,9 +617,7 @@ fn acks_finish_what_a_pop_leased_on_its_shards_worker() {
         .unwrap()
         .get(0);
     assert_eq!(dead, 4, "one dead letter per partition, in its shard");
-    let unknown = c
-        .query_one("SELECT success, error FROM queen_ack(gen_random_uuid(), NULL)", &[])
-        .unwrap();
+    let unknown = c.query_one("SELECT success, error FROM queen_ack(gen_random_uuid(), NULL)", &[]).unwrap();
     assert!(!unknown.get::<_, bool>(0));
     assert_eq!(unknown.get::<_, Option<String>>(1).as_deref(), Some("message not found"));
 }
@@ -625,13 +642,25 @@ fn renew_seek_and_deletes_reach_every_shard() {
     assert!(shards > 1, "the partitions spread over shards");
 
     // Renew: on the lease's shard.
-    let r = c.query_one("SELECT lease_id, partition_id FROM queen_pop('q', 'g', partition => 'p3', lease_seconds => 30)", &[]).unwrap();
+    let r = c
+        .query_one(
+            "SELECT lease_id, partition_id FROM queen_pop('q', 'g', partition => 'p3', lease_seconds => 30)",
+            &[],
+        )
+        .unwrap();
     let (lease, partition): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
     let idx: i32 = c
-        .query_one("SELECT k.idx FROM queen.shard_keys k JOIN queen.partitions p USING (shard) WHERE p.partition_id = $1", &[&partition])
+        .query_one(
+            "SELECT k.idx FROM queen.shard_keys k JOIN queen.partitions p USING (shard) WHERE p.partition_id = $1",
+            &[&partition],
+        )
         .unwrap()
         .get(0);
-    assert_eq!(i32::from(u16::from_be_bytes([lease.as_bytes()[14], lease.as_bytes()[15]])), idx, "the lease id carries its shard");
+    assert_eq!(
+        i32::from(u16::from_be_bytes([lease.as_bytes()[14], lease.as_bytes()[15]])),
+        idx,
+        "the lease id carries its shard"
+    );
     let e: std::time::SystemTime = c.query_one("SELECT queen_renew($1, 600)", &[&lease]).unwrap().get(0);
     let r = c
         .query_one(
@@ -651,7 +680,9 @@ fn renew_seek_and_deletes_reach_every_shard() {
     let all = |c: &mut postgres::Client| -> Vec<i64> {
         let mut got = Vec::new();
         loop {
-            let rows = c.query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[]).unwrap();
+            let rows = c
+                .query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[])
+                .unwrap();
             if rows.is_empty() {
                 return got;
             }
@@ -721,8 +752,11 @@ fn max_size_counts_the_queue_in_every_shard() {
     let mut c = db.coordinator();
     c.query_one("SELECT queen_configure('c', '{\"maxSize\": 5}')", &[]).unwrap();
     for p in 0..4 {
-        c.query("SELECT * FROM queen_push('c', to_jsonb($1::int), 'p' || $1::int, transaction_id => 't' || $1::int)", &[&p])
-            .unwrap();
+        c.query(
+            "SELECT * FROM queen_push('c', to_jsonb($1::int), 'p' || $1::int, transaction_id => 't' || $1::int)",
+            &[&p],
+        )
+        .unwrap();
     }
     let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.messages", &[]).unwrap().get(0);
     assert!(shards > 1, "the messages spread over shards");
@@ -734,7 +768,8 @@ fn max_size_counts_the_queue_in_every_shard() {
     assert_eq!(sqlstate(&e), "54000", "{e:?}");
     let n: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
     assert_eq!(n, 5, "the refused pushes left nothing");
-    let dup: String = c.query_one("SELECT status FROM queen_push('c', '0', 'p0', transaction_id => 't0')", &[]).unwrap().get(0);
+    let dup: String =
+        c.query_one("SELECT status FROM queen_push('c', '0', 'p0', transaction_id => 't0')", &[]).unwrap().get(0);
     assert_eq!(dup, "duplicate");
 }
 
@@ -784,7 +819,8 @@ fn a_worker_killed_in_the_two_phase_commit_keeps_the_transaction_whole() {
     }
     let shard: i32 = c.query_one("SELECT shard FROM queen.partitions WHERE name = 'p0'", &[]).unwrap().get(0);
     let queen_node = node_of(&mut c, "queen.messages", shard);
-    let mut ids = (1..1000).filter(|i| node_of(&mut c, "orders", *i) != queen_node).take(3).collect::<Vec<i32>>().into_iter();
+    let mut ids =
+        (1..1000).filter(|i| node_of(&mut c, "orders", *i) != queen_node).take(3).collect::<Vec<i32>>().into_iter();
     let mut next_order = move || ids.next().expect("an order id on the other worker");
     c.query("SELECT * FROM queen_pop('q', 'g', partition => 'p0', batch => 10, auto_ack => true)", &[]).unwrap();
 
@@ -805,13 +841,17 @@ fn a_worker_killed_in_the_two_phase_commit_keeps_the_transaction_whole() {
     assert_eq!(orders, 1, "the order, on the worker that stayed, committed");
     queen_integration_tests::citus::restart_worker(queen_node);
     let mut c = db.coordinator();
-    let pushed: i64 = c.query_one("SELECT count(*) FROM queen.messages WHERE payload = '\"pushed\"'", &[]).unwrap().get(0);
+    let pushed: i64 =
+        c.query_one("SELECT count(*) FROM queen.messages WHERE payload = '\"pushed\"'", &[]).unwrap().get(0);
     assert_eq!(pushed, 0, "still prepared on the worker that was killed");
     let name = db.name.clone();
     let waiter = std::thread::spawn(move || {
         let mut w = queen_integration_tests::citus::connect_node(0, &name);
         let rows = w
-            .query("SELECT payload::text FROM queen_pop('q', 'g', partition => 'p0', wait_ms => 20000, auto_ack => true)", &[])
+            .query(
+                "SELECT payload::text FROM queen_pop('q', 'g', partition => 'p0', wait_ms => 20000, auto_ack => true)",
+                &[],
+            )
             .unwrap();
         (rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>(), std::time::Instant::now())
     });
@@ -852,9 +892,8 @@ fn a_worker_killed_in_the_two_phase_commit_keeps_the_transaction_whole() {
     assert!(recovered >= 1);
     let orders: i64 = c.query_one("SELECT count(*) FROM orders WHERE id = $1", &[&order]).unwrap().get(0);
     assert_eq!(orders, 1);
-    let again = c
-        .query("SELECT * FROM queen_pop('q', 'g', partition => 'p0', lease_seconds => 1, batch => 10)", &[])
-        .unwrap();
+    let again =
+        c.query("SELECT * FROM queen_pop('q', 'g', partition => 'p0', lease_seconds => 1, batch => 10)", &[]).unwrap();
     assert!(again.is_empty(), "the ack took: nothing to deliver again");
 
     // Killed before the commit: neither.
@@ -894,18 +933,26 @@ fn the_views_answer_for_every_shard_through_the_coordinator() {
     .unwrap();
     let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.partitions", &[]).unwrap().get(0);
     assert!(shards > 1);
-    let got = c.query("SELECT * FROM queen_pop('v', 'g', batch => 10, partition => 'p0', auto_ack => true)", &[]).unwrap();
+    let got =
+        c.query("SELECT * FROM queen_pop('v', 'g', batch => 10, partition => 'p0', auto_ack => true)", &[]).unwrap();
     assert_eq!(got.len(), 3);
     let r = c.query_one("SELECT message_id, lease_id FROM queen_pop('v', 'g', partition => 'p1')", &[]).unwrap();
     let (m, l): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
-    let dl: bool = c.query_one("SELECT dead_lettered FROM queen_ack($1, $2, 'failed', 'boom', 'g')", &[&m, &l]).unwrap().get(0);
+    let dl: bool =
+        c.query_one("SELECT dead_lettered FROM queen_ack($1, $2, 'failed', 'boom', 'g')", &[&m, &l]).unwrap().get(0);
     assert!(dl);
     let r = c
-        .query_one("SELECT partitions, messages, consumer_groups, dead_letters FROM queen.queue_stats WHERE queue = 'v'", &[])
+        .query_one(
+            "SELECT partitions, messages, consumer_groups, dead_letters FROM queen.queue_stats WHERE queue = 'v'",
+            &[],
+        )
         .unwrap();
     assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, i64>(2), r.get::<_, i64>(3)), (8, 24, 1, 1));
     let r = c
-        .query_one("SELECT count(*), sum(pending)::bigint FROM queen.group_lag WHERE queue = 'v' AND consumer_group = 'g'", &[])
+        .query_one(
+            "SELECT count(*), sum(pending)::bigint FROM queen.group_lag WHERE queue = 'v' AND consumer_group = 'g'",
+            &[],
+        )
         .unwrap();
     assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (8, 20), "8 partitions; 24 less 3 consumed and 1 dead");
     let r = c.query_one("SELECT partition, error, payload::text FROM queen.dead_letters_view", &[]).unwrap();
@@ -958,8 +1005,11 @@ fn maintenance_runs_on_each_node_for_its_shards() {
     .unwrap();
     // Group g finishes every message of 'done' but p0's.
     for p in 1..8 {
-        c.query("SELECT * FROM queen_pop('done', 'g', batch => 10, partition => 'p' || $1::int, auto_ack => true)", &[&p])
-            .unwrap();
+        c.query(
+            "SELECT * FROM queen_pop('done', 'g', batch => 10, partition => 'p' || $1::int, auto_ack => true)",
+            &[&p],
+        )
+        .unwrap();
     }
     // A first pass on each worker: nothing is old yet, and each records the point its node's
     // max wait counts from (src/max_wait.rs). Then the 1-second options need time to pass.
@@ -970,7 +1020,8 @@ fn maintenance_runs_on_each_node_for_its_shards() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
 
     let count = |c: &mut postgres::Client, queue: &str, node: u16| -> i64 {
-        let keys: Vec<i32> = c.query("SELECT shard FROM queen.shard_keys", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let keys: Vec<i32> =
+            c.query("SELECT shard FROM queen.shard_keys", &[]).unwrap().iter().map(|r| r.get(0)).collect();
         let mut n = 0;
         for k in keys {
             if node_of(c, "queen.messages", k) == node {
@@ -1007,13 +1058,18 @@ fn maintenance_runs_on_each_node_for_its_shards() {
         c.query_one("SELECT messages FROM queen.queue_stats WHERE queue = 'done'", &[]).unwrap().get(0)
     };
     assert_eq!(done(&mut c), 2);
-    let deleted = report["completed_retention_deleted"].as_i64().unwrap() + report2["completed_retention_deleted"].as_i64().unwrap();
+    let deleted = report["completed_retention_deleted"].as_i64().unwrap()
+        + report2["completed_retention_deleted"].as_i64().unwrap();
     assert_eq!(deleted, 14);
     // Max wait: every message of 'slow' waited more than a second unfinished: dead letters of g.
-    let filed = report["max_wait_dead_lettered"].as_i64().unwrap() + report2["max_wait_dead_lettered"].as_i64().unwrap();
+    let filed =
+        report["max_wait_dead_lettered"].as_i64().unwrap() + report2["max_wait_dead_lettered"].as_i64().unwrap();
     assert_eq!(filed, 16);
     let dead: i64 = c
-        .query_one("SELECT count(*) FROM queen.dead_letters_view WHERE queue = 'slow' AND error = 'max wait time exceeded'", &[])
+        .query_one(
+            "SELECT count(*) FROM queen.dead_letters_view WHERE queue = 'slow' AND error = 'max wait time exceeded'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(dead, 16);
@@ -1085,7 +1141,10 @@ fn shard_moves_under_load_lose_and_duplicate_nothing() {
                     Ok(_) => break,
                     Err(e) => {
                         if retries == 0 {
-                            eprintln!("a push during a move: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()));
+                            eprintln!(
+                                "a push during a move: {}",
+                                e.as_db_error().map_or(e.to_string(), |d| d.message().to_string())
+                            );
                         }
                         retries += 1;
                         assert!(retries < 200, "pushes keep failing");
@@ -1108,7 +1167,10 @@ fn shard_moves_under_load_lose_and_duplicate_nothing() {
         let mut errors = 0;
         let mut idle_after_done = 0;
         loop {
-            match c.query("SELECT partition, payload::text::bigint FROM queen_pop('q', 'g', batch => 10, auto_ack => true)", &[]) {
+            match c.query(
+                "SELECT partition, payload::text::bigint FROM queen_pop('q', 'g', batch => 10, auto_ack => true)",
+                &[],
+            ) {
                 Ok(rows) => {
                     for r in &rows {
                         got.entry(r.get(0)).or_default().push(r.get(1));
@@ -1122,7 +1184,10 @@ fn shard_moves_under_load_lose_and_duplicate_nothing() {
                 }
                 Err(e) => {
                     if errors == 0 {
-                        eprintln!("a pop during a move: {}", e.as_db_error().map_or(e.to_string(), |d| d.message().to_string()));
+                        eprintln!(
+                            "a pop during a move: {}",
+                            e.as_db_error().map_or(e.to_string(), |d| d.message().to_string())
+                        );
                     }
                     errors += 1;
                     assert!(errors < 200, "pops keep failing");
@@ -1157,7 +1222,8 @@ fn shard_moves_under_load_lose_and_duplicate_nothing() {
     }
     // The receiving node covers the moved shards, its offset above their ids.
     let mut w2 = db.worker(2);
-    let settled: Vec<i64> = w2.query("SELECT shardid FROM queen.settled_shards", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let settled: Vec<i64> =
+        w2.query("SELECT shardid FROM queen.settled_shards", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     for shard in moving.iter().take(2) {
         assert!(settled.contains(shard), "shard {shard} settled on worker 2: {settled:?}");
     }
@@ -1179,9 +1245,12 @@ fn shard_moves_under_load_lose_and_duplicate_nothing() {
 fn a_worker_added_and_the_rebalancer_keep_everything_working() {
     let db = distributed("rebalance");
     let mut c = db.coordinator();
-    c.batch_execute("SELECT count(*) FROM generate_series(0, 63) g, queen_push('q', to_jsonb(g), 'p' || (g % 16)) AS x")
-        .unwrap();
-    let first = c.query("SELECT * FROM queen_pop('q', 'g', batch => 4, partition => 'p0', auto_ack => true)", &[]).unwrap();
+    c.batch_execute(
+        "SELECT count(*) FROM generate_series(0, 63) g, queen_push('q', to_jsonb(g), 'p' || (g % 16)) AS x",
+    )
+    .unwrap();
+    let first =
+        c.query("SELECT * FROM queen_pop('q', 'g', batch => 4, partition => 'p0', auto_ack => true)", &[]).unwrap();
     assert_eq!(first.len(), 4);
     for node in [1, 2] {
         let mut w = db.worker(node);
@@ -1212,11 +1281,15 @@ fn a_worker_added_and_the_rebalancer_keep_everything_working() {
         .map(|r| r.get(0))
         .collect();
     assert!(!on_new.is_empty(), "the rebalancer moved shards to the new worker");
-    c.batch_execute("SELECT count(*) FROM generate_series(64, 127) g, queen_push('q', to_jsonb(g), 'p' || (g % 16)) AS x")
-        .unwrap();
+    c.batch_execute(
+        "SELECT count(*) FROM generate_series(64, 127) g, queen_push('q', to_jsonb(g), 'p' || (g % 16)) AS x",
+    )
+    .unwrap();
     let mut got: Vec<i64> = first.iter().map(|r| r.get::<_, serde_json::Value>("payload").as_i64().unwrap()).collect();
     loop {
-        let rows = c.query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[]).unwrap();
+        let rows = c
+            .query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[])
+            .unwrap();
         if rows.is_empty() {
             break;
         }
@@ -1225,7 +1298,8 @@ fn a_worker_added_and_the_rebalancer_keep_everything_working() {
     got.sort();
     assert_eq!(got, (0..128).collect::<Vec<i64>>(), "every message once");
     let mut w3 = queen_integration_tests::citus::connect_node(3, &db.name);
-    let settled: Vec<i64> = w3.query("SELECT shardid FROM queen.settled_shards", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let settled: Vec<i64> =
+        w3.query("SELECT shardid FROM queen.settled_shards", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(settled.iter().copied().collect::<BTreeSet<i64>>(), on_new.iter().copied().collect::<BTreeSet<i64>>());
     let offset: i64 = w3.query_one("SELECT xid_offset FROM queen.cluster", &[]).unwrap().get(0);
     assert!(offset > 0, "the new node's counter was behind the moved ids: raised");
@@ -1244,7 +1318,9 @@ fn a_pop_of_several_partitions_spans_shards_under_one_lease() {
     let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.partitions", &[]).unwrap().get(0);
     assert!(shards > 1);
     // Three partitions' worth, at most.
-    let three = c.query("SELECT partition_id FROM queen_pop('q', 'a', batch => 100, partitions => 3, auto_ack => true)", &[]).unwrap();
+    let three = c
+        .query("SELECT partition_id FROM queen_pop('q', 'a', batch => 100, partitions => 3, auto_ack => true)", &[])
+        .unwrap();
     let parts: BTreeSet<uuid::Uuid> = three.iter().map(|r| r.get(0)).collect();
     assert_eq!((three.len(), parts.len()), (6, 3));
     // All six, leased under one id.
@@ -1255,10 +1331,8 @@ fn a_pop_of_several_partitions_spans_shards_under_one_lease() {
     let leases: BTreeSet<uuid::Uuid> = rows.iter().map(|r| r.get(1)).collect();
     assert_eq!(leases.len(), 1, "one lease id");
     let lease = *leases.iter().next().unwrap();
-    let spanned: i64 = c
-        .query_one("SELECT count(DISTINCT shard) FROM queen.cursors WHERE lease_id = $1", &[&lease])
-        .unwrap()
-        .get(0);
+    let spanned: i64 =
+        c.query_one("SELECT count(DISTINCT shard) FROM queen.cursors WHERE lease_id = $1", &[&lease]).unwrap().get(0);
     assert!(spanned > 1, "the lease holds partitions of {spanned} shards");
     let renewed: Option<std::time::SystemTime> = c.query_one("SELECT queen_renew($1, 900)", &[&lease]).unwrap().get(0);
     assert!(renewed.is_some());
@@ -1318,8 +1392,7 @@ fn the_shard_reading_of_a_subscription_is_the_views() {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let shard: Vec<String> =
-            c.query(&shard_sql, &[&q, &group, &0i32]).unwrap().iter().map(|r| r.get(0)).collect();
+        let shard: Vec<String> = c.query(&shard_sql, &[&q, &group, &0i32]).unwrap().iter().map(|r| r.get(0)).collect();
         assert_eq!(view, shard, "group {group}");
         assert_eq!(view.len(), usize::from(group != "none"), "group {group}: {view:?}");
     }
@@ -1347,7 +1420,8 @@ fn the_views_read_shard_by_shard_are_the_views() {
     )
     .unwrap();
     // Out of order within a lease, and a failure that files a dead letter on its second try.
-    let leased = c.query("SELECT message_id, lease_id FROM queen_pop('a', 'all', batch => 4, partition => 'p2')", &[]).unwrap();
+    let leased =
+        c.query("SELECT message_id, lease_id FROM queen_pop('a', 'all', batch => 4, partition => 'p2')", &[]).unwrap();
     let (m, l): (uuid::Uuid, uuid::Uuid) = (leased[2].get(0), leased[2].get(1));
     c.query("SELECT * FROM queen_ack($1, $2, 'completed', NULL, 'all')", &[&m, &l]).unwrap();
     for _ in 0..2 {

@@ -11,7 +11,7 @@
 //! A failure prints the seed, the violations, and the schedule shrunk to the steps that still
 //! show the violation (docs/development.md: reading and replaying a failure).
 
-use queen_integration_tests::explore::{self, Config, CrashCluster, Server};
+use queen_integration_tests::explore::{self, CitusNodes, Config, CrashCluster, Server};
 use std::time::{Duration, Instant};
 
 fn preloaded() -> Server {
@@ -31,8 +31,8 @@ fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize
     let (outcome, schedule) = explore::explore_seed(cfg, seed);
     if outcome.violations.is_empty() {
         println!(
-            "explorer: seed {seed}: {} steps, {} crash rounds, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes",
-            outcome.steps, outcome.crashes, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks,
+            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes",
+            outcome.steps, outcome.crashes, outcome.moves, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks,
             outcome.side_deletes, outcome.passes
         );
         return (outcome.steps, outcome.crashes);
@@ -76,14 +76,15 @@ const SEEDS: [(u64, usize, usize); 5] = [(1, 4, 180), (2, 4, 180), (3, 4, 180), 
 #[test]
 fn fixed_seeds_with_preloading() {
     for (seed, conns, steps) in SEEDS {
-        let cfg = Config { server: preloaded(), other: Some(not_preloaded()), conns, steps, crash: None };
+        let cfg = Config { server: preloaded(), other: Some(not_preloaded()), conns, steps, crash: None, citus: None };
         check_seed(&cfg, seed, Duration::from_secs(120));
     }
 }
 
 #[test]
 fn fixed_seeds_without_preloading() {
-    let cfg = Config { server: not_preloaded(), other: Some(preloaded()), conns: 4, steps: 150, crash: None };
+    let cfg =
+        Config { server: not_preloaded(), other: Some(preloaded()), conns: 4, steps: 150, crash: None, citus: None };
     for seed in [11, 12] {
         check_seed(&cfg, seed, Duration::from_secs(120));
     }
@@ -93,7 +94,8 @@ fn fixed_seeds_without_preloading() {
 /// tests/integration/schedules/, replays without one.
 #[test]
 fn schedules_that_found_bugs_pass() {
-    let cfg = Config { server: preloaded(), other: Some(not_preloaded()), conns: 6, steps: 0, crash: None };
+    let cfg =
+        Config { server: preloaded(), other: Some(not_preloaded()), conns: 6, steps: 0, crash: None, citus: None };
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schedules");
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
@@ -140,7 +142,48 @@ fn explore() {
         conns: env("QUEEN_EXPLORE_CONNS", 5),
         steps: env("QUEEN_EXPLORE_STEPS", 250),
         crash: Some(CrashCluster { scripts: scripts.clone(), dir: dir.clone() }),
+        citus: None,
     };
+    explore_with(&cfg);
+    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &dir]).output();
+    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &other_dir]).output();
+}
+
+/// `make explore-citus`: fresh seeds through the coordinator of a Citus cluster of the
+/// explorer's own (scripts/citus-cluster at QUEEN_CITUS_PORT, default 29240: a coordinator and
+/// two workers), queen distributed over 4 shards in each run's database, with crash rounds that
+/// stop a worker at once and move rounds that move a shard to the other worker.
+#[test]
+#[ignore]
+fn explore_citus() {
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let scripts = repo.join("scripts");
+    let base: u16 = env("QUEEN_CITUS_PORT", 29240u16);
+    let cluster = |args: &[&str]| {
+        let out = std::process::Command::new(scripts.join("citus-cluster"))
+            .args(args)
+            .env("QUEEN_CITUS_PORT", base.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "citus-cluster {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    cluster(&["start"]);
+    let cfg = Config {
+        server: Server { host: "127.0.0.1".into(), port: base.to_string() },
+        other: None,
+        conns: env("QUEEN_EXPLORE_CONNS", 5),
+        steps: env("QUEEN_EXPLORE_STEPS", 250),
+        crash: Some(CrashCluster { scripts: scripts.clone(), dir: String::new() }),
+        citus: Some(CitusNodes { scripts: scripts.clone(), base }),
+    };
+    explore_with(&cfg);
+    cluster(&["stop"]);
+}
+
+/// Replay `QUEEN_EXPLORE_SCHEDULE` or `QUEEN_EXPLORE_SEED`, or run fresh seeds for
+/// `QUEEN_EXPLORE_MINUTES`.
+fn explore_with(cfg: &Config) {
+    let cfg = cfg.clone();
     let shrink = Duration::from_secs(env("QUEEN_EXPLORE_SHRINK_SECONDS", 600));
     if let Ok(file) = std::env::var("QUEEN_EXPLORE_SCHEDULE") {
         let (schedule, scan_limit) = explore::parse(&std::fs::read_to_string(&file).unwrap());
@@ -202,6 +245,4 @@ fn explore() {
         "explorer: {seeds} seeds, {steps} steps, {crashes} crash rounds, 0 failures in {:.1} minutes",
         t0.elapsed().as_secs_f64() / 60.0
     );
-    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &dir]).output();
-    let _ = std::process::Command::new(scripts.join("cluster")).args(["stop", &other_dir]).output();
 }

@@ -403,7 +403,9 @@ fn a_renew_and_a_batch_ack_of_one_lease_never_deadlock() {
     let mut admin = db.connect();
     push(&mut admin, "q", "a", json!(1));
     push(&mut admin, "q", "b", json!(2));
-    let rows = admin.query("SELECT message_id, lease_id, partition_id FROM queen_pop('q', 'g', batch => 10, partitions => 2)", &[]).unwrap();
+    let rows = admin
+        .query("SELECT message_id, lease_id, partition_id FROM queen_pop('q', 'g', batch => 10, partitions => 2)", &[])
+        .unwrap();
     assert_eq!(rows.len(), 2);
     let lease: uuid::Uuid = rows[0].get(1);
     let mut ids: Vec<(uuid::Uuid, uuid::Uuid)> = rows.iter().map(|r| (r.get(2), r.get(0))).collect();
@@ -416,8 +418,12 @@ fn a_renew_and_a_batch_ack_of_one_lease_never_deadlock() {
             &[&ids[0].0],
         )
         .unwrap();
-    let physical: Vec<uuid::Uuid> =
-        admin.query("SELECT partition_id FROM queen.cursors ORDER BY ctid", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let physical: Vec<uuid::Uuid> = admin
+        .query("SELECT partition_id FROM queen.cursors ORDER BY ctid", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert_eq!(physical, vec![ids[1].0, ids[0].0], "the table's order is not partition order");
     let mut holder = open_tx(&db);
     holder.execute("SELECT 1 FROM queen.cursors WHERE partition_id = $1 FOR UPDATE", &[&ids[0].0]).unwrap();

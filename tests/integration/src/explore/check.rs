@@ -568,7 +568,11 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     // delete came after the lease — also when the pop was open while maintenance ran (issue 21,
     // item 7: a group whose first pop is open counts).
     for (lease, (q, g, commit, msgs)) in &leases {
-        if *q == 1 || !active.contains(lease) || own_deleted.contains(lease) || deleted_between(*q, *g, *commit, usize::MAX) {
+        if *q == 1
+            || !active.contains(lease)
+            || own_deleted.contains(lease)
+            || deleted_between(*q, *g, *commit, usize::MAX)
+        {
             continue;
         }
         for m in msgs.iter().filter(|m| !acked.contains(&(*lease, **m)) && !messages.contains(m)) {

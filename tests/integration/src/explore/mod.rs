@@ -65,6 +65,32 @@ pub struct Config {
     /// A cluster the explorer may kill -9 and restart (crash rounds), if any: the directory of
     /// `server`'s cluster.
     pub crash: Option<CrashCluster>,
+    /// On Citus: `server` is the coordinator of scripts/citus-cluster's nodes, each run's
+    /// database is made on every node with queen distributed, and crash and move rounds stop a
+    /// worker or move a shard.
+    pub citus: Option<CitusNodes>,
+}
+
+/// The nodes of scripts/citus-cluster at base port `base` (the coordinator; workers after).
+#[derive(Clone)]
+pub struct CitusNodes {
+    pub scripts: std::path::PathBuf,
+    pub base: u16,
+}
+
+impl CitusNodes {
+    fn node(&self, n: u16) -> Server {
+        Server { host: "127.0.0.1".into(), port: (self.base + n).to_string() }
+    }
+
+    fn script(&self, args: &[&str]) {
+        let out = std::process::Command::new(self.scripts.join("citus-cluster"))
+            .args(args)
+            .env("QUEEN_CITUS_PORT", self.base.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "citus-cluster {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 /// A cluster of the explorer's own: its directory and port (scripts/cluster).
@@ -239,6 +265,8 @@ pub struct Outcome {
     /// Side queue deletes (of a queue or a group) and maintenance passes that committed.
     pub side_deletes: usize,
     pub passes: usize,
+    /// Shard moves (Citus).
+    pub moves: usize,
 }
 
 /// One exploration run over a database of its own.
@@ -258,6 +286,7 @@ pub struct Run<'a> {
     /// The group of each lease seen.
     lease_groups: HashMap<Uuid, Grp>,
     crashes: usize,
+    moves: usize,
     restores: usize,
     no_trace_checks: usize,
     /// Messages delivered so far in this step (a step may pop more than once): the positions
@@ -370,7 +399,10 @@ impl<'a> Run<'a> {
     /// the table the business writes go to, and the application role's grants.
     pub fn new(cfg: &'a Config, name: &str) -> Run<'a> {
         let server = cfg.server.clone();
-        Self::create_db(&server, name);
+        match &cfg.citus {
+            Some(nodes) => Self::create_citus_db(nodes, name),
+            None => Self::create_db(&server, name),
+        }
         let mut c = connect_retrying(&server.conninfo(name, "postgres"));
         c.batch_execute(&format!(
             "SELECT queen_configure('{QUEUE}', '{{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 100}}');
@@ -399,6 +431,7 @@ impl<'a> Run<'a> {
             pushes: 0,
             lease_groups: HashMap::new(),
             crashes: 0,
+            moves: 0,
             restores: 0,
             no_trace_checks: 0,
             delivered_in_step: 0,
@@ -432,10 +465,54 @@ impl<'a> Run<'a> {
         .unwrap();
     }
 
+    /// A database `name` on every node of a Citus cluster, with Citus, the workers added, queen
+    /// distributed over 4 shards, and the business table distributed too.
+    fn create_citus_db(nodes: &CitusNodes, name: &str) {
+        for n in 0..3 {
+            let mut admin = connect_retrying(&nodes.node(n).conninfo("postgres", "postgres"));
+            ensure_app_role(&mut admin);
+            admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+            admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+            connect_retrying(&nodes.node(n).conninfo(name, "postgres"))
+                .batch_execute("SET client_min_messages = warning; CREATE EXTENSION citus")
+                .unwrap();
+            if n > 0 {
+                // The connections' lock_timeout, which Citus does not carry to the workers, where
+                // queen's calls run (docs/scale-out.md): set there for the database.
+                admin.batch_execute(&format!("ALTER DATABASE {name} SET lock_timeout = '400ms'")).unwrap();
+            }
+        }
+        let mut c = connect_retrying(&nodes.node(0).conninfo(name, "postgres"));
+        // (Each statement a transaction of its own: queen_distribute() checks that the workers
+        // have the extension, which CREATE EXTENSION makes there when it commits.)
+        for sql in [
+            "SET client_min_messages = warning".to_string(),
+            format!("SELECT citus_set_coordinator_host('127.0.0.1', {})", nodes.base),
+            format!("SELECT citus_add_node('127.0.0.1', {})", nodes.base + 1),
+            format!("SELECT citus_add_node('127.0.0.1', {})", nodes.base + 2),
+            "CREATE EXTENSION queen".to_string(),
+            "SELECT queen_distribute(4)".to_string(),
+            "CREATE TABLE applied (grp text, msg uuid)".to_string(),
+            "SELECT create_distributed_table('applied', 'msg')".to_string(),
+            format!("GRANT INSERT ON applied TO {APP_ROLE}"),
+        ] {
+            c.batch_execute(&sql).unwrap_or_else(|e| panic!("explorer: {sql}: {e:?}"));
+        }
+    }
+
     /// Use `queen.debug_scan_limit` on the superuser connections: stretches of the log longer
-    /// than one pop reads, out of a few dozen messages.
+    /// than one pop reads, out of a few dozen messages. (On Citus, where the engine runs on the
+    /// workers, for every connection of the database there.)
     pub fn set_scan_limit(&mut self, limit: i32) {
         self.scan_limit = limit;
+        if let Some(nodes) = &self.cfg.citus {
+            for n in 1..3 {
+                let mut admin = connect_retrying(&nodes.node(n).conninfo("postgres", "postgres"));
+                admin
+                    .batch_execute(&format!("ALTER DATABASE {} SET queen.debug_scan_limit = {limit}", self.db))
+                    .unwrap();
+            }
+        }
         for i in 0..self.conns.len() {
             self.configure(i);
         }
@@ -471,8 +548,14 @@ impl<'a> Run<'a> {
         let server = self.server.clone();
         drop(self.conns);
         drop(self.observer);
-        let mut admin = connect_retrying(&server.conninfo("postgres", "postgres"));
-        let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        let servers = match &self.cfg.citus {
+            Some(nodes) => (0..3).map(|n| nodes.node(n)).collect(),
+            None => vec![server],
+        };
+        for server in servers {
+            let mut admin = connect_retrying(&server.conninfo("postgres", "postgres"));
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        }
     }
 
     fn violation(&mut self, kind: &'static str, detail: String) {
@@ -592,7 +675,12 @@ impl<'a> Run<'a> {
         // Around a call that may be refused or fail outside a transaction, the committed state
         // must not change unless it succeeded.
         let watch = match step {
-            Step::Rollback(_) | Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Restore { .. } => false,
+            Step::Rollback(_)
+            | Step::Sleep(_)
+            | Step::Terminate(_)
+            | Step::Crash
+            | Step::Move
+            | Step::Restore { .. } => false,
             s => s.conn().is_some_and(|c| self.conns[c].tx.is_none() && self.conns[c].slow.is_none()),
         };
         let before = if watch || matches!(step, Step::Rollback(_)) { self.committed_state() } else { None };
@@ -703,6 +791,16 @@ impl<'a> Run<'a> {
             Step::Maintain(c) => match self.exec(*c, |k| k.execute("SELECT queen_maintain()", &[])) {
                 Ok(_) => {
                     self.passes += 1;
+                    // On Citus a pass works in the shards of the node it runs on: the workers'
+                    // passes, each in a transaction of its own, as their maintenance workers run.
+                    if let Some(nodes) = self.cfg.citus.clone() {
+                        for n in 1..3 {
+                            let mut w = connect_retrying(&nodes.node(n).conninfo(&self.db, "postgres"));
+                            if let Err(e) = w.execute("SELECT queen_maintain()", &[]) {
+                                self.violation("maintenance failed", format!("worker {n}: {e}"));
+                            }
+                        }
+                    }
                     true
                 }
                 Err(f) => {
@@ -745,6 +843,10 @@ impl<'a> Run<'a> {
             }
             Step::Crash => {
                 self.crash();
+                true
+            }
+            Step::Move => {
+                self.move_shard();
                 true
             }
             Step::Restore { ahead } => {
@@ -1384,8 +1486,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// kill -9 of the postmaster, restart, reconnect: open transactions never happened.
+    /// kill -9 of the postmaster, restart, reconnect: open transactions never happened. (On
+    /// Citus: a worker.)
     fn crash(&mut self) {
+        if let Some(nodes) = self.cfg.citus.clone() {
+            return self.crash_worker(&nodes);
+        }
         let Some(cc) = &self.cfg.crash else { return };
         if self.server != self.cfg.server {
             return; // the run moved to the other cluster, which is not the explorer's to kill
@@ -1412,6 +1518,89 @@ impl<'a> Run<'a> {
             self.conns[i] = self.open(i);
         }
         self.crashes += 1;
+    }
+
+    /// Close every connection (open transactions never happened), then `f`, then open them
+    /// again.
+    fn between_connections(&mut self, f: impl FnOnce(&mut Self)) {
+        for c in 0..self.conns.len() {
+            self.land(c);
+        }
+        for c in &mut self.conns {
+            c.client = None;
+            c.tx = None;
+        }
+        // The coordinator's backends end their transactions (aborted) as their clients go.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let pids: Vec<i32> = self.conns.iter().map(|c| c.pid).collect();
+        while Instant::now() < deadline {
+            let left: i64 = self
+                .observer
+                .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", &[&pids])
+                .map(|r| r.get(0))
+                .unwrap_or(0);
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        f(self);
+        self.observer = connect_retrying(&self.server.conninfo(&self.db, "postgres"));
+        for i in 0..self.conns.len() {
+            self.conns[i] = self.open(i);
+        }
+    }
+
+    /// A Citus worker stopped at once and started again (in turn the first and the second),
+    /// then Citus's recovery of the prepared transactions it held.
+    fn crash_worker(&mut self, nodes: &CitusNodes) {
+        let worker = 1 + (self.crashes % 2) as u16;
+        self.between_connections(|run| {
+            nodes.script(&["kill", &worker.to_string()]);
+            nodes.script(&["restart", &worker.to_string()]);
+            let mut c = connect_retrying(&run.server.conninfo(&run.db, "postgres"));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            // (The coordinator may still hold a connection to the worker that went: the first
+            // tries fail.)
+            while c.query_one("SELECT recover_prepared_transactions()", &[]).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        self.crashes += 1;
+    }
+
+    /// A shard of queen's tables moved to the other worker, in turn by logical replication and
+    /// blocking writes, after the worker it leaves ran ahead by 300 transactions.
+    fn move_shard(&mut self) {
+        let Some(nodes) = self.cfg.citus.clone() else { return };
+        let moves = self.moves;
+        self.between_connections(|run| {
+            let mut c = connect_retrying(&run.server.conninfo(&run.db, "postgres"));
+            let r = c
+                .query_one(
+                    "SELECT pl.shardid, pl.nodeport FROM queen.shard_keys k
+                       JOIN pg_dist_shard_placement pl
+                         ON pl.shardid = get_shard_id_for_distribution_column('queen.messages', k.shard)
+                      WHERE k.idx = $1",
+                    &[&((moves % 4) as i32)],
+                )
+                .unwrap();
+            let (shard, from): (i64, i32) = (r.get(0), r.get(1));
+            let to = if from == i32::from(nodes.base) + 1 { from + 1 } else { from - 1 };
+            let mut source =
+                connect_retrying(&nodes.node((from - i32::from(nodes.base)) as u16).conninfo(&run.db, "postgres"));
+            for _ in 0..300 {
+                source.simple_query("SELECT txid_current()").unwrap();
+            }
+            let mode = if moves % 2 == 0 { "force_logical" } else { "block_writes" };
+            c.query_one(
+                "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,
+                                                   shard_transfer_mode => $4::text::citus.shard_transfer_mode)",
+                &[&shard, &from, &to, &mode],
+            )
+            .unwrap_or_else(|e| panic!("explorer: moving shard {shard} ({mode}): {e:?}"));
+        });
+        self.moves += 1;
     }
 
     /// Move the run to a database of the other cluster: dump what is committed here, create
@@ -1477,6 +1666,7 @@ impl<'a> Run<'a> {
             violations: std::mem::take(&mut self.violations),
             steps: self.step,
             crashes: self.crashes,
+            moves: self.moves,
             restores: self.restores,
             app_refused: self.app_calls.iter().filter(|c| !c.allowed).count(),
             app_allowed: self.app_calls.iter().filter(|c| c.allowed).count(),
@@ -1741,7 +1931,9 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             };
             Step::Side { c, q, op }
         }
-        980..=989 if cfg.crash.is_some() => Step::Crash,
+        980..=984 if cfg.crash.is_some() => Step::Crash,
+        985..=989 if cfg.citus.is_some() => Step::Move,
+        985..=989 if cfg.crash.is_some() => Step::Crash,
         _ => Step::Pop {
             c,
             group: Grp::All,

@@ -259,8 +259,13 @@ pub enum Step {
     Sleep(u32),
     /// pg_terminate_backend of a connection, mid-transaction or not.
     Terminate(usize),
-    /// kill -9 of the postmaster, restart (long mode only).
+    /// kill -9 of the postmaster, restart (long mode only). On Citus: a worker stopped at once
+    /// (`-m immediate`) and started again, Citus's recovery of prepared transactions run.
     Crash,
+    /// On Citus: a shard of queen's tables moved to the other worker (by logical replication or
+    /// blocking writes, in turn), the worker it leaves made to run ahead. Open transactions
+    /// never happened (their connections are closed first), as in a crash.
+    Move,
     /// pg_dump of the database (what is committed), restored with pg_restore --data-only into
     /// a database of the other cluster — its transaction counter behind this one's, or ahead —
     /// where the run's connections were opened (and had called queen) before the data arrived;
@@ -297,7 +302,7 @@ impl Step {
             | Step::Seek { c, .. }
             | Step::Grant { c, .. }
             | Step::Side { c, .. } => Some(*c),
-            Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Restore { .. } => None,
+            Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Move | Step::Restore { .. } => None,
         }
     }
 }
@@ -365,6 +370,7 @@ impl fmt::Display for Step {
             Step::Sleep(ms) => write!(f, "sleep {ms}"),
             Step::Terminate(c) => write!(f, "terminate {c}"),
             Step::Crash => write!(f, "crash"),
+            Step::Move => write!(f, "move"),
             Step::Restore { ahead } => write!(f, "restore {}", if *ahead { "ahead" } else { "behind" }),
             Step::Side { c, q, op } => {
                 write!(f, "{c} side {} ", SIDE_QUEUES[*q as usize])?;
@@ -394,6 +400,7 @@ impl FromStr for Step {
             Some("sleep") => return Ok(Step::Sleep(num(at(1)?)?)),
             Some("terminate") => return Ok(Step::Terminate(num(at(1)?)?)),
             Some("crash") => return Ok(Step::Crash),
+            Some("move") => return Ok(Step::Move),
             Some("restore") => return Ok(Step::Restore { ahead: at(1)? == "ahead" }),
             _ => {}
         }
@@ -567,6 +574,7 @@ mod tests {
             Step::Sleep(1100),
             Step::Terminate(2),
             Step::Crash,
+            Step::Move,
             Step::Restore { ahead: true },
             Step::Restore { ahead: false },
         ];
