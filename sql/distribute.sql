@@ -131,11 +131,11 @@ BEGIN
         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_subscribe(integer,text,text,text,timestamptz)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
-    PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
+    PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
-    PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',
+    PERFORM create_distributed_function('queen.shard_ack(integer,jsonb,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
-    PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer)', 'shard',
+    PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_seek(integer,text,text,timestamptz)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);

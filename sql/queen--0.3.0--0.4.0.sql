@@ -151,7 +151,8 @@ CREATE  FUNCTION queen."shard_ack_one"(
 	"lease_id" uuid, /* Option < Uuid > */
 	"status" TEXT, /* Option < & str > */
 	"error" TEXT, /* Option < & str > */
-	"consumer_group" TEXT /* Option < & str > */
+	"consumer_group" TEXT, /* Option < & str > */
+	"grants" TEXT[] /* :: std :: option :: Option < Vec < String > > */
 ) RETURNS queen.ack_result /* AckRow */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -161,7 +162,8 @@ AS 'MODULE_PATHNAME', 'shard_ack_one_wrapper';
 -- queen::api::ack::queen::shard_ack
 CREATE  FUNCTION queen."shard_ack"(
 	"shard" INT, /* i32 */
-	"acks" jsonb /* Option < Jsonb > */
+	"acks" jsonb, /* Option < Jsonb > */
+	"grants" TEXT[] /* :: std :: option :: Option < Vec < String > > */
 ) RETURNS SETOF queen.ack_result /* AckRow */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -172,7 +174,8 @@ AS 'MODULE_PATHNAME', 'shard_ack_wrapper';
 CREATE  FUNCTION queen."shard_renew"(
 	"shard" INT, /* i32 */
 	"lease_id" uuid, /* Option < Uuid > */
-	"seconds" INT /* Option < i32 > */
+	"seconds" INT, /* Option < i32 > */
+	"grants" TEXT[] /* :: std :: option :: Option < Vec < String > > */
 ) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -436,11 +439,11 @@ BEGIN
         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_subscribe(integer,text,text,text,timestamptz)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
-    PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text)', 'shard',
+    PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
-    PERFORM create_distributed_function('queen.shard_ack(integer,jsonb)', 'shard',
+    PERFORM create_distributed_function('queen.shard_ack(integer,jsonb,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
-    PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer)', 'shard',
+    PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_seek(integer,text,text,timestamptz)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);

@@ -34,6 +34,7 @@ use std::cell::RefCell;
 
 const SQL: &str = include_str!("../sql/queries/privilege.sql");
 const GRANTS_OF: Query = Query { file: SQL, name: "grants_of", args: &[TEXT] };
+const GRANTS_HELD: Query = Query { file: SQL, name: "grants_held", args: &[crate::spi::types::OID] };
 const GRANT: Query = Query { file: SQL, name: "grant", args: &[TEXT, crate::spi::types::OID, TEXTS] };
 const REVOKE: Query = Query { file: SQL, name: "revoke", args: &[TEXT, crate::spi::types::OID, TEXTS] };
 const QUEUE_NAME: Query = Query { file: SQL, name: "queue_name", args: &[UUID] };
@@ -69,10 +70,107 @@ impl Privilege {
     }
 }
 
-/// The role calling: `current_user`, as `SET ROLE` and SECURITY DEFINER functions make it.
+/// What a worker's call on Citus checks grants against: the grants of the role that called
+/// queen on the coordinator, as the coordinator read them there (`caller_grants`). The worker
+/// cannot read them itself: `queen.privileges` is a reference table whose `regrole` values are
+/// the coordinator's role oids, which name other roles (or none) on a worker.
+#[derive(Clone, Debug)]
+struct Held {
+    admin: bool,
+    /// (queue, privilege), the queue `'*'` for every queue.
+    grants: Vec<(String, Privilege)>,
+}
+
+impl Held {
+    fn allows(&self, queue: &str, privilege: Privilege) -> bool {
+        self.admin || self.grants.iter().any(|(q, p)| *p == privilege && (q == queue || q == "*"))
+    }
+}
+
+thread_local! {
+    static ACTING: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The role `caller()` answers inside `acting_for` (no role's oid): the checks below then
+/// decide by the grants the coordinator sent.
+const ACTING_ROLE: pg_sys::Oid = pg_sys::InvalidOid;
+
+fn acting() -> Option<Held> {
+    ACTING.with(|a| a.borrow().clone())
+}
+
+/// The role calling: `current_user`, as `SET ROLE` and SECURITY DEFINER functions make it
+/// (inside `acting_for`, on a Citus worker: the coordinator's caller, whose grants were sent).
 pub fn caller() -> pg_sys::Oid {
+    if ACTING.with(|a| a.borrow().is_some()) {
+        return ACTING_ROLE;
+    }
     // SAFETY: GetUserId reads the backend's current user id, set in every backend.
     unsafe { pg_sys::GetUserId() }
+}
+
+/// On a Citus coordinator: the grants of the role calling, for a worker's call to check
+/// against (`acting_for`): None for an admin, else `privilege:queue` for each grant it holds
+/// the privileges of.
+pub fn caller_grants() -> Option<Vec<String>> {
+    let role = caller();
+    crate::spi::connect(|s| {
+        if is_admin(s, role) {
+            return None;
+        }
+        let args: [DatumWithOid; 1] = [role.into()];
+        Some(
+            GRANTS_HELD
+                .run(s, &args)
+                .map(|r| format!("{}:{}", r.req::<String>("privilege"), r.req::<String>("queue")))
+                .collect(),
+        )
+    })
+}
+
+/// Run `f` as a worker's side of a call on Citus: refused (42501) unless the role calling is an
+/// admin — the coordinator delegates as the extension's owner; no other role's grants can be
+/// checked on a worker — and then with the checks of the call made against `grants`
+/// (`caller_grants` of the coordinator's caller; None: an admin's call).
+pub fn acting_for<R>(function: &'static str, grants: Option<Vec<String>>, f: impl FnOnce() -> R) -> QueenResult<R> {
+    let me = caller();
+    if !crate::spi::connect(|s| is_admin(s, me)) {
+        return Err(QueenError::AdminOnly { function, monitor: false });
+    }
+    let held = match grants {
+        None => Held { admin: true, grants: Vec::new() },
+        Some(list) => {
+            let mut grants = Vec::with_capacity(list.len());
+            for g in list {
+                let (p, q) = g.split_once(':').ok_or_else(|| {
+                    QueenError::invalid(
+                        "argument \"grants\"",
+                        format!("\"{}\" is not privilege:queue", crate::error::shorten(&g)),
+                    )
+                })?;
+                grants.push((q.to_string(), Privilege::parse("argument \"grants\"", p)?));
+            }
+            Held { admin: false, grants }
+        }
+    };
+    struct Reset(Option<Held>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ACTING.with(|a| *a.borrow_mut() = self.0.take());
+        }
+    }
+    let _reset = Reset(ACTING.with(|a| a.borrow_mut().replace(held)));
+    Ok(f())
+}
+
+/// A worker's side of a call on Citus that the coordinator checked already (push, pop, seek,
+/// deletes): refused (42501) unless the role calling is an admin (module comment of Held).
+pub fn require_internal(function: &'static str) -> QueenResult<()> {
+    let me = caller();
+    match crate::spi::connect(|s| is_admin(s, me)) {
+        true => Ok(()),
+        false => Err(QueenError::AdminOnly { function, monitor: false }),
+    }
 }
 
 fn has_privs_of_role(member: pg_sys::Oid, role: pg_sys::Oid) -> bool {
@@ -112,6 +210,11 @@ pub const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A superuser, or a role with the privileges of the extension's owner.
 pub fn is_admin(s: &mut Spi, role: pg_sys::Oid) -> bool {
+    if role == ACTING_ROLE {
+        if let Some(held) = acting() {
+            return held.admin;
+        }
+    }
     superuser(role) || has_privs_of_role(role, owner(s))
 }
 
@@ -191,11 +294,21 @@ fn grants_of(s: &mut Spi, queue: &str) -> Vec<Grant> {
 
 /// Whether `role` holds `privilege` on `queue`.
 pub fn allowed(s: &mut Spi, role: pg_sys::Oid, queue: &str, privilege: Privilege) -> bool {
+    if role == ACTING_ROLE {
+        if let Some(held) = acting() {
+            return held.allows(queue, privilege);
+        }
+    }
     is_admin(s, role) || grants_of(s, queue).iter().any(|g| g.privilege == privilege && has_privs_of_role(role, g.role))
 }
 
 /// Whether `role` holds `privilege` on every queue (`'*'`).
 pub fn allowed_everywhere(s: &mut Spi, role: pg_sys::Oid, privilege: Privilege) -> bool {
+    if role == ACTING_ROLE {
+        if let Some(held) = acting() {
+            return held.allows("*", privilege);
+        }
+    }
     is_admin(s, role)
         || grants_of(s, "*")
             .iter()

@@ -320,9 +320,17 @@ pub fn ack_one(
     group: Option<&str>,
 ) -> AckResult {
     let k = layout.keys[shards::stamped_index(message_id.as_bytes(), layout.keys.len())];
+    let grants = crate::privilege::caller_grants();
     spi::connect(|s| {
-        let args: [DatumWithOid; 6] =
-            [k.into(), message_id.into(), lease_id.into(), status.into(), error.into(), group.into()];
+        let args: [DatumWithOid; 7] = [
+            k.into(),
+            message_id.into(),
+            lease_id.into(),
+            status.into(),
+            error.into(),
+            group.into(),
+            grants.clone().into(),
+        ];
         let rows = DELEGATE_ACK_ONE.run(s, &args);
         ack_result(&rows.first(), 0)
     })
@@ -337,11 +345,12 @@ pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckRe
         by_shard.entry(ack_shard(layout, e)).or_default().push(i as i32);
     }
     let mut out: Vec<Option<AckResult>> = vec![None; entries.len()];
+    let grants = crate::privilege::caller_grants();
     spi::connect(|s| {
         for (k, idxs) in &by_shard {
             let args: [DatumWithOid; 2] = [all.into(), idxs.clone().into()];
             let subset: Jsonb = ITEMS_SUBSET.run(s, &args).first().req("items");
-            let args: [DatumWithOid; 2] = [(*k).into(), subset.into()];
+            let args: [DatumWithOid; 3] = [(*k).into(), subset.into(), grants.clone().into()];
             for row in DELEGATE_ACK.run(s, &args) {
                 let idx = idxs[row.req::<i32>("idx") as usize];
                 out[idx as usize] = Some(ack_result(&row, idx));
@@ -373,10 +382,11 @@ pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<Ti
     } else {
         vec![layout.keys[shards::stamped_index(lease_id.as_bytes(), layout.keys.len())]]
     };
+    let grants = crate::privilege::caller_grants();
     spi::connect(|s| {
         let mut latest: Option<TimestampWithTimeZone> = None;
         for k in keys {
-            let args: [DatumWithOid; 3] = [k.into(), lease_id.into(), seconds.into()];
+            let args: [DatumWithOid; 4] = [k.into(), lease_id.into(), seconds.into(), grants.clone().into()];
             if let Some(t) = DELEGATE_RENEW.run(s, &args).first().get::<TimestampWithTimeZone>(1) {
                 if latest.is_none_or(|l| pgrx::pg_sys::TimestampTz::from(t) > pgrx::pg_sys::TimestampTz::from(l)) {
                     latest = Some(t);

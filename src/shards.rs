@@ -6,7 +6,7 @@
 //! `queen.messages`: `create_distributed_table` sends one to every backend when it commits, so
 //! a backend that started before `queen_distribute()` routes from its next call on.
 
-use crate::spi::types::{BOOL, INT4, INT4S, INT8, JSONB, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{BOOL, INT4, INT4S, INT8, JSONB, TEXT, TEXTS, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Spi};
 use pgrx::{pg_guard, pg_sys};
 use std::cell::{Cell, RefCell};
@@ -19,8 +19,8 @@ pub const DELEGATE_PUSH_ONE: Query =
     Query { file: SQL, name: "delegate_push_one", args: &[INT4, TEXT, JSONB, TEXT, TEXT, UUID] };
 pub const DELEGATE_PUSH: Query = Query { file: SQL, name: "delegate_push", args: &[INT4, JSONB] };
 pub const DELEGATE_ACK_ONE: Query =
-    Query { file: SQL, name: "delegate_ack_one", args: &[INT4, UUID, UUID, TEXT, TEXT, TEXT] };
-pub const DELEGATE_ACK: Query = Query { file: SQL, name: "delegate_ack", args: &[INT4, JSONB] };
+    Query { file: SQL, name: "delegate_ack_one", args: &[INT4, UUID, UUID, TEXT, TEXT, TEXT, TEXTS] };
+pub const DELEGATE_ACK: Query = Query { file: SQL, name: "delegate_ack", args: &[INT4, JSONB, TEXTS] };
 pub const DELEGATE_SUBSCRIBE: Query =
     Query { file: SQL, name: "delegate_subscribe", args: &[INT4, TEXT, TEXT, TEXT, TSTZ] };
 pub const DELEGATE_POP: Query = Query {
@@ -34,7 +34,7 @@ const LOCAL_SHARD_KEYS: Query = Query { file: SQL, name: "local_shard_keys", arg
 const IS_COORDINATOR: Query = Query { file: SQL, name: "is_coordinator", args: &[] };
 pub const COUNT_QUEUE_EVERYWHERE: Query = Query { file: SQL, name: "count_queue_everywhere", args: &[UUID, INT8] };
 pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
-pub const DELEGATE_RENEW: Query = Query { file: SQL, name: "delegate_renew", args: &[INT4, UUID, INT4] };
+pub const DELEGATE_RENEW: Query = Query { file: SQL, name: "delegate_renew", args: &[INT4, UUID, INT4, TEXTS] };
 pub const DELEGATE_SEEK: Query = Query { file: SQL, name: "delegate_seek", args: &[INT4, TEXT, TEXT, TSTZ] };
 pub const DELEGATE_DELETE_GROUP: Query = Query { file: SQL, name: "delegate_delete_group", args: &[INT4, TEXT, TEXT] };
 pub const DELEGATE_DELETE_QUEUE: Query = Query { file: SQL, name: "delegate_delete_queue", args: &[INT4, TEXT] };

@@ -11,6 +11,11 @@ SELECT extowner AS owner, extversion AS version FROM pg_catalog.pg_extension WHE
 -- The grants on queue $1 and on every queue ('*').
 SELECT role::oid AS role, queue, privilege FROM queen.privileges WHERE queue = $1 OR queue = '*';
 
+-- name: grants_held
+-- The grants whose privileges role $1 holds (pg_has_role USAGE: has_privs_of_role), on a
+-- Citus coordinator for a worker's call (src/privilege.rs caller_grants).
+SELECT queue, privilege FROM queen.privileges WHERE pg_catalog.pg_has_role($1, role::oid, 'USAGE');
+
 -- name: grant
 -- Grant privileges $3 on queue $1 ('*': every queue, present and future) to role $2; how many
 -- were not granted before. A grant already there is locked all the same (an update that

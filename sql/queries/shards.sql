@@ -56,12 +56,14 @@ INSERT INTO queen.queues (queue_id, name) VALUES ($1, $2);
 SELECT * FROM queen.shard_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 
 -- name: delegate_ack_one
--- One ack by message id, on the worker of the shard the id carries (queen.shard_ack_one).
-SELECT * FROM queen.shard_ack_one($1, $2, $3, $4, $5, $6);
+-- One ack by message id, on the worker of the shard the id carries (queen.shard_ack_one),
+-- checked against $7, the caller's grants (the coordinator delegates as the extension's owner).
+SELECT * FROM queen.shard_ack_one($1, $2, $3, $4, $5, $6, $7);
 
 -- name: delegate_ack
--- The entries $2 of an ack batch whose messages are in shard $1 (queen.shard_ack).
-SELECT * FROM queen.shard_ack($1, $2);
+-- The entries $2 of an ack batch whose messages are in shard $1 (queen.shard_ack), checked
+-- against $3, the caller's grants.
+SELECT * FROM queen.shard_ack($1, $2, $3);
 
 -- name: delegate_subscribe
 -- The group's subscription in shard $1, made if it has none (queen.shard_subscribe).
@@ -70,7 +72,7 @@ SELECT * FROM queen.shard_subscribe($1, $2, $3, $4, $5);
 -- name: delegate_renew
 -- A renew of lease $2 by $3 seconds, on the worker of the shard the lease id carries
 -- (queen.shard_renew). Each of these returns one column, read by position.
-SELECT * FROM queen.shard_renew($1, $2, $3);
+SELECT * FROM queen.shard_renew($1, $2, $3, $4);
 
 -- name: delegate_seek
 -- Queue $2's group $3 sought to $4 in shard $1 (queen.shard_seek): the partitions set there.

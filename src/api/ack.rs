@@ -98,7 +98,10 @@ mod queen {
     use pgrx::prelude::*;
     use pgrx::Uuid;
 
-    /// `queen.shard_ack_one(shard, message_id, lease_id, status, error, consumer_group)`.
+    /// `queen.shard_ack_one(shard, message_id, lease_id, status, error, consumer_group,
+    /// grants)`: `grants` those of the coordinator's caller, which the ack is checked against
+    /// (privilege.rs acting_for: for the owner's calls only).
+    #[allow(clippy::too_many_arguments)]
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
     fn shard_ack_one(
@@ -108,22 +111,29 @@ mod queen {
         status: Option<&str>,
         error: Option<&str>,
         consumer_group: Option<&str>,
+        grants: Option<Vec<String>>,
     ) -> AckRow {
         const F: &str = "queen_ack";
         let entry = checked_one(message_id, lease_id, status, error, consumer_group);
         crate::route::enter_shard(shard).or_report(F);
-        let mut results = crate::shards::within(shard, || ack::ack(&[entry])).or_report(F);
+        let acked = crate::privilege::acting_for("queen.shard_ack_one", grants, || {
+            crate::shards::within(shard, || ack::ack(&[entry]))
+        });
+        let mut results = acked.and_then(|r| r).or_report(F);
         row(results.pop().expect("queen: one result per entry"))
     }
 
-    /// `queen.shard_ack(shard, acks)`.
+    /// `queen.shard_ack(shard, acks, grants)`.
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
-    fn shard_ack(shard: i32, acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
+    fn shard_ack(shard: i32, acks: Option<Jsonb>, grants: Option<Vec<String>>) -> SetOfIterator<'static, AckRow> {
         const F: &str = "queen_ack";
         let (entries, _) = checked_batch(acks);
         crate::route::enter_shard(shard).or_report(F);
-        let results = crate::shards::within(shard, || ack::ack(&entries)).or_report(F);
+        let acked = crate::privilege::acting_for("queen.shard_ack", grants, || {
+            crate::shards::within(shard, || ack::ack(&entries))
+        });
+        let results = acked.and_then(|r| r).or_report(F);
         SetOfIterator::new(results.into_iter().map(row))
     }
 }

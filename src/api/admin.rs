@@ -122,14 +122,23 @@ mod queen {
     use pgrx::prelude::*;
     use pgrx::Uuid;
 
-    /// `queen.shard_renew(shard, lease_id, seconds)`.
+    /// `queen.shard_renew(shard, lease_id, seconds, grants)`: `grants` those of the
+    /// coordinator's caller, which the renew is checked against (privilege.rs acting_for).
     #[pg_extern(volatile, parallel_unsafe)]
     #[search_path(pg_catalog, pg_temp)]
-    fn shard_renew(shard: i32, lease_id: Option<Uuid>, seconds: Option<i32>) -> Option<TimestampWithTimeZone> {
+    fn shard_renew(
+        shard: i32,
+        lease_id: Option<Uuid>,
+        seconds: Option<i32>,
+        grants: Option<Vec<String>>,
+    ) -> Option<TimestampWithTimeZone> {
         const F: &str = "queen_renew";
         let lease_id = checked_renew(lease_id, seconds);
         enter_shard(shard).or_report(F);
-        within(shard, || admin::renew(lease_id, seconds)).or_report(F)
+        let renewed = crate::privilege::acting_for("queen.shard_renew", grants, || {
+            within(shard, || admin::renew(lease_id, seconds))
+        });
+        renewed.and_then(|r| r).or_report(F)
     }
 
     /// `queen.shard_seek(shard, queue, consumer_group, to_time)`: the partitions set in the shard.
@@ -144,6 +153,7 @@ mod queen {
         const F: &str = "queen_seek";
         let queue = checked_seek(queue, consumer_group);
         enter_shard(shard).or_report(F);
+        crate::privilege::require_internal("queen.shard_seek").or_report(F);
         within(shard, || admin::seek(queue, consumer_group, to_time)).or_report(F)
     }
 
@@ -154,6 +164,7 @@ mod queen {
         const F: &str = "queen_delete_group";
         checked_delete_group(consumer_group, queue);
         enter_shard(shard).or_report(F);
+        crate::privilege::require_internal("queen.shard_delete_group").or_report(F);
         within(shard, || admin::delete_group(consumer_group, queue)).or_report(F)
     }
 
@@ -165,6 +176,7 @@ mod queen {
         const F: &str = "queen_delete_queue";
         let queue = checked_delete_queue(queue);
         enter_shard(shard).or_report(F);
+        crate::privilege::require_internal("queen.shard_delete_queue").or_report(F);
         within(shard, || admin::delete_queue(queue)).or_report(F)
     }
 }

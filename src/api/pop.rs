@@ -113,7 +113,7 @@ mod queen {
     use crate::error::{OrReport, QueenError};
     use crate::names;
     use crate::pop;
-    use crate::privilege::{self, Privilege};
+    use crate::privilege;
     use pgrx::datum::TimestampWithTimeZone;
     use pgrx::prelude::*;
 
@@ -159,7 +159,7 @@ mod queen {
                 .report(F);
             }
         }
-        privilege::require(&[&req.queue], Privilege::Pop).or_report(F);
+        privilege::require_internal("queen.shard_pop").or_report(F);
         let rows = crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows;
         SetOfIterator::new(rows.into_iter().map(message_row))
     }
@@ -184,7 +184,7 @@ mod queen {
         let mode =
             pop::check(Some(1), Some(1), Some(0), None, subscription_mode, subscription_from.is_some()).or_report(F);
         crate::route::enter_shard(shard).or_report(F);
-        privilege::require(&[queue], Privilege::Pop).or_report(F);
+        privilege::require_internal("queen.shard_subscribe").or_report(F);
         let queue_id = crate::names::to_pg(names::queue_id(queue));
         crate::locks::writing(queue_id, Some(queue), Some(group)).or_report(F);
         crate::shards::within(shard, || {

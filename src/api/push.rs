@@ -105,7 +105,7 @@ fn require_push(items: &[PushItem]) {
 /// `queen_push` does (a role may call them by hand) and that every item belongs to `shard`.
 #[pgrx::pg_schema]
 mod queen {
-    use super::{checked_items, checked_one, require_push, row};
+    use super::{checked_items, checked_one, row};
     use crate::api::rows::PushRow;
     use crate::error::OrReport;
     use crate::jsonb::Jsonb;
@@ -128,7 +128,7 @@ mod queen {
         let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
         let items = vec![item];
         crate::spi::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
-        require_push(&items);
+        crate::privilege::require_internal("queen.shard_push_one").or_report(F);
         let mut results = push::push(items, Payloads::One(payload), Some(shard)).or_report(F);
         row(results.pop().expect("queen: one result per item"))
     }
@@ -140,7 +140,7 @@ mod queen {
         const F: &str = "queen_push";
         let (parsed, items) = checked_items(items);
         crate::spi::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
-        require_push(&parsed);
+        crate::privilege::require_internal("queen.shard_push").or_report(F);
         SetOfIterator::new(push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F).into_iter().map(row))
     }
 }
