@@ -1424,6 +1424,35 @@ fn acks_and_renewals_through_the_coordinator_follow_its_grants() {
     assert!(["42501", "22023"].contains(&sqlstate(&e).as_str()), "{e:?}");
 }
 
+/// Every schedule `make explore-citus` found a violation with, shrunk and kept in
+/// tests/integration/schedules-citus/, replays through the coordinator without one.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn schedules_that_found_bugs_on_citus_pass() {
+    use queen_integration_tests::explore::{self, CitusNodes, Config, CrashCluster, Server};
+    let base = queen_integration_tests::citus::base_port();
+    let scripts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
+    let cfg = Config {
+        server: Server { host: "127.0.0.1".into(), port: base.to_string() },
+        other: None,
+        // As make explore-citus runs them: the application role is the last of 5 connections.
+        conns: 5,
+        steps: 0,
+        crash: Some(CrashCluster { scripts: scripts.clone(), dir: String::new() }),
+        citus: Some(CitusNodes { scripts, base }),
+    };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schedules-citus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let (schedule, scan_limit) = explore::parse(&std::fs::read_to_string(&file).unwrap());
+        let name = format!("citus_regress_{}", file.file_stem().unwrap().to_string_lossy().replace('-', "_"));
+        let outcome = explore::replay(&cfg, &schedule, &name, scan_limit);
+        assert!(outcome.violations.is_empty(), "{}: {:?}", file.display(), outcome.violations);
+    }
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
