@@ -952,8 +952,12 @@ impl<'a> Run<'a> {
         if self.conns[c].tx.is_none() || self.conns[c].client.is_none() {
             return;
         }
-        if self.conns[c].app {
-            // (The application role may not set the delay: a plain commit.)
+        if self.conns[c].app || self.cfg.citus.is_some() {
+            // (The application role may not set the delay: a plain commit. On Citus a commit
+            // reaches the workers, where queen's rows are, only with its COMMIT PREPARED, which
+            // Citus sends after queen's commit hooks on the coordinator: the window a slow
+            // commit opens — visible, the caches not told yet — is not there, nor are the
+            // caches; a commit is visible once it returns.)
             self.commit(c);
             return;
         }
