@@ -483,8 +483,10 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         if g.q != 0 {
             continue;
         }
+        // The lease the ack named: another lease of the group on the same message (the message
+        // delivered again after this one's pop rolled back or died in a crash) says nothing of it.
         let Some((lease, commit)) =
-            leases.iter().find(|(_, l)| l.3.contains(&g.msg) && l.1 == g.group).map(|(l, x)| (*l, x.2))
+            leases.get(&g.lease).filter(|l| l.3.contains(&g.msg) && l.1 == g.group).map(|x| (g.lease, x.2))
         else {
             continue; // its pop never committed
         };

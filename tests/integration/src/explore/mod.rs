@@ -199,6 +199,8 @@ pub struct SideGone {
     pub q: u8,
     pub group: u8,
     pub msg: Uuid,
+    /// The lease the ack named (the delivery's, which may never have committed).
+    pub lease: Uuid,
     pub delivered: usize,
 }
 
@@ -1150,6 +1152,7 @@ impl<'a> Run<'a> {
                                 q: d.q,
                                 group: d.group,
                                 msg: d.msg,
+                                lease: d.lease,
                                 delivered: d.step,
                             });
                         }
