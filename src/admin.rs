@@ -109,9 +109,7 @@ pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> QueenResult<i32
 /// maintenance's count included (item 10).
 pub fn delete_queue(queue: &str) -> QueenResult<bool> {
     let queue_id = to_pg(names::queue_id(queue));
-    crate::locks::take_fresh(Kind::QueueWrite, crate::locks::queue_key(queue_id), Mode::Exclusive, || {
-        format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue))
-    })?;
+    crate::locks::deleting_queue(queue_id, queue)?;
     Ok(spi::connect(|s| {
         let args: [DatumWithOid; 2] = [queue_id.into(), crate::shards::current().into()];
         crate::cache::changed();

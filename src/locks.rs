@@ -207,6 +207,14 @@ pub fn writing(queue_id: Uuid, queue: Option<&str>, group: Option<&str>) -> Quee
     Ok(waited)
 }
 
+/// A queue's exclusive lock, for its delete (`queen_delete_queue`; on Citus the coordinator's
+/// too): waits for every open transaction that holds it shared (`writing`).
+pub fn deleting_queue(queue_id: Uuid, queue: &str) -> QueenResult<bool> {
+    take_fresh(Kind::QueueWrite, queue_key(queue_id), Mode::Exclusive, || {
+        format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue))
+    })
+}
+
 /// How long a wait may last: the caller's `lock_timeout` when set and shorter, else
 /// `queen.lock_wait_seconds`.
 fn bound_ms() -> i32 {

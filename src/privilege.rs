@@ -75,27 +75,28 @@ impl Privilege {
 /// cannot read them itself: `queen.privileges` is a reference table whose `regrole` values are
 /// the coordinator's role oids, which name other roles (or none) on a worker.
 #[derive(Clone, Debug)]
-struct Held {
+pub struct Holdings {
     admin: bool,
     /// (queue, privilege), the queue `'*'` for every queue.
     grants: Vec<(String, Privilege)>,
 }
 
-impl Held {
-    fn allows(&self, queue: &str, privilege: Privilege) -> bool {
+impl Holdings {
+    /// Whether these grants give `privilege` on `queue`.
+    pub fn allows(&self, queue: &str, privilege: Privilege) -> bool {
         self.admin || self.grants.iter().any(|(q, p)| *p == privilege && (q == queue || q == "*"))
     }
 }
 
 thread_local! {
-    static ACTING: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+    static ACTING: std::cell::RefCell<Option<Holdings>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The role `caller()` answers inside `acting_for` (no role's oid): the checks below then
 /// decide by the grants the coordinator sent.
 const ACTING_ROLE: pg_sys::Oid = pg_sys::InvalidOid;
 
-fn acting() -> Option<Held> {
+fn acting() -> Option<Holdings> {
     ACTING.with(|a| a.borrow().clone())
 }
 
@@ -113,19 +114,28 @@ pub fn caller() -> pg_sys::Oid {
 /// against (`acting_for`): None for an admin, else `privilege:queue` for each grant it holds
 /// the privileges of.
 pub fn caller_grants() -> Option<Vec<String>> {
-    let role = caller();
-    crate::spi::connect(|s| {
-        if is_admin(s, role) {
-            return None;
-        }
-        let args: [DatumWithOid; 1] = [role.into()];
-        Some(
-            GRANTS_HELD
-                .run(s, &args)
-                .map(|r| format!("{}:{}", r.req::<String>("privilege"), r.req::<String>("queue")))
-                .collect(),
-        )
+    for_caller(None, |s, role| {
+        let held = holdings(s, role);
+        (!held.admin).then(|| held.grants.iter().map(|(q, p)| format!("{}:{q}", p.name())).collect())
     })
+}
+
+/// The grants whose privileges `role` holds (all of them for an admin), read once: for checks
+/// of many queues at a time (the views over every shard, a worker's call on Citus).
+pub fn holdings(s: &mut Spi, role: pg_sys::Oid) -> Holdings {
+    if is_admin(s, role) {
+        return Holdings { admin: true, grants: Vec::new() };
+    }
+    let args: [DatumWithOid; 1] = [role.into()];
+    let grants = GRANTS_HELD
+        .run(s, &args)
+        .map(|r| {
+            let p = Privilege::parse("privilege", &r.req::<String>("privilege"))
+                .expect("queen: stored privileges are checked");
+            (r.req::<String>("queue"), p)
+        })
+        .collect();
+    Holdings { admin: false, grants }
 }
 
 /// Run `f` as a worker's side of a call on Citus: refused (42501) unless the role calling is an
@@ -133,12 +143,11 @@ pub fn caller_grants() -> Option<Vec<String>> {
 /// checked on a worker — and then with the checks of the call made against `grants`
 /// (`caller_grants` of the coordinator's caller; None: an admin's call).
 pub fn acting_for<R>(function: &'static str, grants: Option<Vec<String>>, f: impl FnOnce() -> R) -> QueenResult<R> {
-    let me = caller();
-    if !crate::spi::connect(|s| is_admin(s, me)) {
+    if !admin_now() {
         return Err(QueenError::AdminOnly { function, monitor: false });
     }
     let held = match grants {
-        None => Held { admin: true, grants: Vec::new() },
+        None => Holdings { admin: true, grants: Vec::new() },
         Some(list) => {
             let mut grants = Vec::with_capacity(list.len());
             for g in list {
@@ -150,10 +159,10 @@ pub fn acting_for<R>(function: &'static str, grants: Option<Vec<String>>, f: imp
                 })?;
                 grants.push((q.to_string(), Privilege::parse("argument \"grants\"", p)?));
             }
-            Held { admin: false, grants }
+            Holdings { admin: false, grants }
         }
     };
-    struct Reset(Option<Held>);
+    struct Reset(Option<Holdings>);
     impl Drop for Reset {
         fn drop(&mut self) {
             ACTING.with(|a| *a.borrow_mut() = self.0.take());
@@ -164,10 +173,9 @@ pub fn acting_for<R>(function: &'static str, grants: Option<Vec<String>>, f: imp
 }
 
 /// A worker's side of a call on Citus that the coordinator checked already (push, pop, seek,
-/// deletes): refused (42501) unless the role calling is an admin (module comment of Held).
+/// deletes): refused (42501) unless the role calling is an admin (Holdings says why).
 pub fn require_internal(function: &'static str) -> QueenResult<()> {
-    let me = caller();
-    match crate::spi::connect(|s| is_admin(s, me)) {
+    match admin_now() {
         true => Ok(()),
         false => Err(QueenError::AdminOnly { function, monitor: false }),
     }

@@ -427,12 +427,7 @@ pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -
 /// rows; whether any of it existed.
 pub fn delete_queue(layout: &Layout, queue: &str) -> QueenResult<bool> {
     let queue_id = to_pg(names::queue_id(queue));
-    crate::locks::take_fresh(
-        crate::locks::Kind::QueueWrite,
-        crate::locks::queue_key(queue_id),
-        crate::locks::Mode::Exclusive,
-        || format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue)),
-    )?;
+    crate::locks::deleting_queue(queue_id, queue)?;
     Ok(spi::connect(|s| {
         let mut existed = false;
         for k in &layout.keys {

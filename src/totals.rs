@@ -58,10 +58,11 @@ pub struct DeadLetter {
     pub trace_id: Option<Uuid>,
 }
 
-/// The queues the caller may read, by id, with their names.
+/// The queues the caller may read, by id, with their names (its grants read once).
 fn readable(s: &mut Spi, role: pg_sys::Oid) -> HashMap<Uuid, String> {
+    let held = privilege::holdings(s, role);
     let names: Vec<(Uuid, String)> = QUEUE_NAMES.run(s, &[]).map(|r| (r.req("queue_id"), r.req("name"))).collect();
-    names.into_iter().filter(|(_, name)| privilege::allowed(s, role, name, Privilege::Read)).collect()
+    names.into_iter().filter(|(_, name)| held.allows(name, Privilege::Read)).collect()
 }
 
 /// Each shard's rows of `query`, the shard keys in order.

@@ -51,6 +51,13 @@ impl CitusDb {
     pub fn worker(&self, n: u16) -> Client {
         connect_node(n, &self.name)
     }
+
+    /// A connection to the coordinator as role `role` (an application's).
+    pub fn coordinator_as(&self, role: &str) -> Client {
+        let port = base_port();
+        Client::connect(&format!("host=127.0.0.1 port={port} user={role} dbname={}", self.name), NoTls)
+            .unwrap_or_else(|e| panic!("cannot connect as {role}: {e}"))
+    }
 }
 
 /// Run `scripts/citus-cluster <args>` against this cluster (a node killed or started again).

@@ -169,15 +169,7 @@ fn distribute_refuses_what_it_cannot_do() {
         .unwrap();
 
     c.batch_execute("CREATE ROLE citus_app LOGIN").ok();
-    let mut app = postgres::Client::connect(
-        &format!(
-            "host=127.0.0.1 port={} user=citus_app dbname={}",
-            queen_integration_tests::citus::base_port(),
-            db.name
-        ),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut app = db.coordinator_as("citus_app");
     let e = app.query_one("SELECT queen_distribute(4)", &[]).unwrap_err();
     assert_eq!(sqlstate(&e), "42501", "{e:?}");
 
@@ -315,8 +307,9 @@ fn a_push_commits_and_rolls_back_with_the_business_transaction() {
     assert_eq!(shards, 4, "the batch spanned every shard");
 }
 
-/// A worker's call checks what `queen_push` checks: the caller's grant, and that every item
-/// belongs to the shard it was sent to.
+/// A worker's call checks that every item belongs to the shard it was sent to; `queen_push`
+/// through the coordinator checks the caller's grant, and the worker's call is refused to roles
+/// that are not admins.
 #[test]
 #[ignore = "needs the Citus cluster of make citus-test"]
 fn a_shards_call_refuses_other_shards_items_and_ungranted_roles() {
@@ -335,21 +328,14 @@ fn a_shards_call_refuses_other_shards_items_and_ungranted_roles() {
     assert!(format!("{e:?}").contains("shard key"), "{e:?}");
 
     c.batch_execute("DROP ROLE IF EXISTS citus_pusher; CREATE ROLE citus_pusher LOGIN").unwrap();
-    let mut app = postgres::Client::connect(
-        &format!(
-            "host=127.0.0.1 port={} user=citus_pusher dbname={}",
-            queen_integration_tests::citus::base_port(),
-            db.name
-        ),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut app = db.coordinator_as("citus_pusher");
     let e = app.query("SELECT * FROM queen_push('q', '3', 'p1')", &[]).unwrap_err();
     assert_eq!(sqlstate(&e), "42501", "{e:?}");
     c.query_one("SELECT queen_grant('q', 'citus_pusher', ARRAY['push'])", &[]).unwrap();
     app.query("SELECT * FROM queen_push('q', '3', 'p1')", &[]).unwrap();
     let right: i32 = c.query_one("SELECT shard FROM queen.messages WHERE payload = '3'", &[]).unwrap().get(0);
-    // By hand, to its own shard, still under the grant check.
+    // By hand, to its own shard: refused to any role that is not an admin (the calls are
+    // internal; the coordinator makes them as the extension's owner).
     c.query_one("SELECT queen_revoke('q', 'citus_pusher', ARRAY['push'])", &[]).unwrap();
     let e = app.query("SELECT * FROM queen.shard_push_one($1, 'q', '4', 'p1', NULL, NULL)", &[&right]).unwrap_err();
     assert_eq!(sqlstate(&e), "42501", "{e:?}");
@@ -964,12 +950,7 @@ fn the_views_answer_for_every_shard_through_the_coordinator() {
          SELECT queen_grant('v', 'citus_reader', ARRAY['read', 'pop']);",
     )
     .unwrap();
-    let port = queen_integration_tests::citus::base_port();
-    let mut app = postgres::Client::connect(
-        &format!("host=127.0.0.1 port={port} user=citus_reader dbname={}", db.name),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut app = db.coordinator_as("citus_reader");
     let queues: Vec<String> = app
         .query("SELECT queue FROM queen.queue_stats UNION SELECT queue FROM queen.group_lag UNION SELECT queue FROM queen.dead_letters_view", &[])
         .unwrap()
@@ -1375,12 +1356,7 @@ fn acks_and_renewals_through_the_coordinator_follow_its_grants() {
     for p in 0..6 {
         c.query("SELECT * FROM queen_push('q', to_jsonb($1::int), 'p' || $1::int)", &[&p]).unwrap();
     }
-    let port = queen_integration_tests::citus::base_port();
-    let mut app = postgres::Client::connect(
-        &format!("host=127.0.0.1 port={port} user=citus_acker dbname={}", db.name),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut app = db.coordinator_as("citus_acker");
     let leased =
         app.query("SELECT message_id, lease_id FROM queen_pop('q', 'g', batch => 10, partitions => 6)", &[]).unwrap();
     assert_eq!(leased.len(), 6);
