@@ -19,20 +19,24 @@ use crate::spi::{self, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 thread_local! {
     /// (queue, group) pairs this backend has seen subscribed in every shard by a committed
-    /// transaction; and those its running transaction subscribed (kept only if it commits).
-    static SUBSCRIBED: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
-    static SUBSCRIBING: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
+    /// transaction, each with the cache generation (cache.rs) read before it subscribed them;
+    /// and those its running transaction subscribed (kept only if it commits). An entry holds
+    /// while the generation has not moved: `queen_delete_group` and `queen_delete_queue` move
+    /// it when they commit (the rows they deleted in every shard are to be made again by the
+    /// group's next first pop, in every shard).
+    static SUBSCRIBED: RefCell<HashMap<(String, String), u64>> = RefCell::new(HashMap::new());
+    static SUBSCRIBING: RefCell<HashMap<(String, String), Option<u64>>> = RefCell::new(HashMap::new());
 }
 
 /// At the end of a transaction: what it subscribed stays known if it committed.
 pub fn at_end(committed: bool) {
-    let done: HashSet<(String, String)> = SUBSCRIBING.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    let done = SUBSCRIBING.with(|s| std::mem::take(&mut *s.borrow_mut()));
     if committed && !done.is_empty() {
-        SUBSCRIBED.with(|s| s.borrow_mut().extend(done));
+        SUBSCRIBED.with(|s| s.borrow_mut().extend(done.into_iter().filter_map(|(k, g)| g.map(|g| (k, g)))));
     }
 }
 
@@ -46,7 +50,9 @@ fn subscribe_everywhere(s: &mut Spi, layout: &Layout, req: &PopRequest) {
         return; // queue mode reads every shard from its start: nothing to fix in advance
     };
     let key = (req.queue.clone(), group.clone());
-    if SUBSCRIBED.with(|x| x.borrow().contains(&key)) || SUBSCRIBING.with(|x| x.borrow().contains(&key)) {
+    let generation = crate::cache::generation_now();
+    let known = SUBSCRIBED.with(|x| x.borrow().get(&key).is_some_and(|g| Some(*g) == generation));
+    if known || SUBSCRIBING.with(|x| x.borrow().contains_key(&key)) {
         return;
     }
     for k in &layout.keys {
@@ -54,7 +60,7 @@ fn subscribe_everywhere(s: &mut Spi, layout: &Layout, req: &PopRequest) {
             [(*k).into(), req.queue.as_str().into(), group.as_str().into(), req.mode.as_str().into(), req.from.into()];
         DELEGATE_SUBSCRIBE.run(s, &args);
     }
-    SUBSCRIBING.with(|x| x.borrow_mut().insert(key));
+    SUBSCRIBING.with(|x| x.borrow_mut().insert(key, generation));
 }
 
 /// The layout when queen is distributed; None on one server (or inside a worker's call, where
@@ -410,8 +416,10 @@ pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<T
     })
 }
 
-/// `queen_delete_group` in every shard: the cursors removed, summed.
+/// `queen_delete_group` in every shard: the cursors removed, summed. Its commit moves the cache
+/// generation: every backend subscribes the group everywhere again at its next first pop.
 pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> i32 {
+    crate::cache::changed();
     spi::connect(|s| {
         let mut removed = 0;
         for k in &layout.keys {
@@ -428,6 +436,7 @@ pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -
 pub fn delete_queue(layout: &Layout, queue: &str) -> QueenResult<bool> {
     let queue_id = to_pg(names::queue_id(queue));
     crate::locks::deleting_queue(queue_id, queue)?;
+    crate::cache::changed(); // (as for a group: subscribe_everywhere)
     Ok(spi::connect(|s| {
         let mut existed = false;
         for k in &layout.keys {

@@ -1429,6 +1429,47 @@ fn schedules_that_found_bugs_on_citus_pass() {
     }
 }
 
+/// A group deleted and popped again ('new') is subscribed again in every shard at that first
+/// pop, also by a backend that had subscribed it everywhere before the delete (and by another
+/// one): what another shard receives after that first pop is new there, what came between the
+/// delete and it is not.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_deleted_group_subscribes_in_every_shard_again() {
+    let db = distributed("resubscribe");
+    let mut c = db.coordinator();
+    for i in 0..20 {
+        c.query("SELECT * FROM queen_push('q', '-1', 'p' || $1::int)", &[&i]).unwrap();
+    }
+    let (pa, pb) = partitions_on_two_workers(&mut c, "q");
+    let mut other = db.coordinator();
+    let pop = |c: &mut postgres::Client, p: &str| -> Vec<String> {
+        c.query(
+            "SELECT payload::text FROM queen_pop('q', 'n', batch => 10, partition => $1, subscription_mode => 'new', auto_ack => true)",
+            &[&p],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    for conn in [&mut c, &mut other] {
+        assert!(pop(conn, &pa).is_empty(), "'new': nothing before the first pop");
+        let removed: i32 = conn.query_one("SELECT queen_delete_group('n', 'q')", &[]).unwrap().get(0);
+        assert!(removed > 0);
+        c_push(&db, &pb, "\"between\"");
+        assert!(pop(conn, &pa).is_empty(), "the group's first pop again");
+        c_push(&db, &pb, "\"after\"");
+        assert_eq!(pop(conn, &pb), vec!["\"after\"".to_string()], "subscribed in the other shard at that first pop");
+        conn.query_one("SELECT queen_delete_group('n', 'q')", &[]).unwrap();
+    }
+}
+
+/// A push through the coordinator, on a connection of its own.
+fn c_push(db: &CitusDb, partition: &str, payload: &str) {
+    db.coordinator().query("SELECT * FROM queen_push('q', $1::text::jsonb, $2)", &[&payload, &partition]).unwrap();
+}
+
 /// citus_subscription_get (subscription.sql), which a worker's call reads a group's
 /// subscription with, says what queen.effective_subscriptions says, for every shape of a
 /// group's rows: one row; several first pops ('new', with their points; 'from'); a seek beside
