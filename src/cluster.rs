@@ -279,9 +279,11 @@ pub fn at_pre_commit() {
     if now.is_some() && now == used.generation {
         return;
     }
-    let same = crate::spi::connect_raw(|s| {
-        let state = read(s);
-        state.settled() && state.offset == used.offset
+    let same = crate::spi::with_snapshot(|| {
+        crate::spi::connect_raw(|s| {
+            let state = read(s);
+            state.settled() && state.offset == used.offset
+        })
     });
     if !same {
         QueenError::Rebased.report("queen");

@@ -101,6 +101,35 @@ pub fn forget_plans() {
     PLANS.with(|p| p.borrow_mut().clear());
 }
 
+/// Run `f` with an active snapshot: the one there is, or the transaction's, pushed for `f`.
+/// A statement that commits on its own (no BEGIN) reaches pre-commit after its portal and
+/// snapshot are gone, and a query run there without one fails ("cannot execute SQL without an
+/// outer snapshot or portal").
+pub fn with_snapshot<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: reads this backend's snapshot stack.
+    if unsafe { pg_sys::ActiveSnapshotSet() } {
+        return f();
+    }
+    // SAFETY: inside a transaction (the callers run in one, before its commit), where
+    // GetTransactionSnapshot returns a snapshot valid for it, which PushActiveSnapshot copies
+    // if needed; PopSnapshot pops it after `f`.
+    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
+    let _pop = PopSnapshot;
+    f()
+}
+
+/// Pops the snapshot pushed just before it was made, when dropped — also when a query raised:
+/// the unwinding passes here before the transaction aborts.
+struct PopSnapshot;
+
+impl Drop for PopSnapshot {
+    fn drop(&mut self) {
+        // SAFETY: made only right after a PushActiveSnapshot, and dropped at the end of the
+        // scope that pushed it, so the snapshot popped is that one.
+        unsafe { pg_sys::PopActiveSnapshot() };
+    }
+}
+
 /// Proof of an SPI connection, handed to `connect`'s closure.
 pub struct Spi {
     _private: (),
@@ -156,15 +185,7 @@ impl Query {
         // a snapshot valid for the transaction, which PushActiveSnapshot copies if needed, and
         // which is popped right after the read-only execution that uses it as is.
         unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot()) };
-        struct Pop;
-        impl Drop for Pop {
-            fn drop(&mut self) {
-                // SAFETY: pops the snapshot pushed above (also when the query raised: the
-                // unwinding passes here before the transaction aborts).
-                unsafe { pg_sys::PopActiveSnapshot() };
-            }
-        }
-        let _pop = Pop;
+        let _pop = PopSnapshot;
         self.execute(spi, args, true)
     }
 

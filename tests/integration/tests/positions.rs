@@ -175,6 +175,29 @@ fn a_commit_is_never_passed_by_a_cached_read() {
     assert_eq!(queen_integration_tests::sqlstate(&err), "42501");
 }
 
+/// A statement that commits on its own (no BEGIN: its commit runs after its portal is gone,
+/// with no snapshot) while another session's change of cached state is in flight: the commit's
+/// check of the id mapping reads then, and found no snapshot to read with once an
+/// invalidation (here the caller's own ANALYZE, in CI autovacuum's) had dropped the backend's
+/// layout — "cannot execute SQL without an outer snapshot or portal" (CI of 082d1bb).
+#[test]
+fn a_statement_commits_while_another_change_is_in_flight() {
+    let db = TestDb::new("commit_in_flight");
+    let mut c = db.connect();
+    push(&mut c, "q", "P", json!("m1"));
+    let mut w = db.connect();
+    let w_pid = pid(&mut w);
+    w.batch_execute("SET queen.debug_commit_delay_ms = 1500").unwrap();
+    let h = std::thread::spawn(move || {
+        w.execute("SELECT queen_configure('q', '{\"leaseTime\": 20}')", &[]).unwrap();
+    });
+    await_debug_sleep(&mut c, w_pid);
+    // One implicit transaction: a push, then an invalidation of queen.messages' relcache entry.
+    c.batch_execute("SELECT queen_push('q', '\"m2\"'); ANALYZE queen.messages").unwrap();
+    h.join().unwrap();
+    assert_eq!(drain(&mut c, "q", None), vec![json!("m1"), json!("m2")]);
+}
+
 /// Item 4: after a long finished stretch of the queue log (15 000 messages of partition A,
 /// consumed by name), one message in a new partition B. A consumer that rolls back its empty
 /// pops (`BEGIN; pop; ROLLBACK`) took its discovery point back each time and re-read the same
