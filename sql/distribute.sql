@@ -135,6 +135,8 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack(integer,jsonb,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_ack_lease(integer,uuid,text,text,text[])', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_seek(integer,text,text,timestamptz)', 'shard',

@@ -6,6 +6,8 @@
 --   text) for the seek's query, closed to PUBLIC.
 -- - queen.maintenance_stats adds what the worker could not record (queen_worker_unrecorded():
 --   failures, and passes skipped because another was running).
+-- - queen_ack_lease(lease_id, status, error) (issue 23, SPEC §3.4): a whole lease acked in one
+--   call, and its worker's side on Citus, queen.shard_ack_lease.
 -- The library refuses a schema of another version until this script has run.
 --
 -- Written by hand from the difference between the two versions' generated install scripts
@@ -169,6 +171,30 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_ack_wrapper';
+
+-- queen::api::ack::queen::shard_ack_lease
+CREATE  FUNCTION queen."shard_ack_lease"(
+	"shard" INT, /* i32 */
+	"lease_id" uuid, /* Option < Uuid > */
+	"status" TEXT, /* Option < & str > */
+	"error" TEXT, /* Option < & str > */
+	"grants" TEXT[] /* :: std :: option :: Option < Vec < String > > */
+) RETURNS SETOF queen.ack_result /* AckRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_ack_lease_wrapper';
+
+-- queen::api::ack::queen_ack_lease (SPEC §3.4)
+CREATE  FUNCTION "queen_ack_lease"(
+	"lease_id" uuid, /* Option < Uuid > */
+	"status" TEXT DEFAULT 'completed', /* Option < & str > */
+	"error" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS SETOF queen.ack_result /* AckRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_ack_lease_wrapper';
 
 -- queen::api::admin::queen::shard_renew
 CREATE  FUNCTION queen."shard_renew"(
@@ -442,6 +468,8 @@ BEGIN
     PERFORM create_distributed_function('queen.shard_ack_one(integer,uuid,uuid,text,text,text,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_ack(integer,jsonb,text[])', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_ack_lease(integer,uuid,text,text,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_renew(integer,uuid,integer,text[])', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);

@@ -5,12 +5,14 @@
 //!   lease's batch, and the lease is released when all of the batch is finished.
 //! - `failed`: one failure charged to the message; with retries left the lease is released and
 //!   the message (with the rest of its partition) comes back after `retryDelay`; with none left
-//!   it is filed as a dead letter and finished.
+//!   it is filed as a dead letter and finished, and the lease is released all the same (the
+//!   rest of the batch comes back at once, uncharged).
 //! - `retry`: the lease is released and the message comes back at once; nothing is charged.
 //! - `dlq`: filed as a dead letter now, and finished.
 //!
 //! In one call, the entries of one (partition, group) are applied in delivery order; at the
-//! first that comes back, the lease is released and the rest are `superseded`: not applied,
+//! first that comes back (or a `failed` whose retries are spent), the lease is released and the
+//! rest are `superseded`: not applied,
 //! delivered again (reference/000: "In a batch, the cursor stops at the first message that
 //! comes back"). A refused ack is a result, not an error, and changes nothing.
 
@@ -186,6 +188,8 @@ const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", arg
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS, INT4] };
 const ACK_LEASE_ROWS: Query = Query { file: SQL, name: "ack_lease_rows", args: &[UUID, INT4] };
 const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT, INT4] };
+const ACK_LEASE_QUEUES: Query = Query { file: SQL, name: "ack_lease_queues", args: &[UUID, INT4] };
+const ACK_LEASE_LOCK: Query = Query { file: SQL, name: "ack_lease_lock", args: &[UUID, INT4] };
 
 /// The queue's options as a row of ack.sql carries them (its `-- [one server]` columns); None
 /// on Citus, where the statement cannot join them (the caller loads them: [`options_or_load`]).
@@ -365,6 +369,121 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
         Ok(())
     })?;
     Ok(results)
+}
+
+/// `queen_ack_lease` (SPEC §3.4): every message lease `lease` delivered and not finished yet,
+/// acknowledged with `status` (and `error`) as a batch of one entry per message would be —
+/// another way to find the entries; the rules are [`decide`]'s. The rows that hold the lease
+/// are found through `cursors_lease` and locked in partition order, with their batches' message
+/// ids, in one statement; then one write per partition. Results in delivery order (partition
+/// by partition, in the order the rows are locked), `idx` counting from 0. A lease no row holds
+/// any more (released, or taken over by a pop after it ran out) no longer knows its batch: no
+/// rows, as for an unknown lease. To a role that holds no privilege on the lease's queue, the
+/// lease is unknown (nothing locked); one that knows the queue but may not pop is refused (42501).
+pub fn ack_lease(lease: uuid::Uuid, status: AckStatus, error: Option<&str>) -> QueenResult<Vec<AckResult>> {
+    let role = crate::privilege::caller();
+    let lease = to_pg(lease);
+    spi::connect(|s| -> QueenResult<Vec<AckResult>> {
+        let shard = crate::shards::current();
+        if !crate::privilege::allowed_everywhere(s, role, crate::privilege::Privilege::Pop) {
+            let queues: Vec<Uuid> =
+                ACK_LEASE_QUEUES.run(s, &[lease.into(), shard.into()]).map(|r| r.req("queue_id")).collect();
+            if !crate::privilege::unknown_to(s, role, &queues, crate::privilege::Privilege::Pop)?.is_empty() {
+                return Ok(vec![]);
+            }
+        }
+        let rows: Vec<LeaseBatch> = ACK_LEASE_LOCK
+            .run(s, &[lease.into(), shard.into()])
+            .map(|r| LeaseBatch {
+                partition: r.req("partition_id"),
+                group: r.req("consumer_group"),
+                queue_id: r.req("queue_id"),
+                ids: r.get::<Vec<Option<Uuid>>>("batch_ids").unwrap_or_default(),
+                locked: (state::parse(&r), state::micros(r.req::<TimestampWithTimeZone>("now")), options_in_row(&r)),
+            })
+            .collect();
+        let mut queues: Vec<Uuid> = rows.iter().map(|b| b.queue_id).collect();
+        queues.sort_unstable_by_key(|q| *q.as_bytes());
+        queues.dedup();
+        crate::privilege::require_ids(s, role, &queues, crate::privilege::Privilege::Pop)?;
+        let mut results: Vec<AckResult> = Vec::new();
+        for b in rows {
+            let (mut row, now, opts) = b.locked;
+            let opts = options_or_load(s, opts, b.queue_id);
+            let targets = lease_targets(&mut row.cursor, &b.ids, opts.retention_seconds > 0);
+            let entries: Vec<AckEntry> = targets
+                .iter()
+                .map(|(_, id)| AckEntry {
+                    message_id: Some(from_pg(*id)),
+                    transaction_id: None,
+                    partition_id: None,
+                    lease_id: Some(from_pg(lease)),
+                    group: None,
+                    status,
+                    error: error.map(str::to_string),
+                })
+                .collect();
+            let found: Vec<Option<Found>> = targets
+                .iter()
+                .map(|&(key, message_id)| {
+                    Some(Found { partition_id: b.partition, key, queue_id: b.queue_id, message_id })
+                })
+                .collect();
+            if entries.is_empty() {
+                // Nothing left to ack here: every unfinished message of the batch is gone.
+                release_vanished(s, lease, b.partition, &b.group, b.queue_id, row, now);
+                continue;
+            }
+            let base = results.len();
+            let mut these: Vec<AckResult> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| AckResult {
+                    idx: (base + i) as i32,
+                    message_id: e.message_id.map(to_pg),
+                    success: false,
+                    error: None,
+                    lease_released: false,
+                    dead_lettered: false,
+                })
+                .collect();
+            let idxs: Vec<usize> = (0..entries.len()).collect();
+            let first = found[0].expect("found");
+            // The row holds the lease: decide judges it by the row (lease_refusal).
+            let mut g = Group::new(s, &first, &b.group, Some((row, now, opts)));
+            g.apply(&entries, &found, &idxs, &Leases::default(), &mut these)?;
+            results.extend(these);
+        }
+        Ok(results)
+    })
+}
+
+/// What `queen_ack_lease` acks in one row: the messages of the lease's batch not finished yet,
+/// in delivery order, with their ids (`ids`, aligned with the batch's keys). One whose message
+/// no longer exists (None) is counted finished when the queue has retention, which deleted it
+/// under the lease (as `forget_vanished`), and is left out either way.
+fn lease_targets(cursor: &mut crate::cursor::Cursor, ids: &[Option<Uuid>], retention: bool) -> Vec<(Key, Uuid)> {
+    let keys = cursor.lease.as_ref().map(|l| l.keys.clone()).unwrap_or_default();
+    let mut targets = Vec::new();
+    for (k, id) in keys.into_iter().zip(ids) {
+        match id {
+            _ if cursor.is_finished(k) => {}
+            Some(id) => targets.push((k, *id)),
+            None if retention => cursor.vanished(k),
+            None => {}
+        }
+    }
+    targets
+}
+
+/// A row holding the lease `queen_ack_lease` acks, as `ack_lease_lock` read it.
+struct LeaseBatch {
+    partition: Uuid,
+    group: String,
+    queue_id: Uuid,
+    /// The ids of the batch's messages, in delivery order; None where one no longer exists.
+    ids: Vec<Option<Uuid>>,
+    locked: (CursorRow, Micros, Option<QueueOptions>),
 }
 
 /// The entries as the caller may see them, when it may not pop every queue: an entry naming a
@@ -768,16 +887,9 @@ fn sweep_vanished(s: &mut Spi, lease: Uuid, entries: &[AckEntry], results: &mut 
         for k in unfinished {
             row.cursor.vanished(k);
         }
-        if !row.cursor.settle() {
+        if !release_vanished(s, lease, partition, &group, queue_id, row, now) {
             continue;
         }
-        row.lease_id = None;
-        row.lease_expires_at = None;
-        // The partition may have more: pops look at it again now (as after a released lease).
-        let hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
-        let also = state::SaveAlso { queue_id, hint_at, ended_lease: Some((lease, false)) };
-        state::save(s, partition, &group, &row, also);
-        crate::wait::touched(crate::wait::queue_key(&from_pg(queue_id)));
         // On the first entry that named the lease and found its message gone.
         let named = |i: &usize| {
             entries[*i].lease_id.map(to_pg) == Some(lease) && results[*i].error.as_deref() == Some("message not found")
@@ -786,6 +898,31 @@ fn sweep_vanished(s: &mut Spi, lease: Uuid, entries: &[AckEntry], results: &mut 
             results[i].lease_released = true;
         }
     }
+}
+
+/// Settle a row of `lease` whose unfinished messages are all gone (counted as vanished by the
+/// caller): the batch is finished and the lease released, written with a hint so that pops
+/// look at the partition again now, as after a released lease. False when the batch is not
+/// finished after all (nothing written).
+fn release_vanished(
+    s: &mut Spi,
+    lease: Uuid,
+    partition: Uuid,
+    group: &str,
+    queue_id: Uuid,
+    mut row: CursorRow,
+    now: Micros,
+) -> bool {
+    if !row.cursor.settle() {
+        return false;
+    }
+    row.lease_id = None;
+    row.lease_expires_at = None;
+    let hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
+    let also = state::SaveAlso { queue_id, hint_at, ended_lease: Some((lease, false)) };
+    state::save(s, partition, group, &row, also);
+    crate::wait::touched(crate::wait::queue_key(&from_pg(queue_id)));
+    true
 }
 
 /// What [`Group::create`] came to.
@@ -878,8 +1015,14 @@ fn decide(
             AckStatus::Failed => {
                 let charge = row.cursor.charge(k, opts.retry_limit);
                 if charge.spent {
+                    // Filed, and the lease released all the same (SPEC §5): a worker that gives
+                    // up on its batch after a failure leaves nothing leased until expiry; the
+                    // messages after it come back at the next pop, uncharged.
                     dead_letter(charge.attempt, r);
-                    row.cursor.finish(k)
+                    row.cursor.finish(k);
+                    came_back = true;
+                    row.cursor.release();
+                    true
                 } else {
                     came_back = true;
                     row.cursor.release();
@@ -947,6 +1090,54 @@ mod tests {
         assert_eq!(a[1].lease_id, Some(uuid::Uuid::parse_str(L).unwrap()));
         assert_eq!(a[2].transaction_id.as_deref(), Some("t1"));
         assert_eq!(a[2].status, AckStatus::Failed);
+    }
+
+    #[test]
+    fn a_lease_acks_its_unfinished_messages_in_delivery_order() {
+        use crate::cursor::{Batch, Cursor};
+        let id = |n: u8| Uuid::from_bytes([n; 16]);
+        // Delivered in this order: (7,2) before (5,1) (a transaction's order), then (7,3), (8,0).
+        let batch = Batch { keys: vec![(7, 2), (5, 1), (7, 3), (8, 0)], xip: vec![] };
+        let fresh = || Cursor { done: (5, 0), lease: Some(batch.clone()), ..Default::default() };
+        for (ids, ahead, retention, want, vanished) in [
+            // every message there, none finished: all of them, in delivery order
+            (
+                vec![Some(1), Some(2), Some(3), Some(4)],
+                vec![],
+                false,
+                vec![((7, 2), 1), ((5, 1), 2), ((7, 3), 3), ((8, 0), 4)],
+                vec![],
+            ),
+            // (7,3) was acked before: left out
+            (
+                vec![Some(1), Some(2), Some(3), Some(4)],
+                vec![(7, 3)],
+                false,
+                vec![((7, 2), 1), ((5, 1), 2), ((8, 0), 4)],
+                vec![],
+            ),
+            // (5,1) deleted by retention under the lease: counted finished, left out
+            (
+                vec![Some(1), None, Some(3), Some(4)],
+                vec![],
+                true,
+                vec![((7, 2), 1), ((7, 3), 3), ((8, 0), 4)],
+                vec![(5, 1)],
+            ),
+            // gone without retention: left out, not counted finished
+            (vec![Some(1), None, Some(3), Some(4)], vec![], false, vec![((7, 2), 1), ((7, 3), 3), ((8, 0), 4)], vec![]),
+        ] {
+            let mut c = fresh();
+            c.ahead = ahead.clone();
+            let ids: Vec<Option<Uuid>> = ids.into_iter().map(|n| n.map(id)).collect();
+            let got = lease_targets(&mut c, &ids, retention);
+            let want: Vec<(Key, Uuid)> = want.into_iter().map(|(k, n)| (k, id(n))).collect();
+            assert_eq!(got, want, "ids {ids:?}, ahead {ahead:?}");
+            for k in [(5, 1), (7, 2), (7, 3), (8, 0)] {
+                let expected = ahead.contains(&k) || vanished.contains(&k);
+                assert_eq!(c.is_finished(k), expected, "{k:?} finished");
+            }
+        }
     }
 
     #[test]

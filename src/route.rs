@@ -11,9 +11,9 @@ use crate::names::{self, to_pg};
 use crate::pop::{Outcome, PopRequest, Popped};
 use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
-    self, Layout, COUNT_QUEUE_EVERYWHERE, DELEGATE_ACK, DELEGATE_ACK_ONE, DELEGATE_DELETE_GROUP, DELEGATE_DELETE_QUEUE,
-    DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, ITEMS_SUBSET,
-    QUEUES_REGISTERED, REGISTER_QUEUE,
+    self, Layout, COUNT_QUEUE_EVERYWHERE, DELEGATE_ACK, DELEGATE_ACK_LEASE, DELEGATE_ACK_ONE, DELEGATE_DELETE_GROUP,
+    DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW, DELEGATE_SEEK,
+    DELEGATE_SUBSCRIBE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
 };
 use crate::spi::{self, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -378,16 +378,41 @@ pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckRe
         .collect()
 }
 
+/// The shard keys a lease's rows may be in: the one its id carries, or every shard for a lease
+/// that spans shards (pop_on_workers).
+fn lease_keys(layout: &Layout, lease_id: Uuid) -> Vec<i32> {
+    if shards::spans_shards(lease_id.as_bytes()) {
+        layout.keys.clone()
+    } else {
+        vec![layout.keys[shards::stamped_index(lease_id.as_bytes(), layout.keys.len())]]
+    }
+}
+
+/// `queen_ack_lease` on the worker of each shard the lease may hold rows in: the results of
+/// each shard in turn, `idx` numbered on across them.
+pub fn ack_lease(layout: &Layout, lease_id: Uuid, status: &str, error: Option<&str>) -> Vec<AckResult> {
+    let grants = crate::privilege::caller_grants();
+    spi::connect(|s| {
+        let mut out: Vec<AckResult> = Vec::new();
+        for k in lease_keys(layout, lease_id) {
+            let args: [DatumWithOid; 5] =
+                [k.into(), lease_id.into(), status.into(), error.into(), grants.clone().into()];
+            let rows: Vec<AckResult> = DELEGATE_ACK_LEASE.run(s, &args).map(|r| ack_result(&r, 0)).collect();
+            for mut r in rows {
+                r.idx = out.len() as i32;
+                out.push(r);
+            }
+        }
+        out
+    })
+}
+
 /// `queen_renew` on the worker of the shard its lease id carries (a pop's lease is one shard's:
 /// shards::new_id), or in every shard for a lease that spans shards (pop_on_workers): the
 /// latest expiry any shard set. A lease made before `queen_distribute()` carries no shard and
 /// is not found.
 pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<TimestampWithTimeZone> {
-    let keys: Vec<i32> = if shards::spans_shards(lease_id.as_bytes()) {
-        layout.keys.clone()
-    } else {
-        vec![layout.keys[shards::stamped_index(lease_id.as_bytes(), layout.keys.len())]]
-    };
+    let keys = lease_keys(layout, lease_id);
     let grants = crate::privilege::caller_grants();
     spi::connect(|s| {
         let mut latest: Option<TimestampWithTimeZone> = None;

@@ -21,6 +21,8 @@ pub const DELEGATE_PUSH: Query = Query { file: SQL, name: "delegate_push", args:
 pub const DELEGATE_ACK_ONE: Query =
     Query { file: SQL, name: "delegate_ack_one", args: &[INT4, UUID, UUID, TEXT, TEXT, TEXT, TEXTS] };
 pub const DELEGATE_ACK: Query = Query { file: SQL, name: "delegate_ack", args: &[INT4, JSONB, TEXTS] };
+pub const DELEGATE_ACK_LEASE: Query =
+    Query { file: SQL, name: "delegate_ack_lease", args: &[INT4, UUID, TEXT, TEXT, TEXTS] };
 pub const DELEGATE_SUBSCRIBE: Query =
     Query { file: SQL, name: "delegate_subscribe", args: &[INT4, TEXT, TEXT, TEXT, TSTZ] };
 pub const DELEGATE_POP: Query = Query {

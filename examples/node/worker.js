@@ -16,15 +16,29 @@ for (const signal of ['SIGTERM', 'SIGINT']) {
   });
 }
 
-// queen_ack refuses rather than raises (a lease that expired, or was lost): the row says so.
-async function ack(client, message, status, error = null) {
-  const { rows } = await client.query('SELECT success, error FROM queen_ack($1, $2, $3, $4)', [
-    message.message_id,
-    message.lease_id,
-    status,
-    error,
-  ]);
-  return rows[0];
+// Acks the batch: the messages in `done` completed and, after a failure, the failed one charged
+// and the rest given back. One call when nothing failed: queen_ack_lease acks everything the
+// lease still holds. queen refuses rather than raises (a lease that expired, or was lost): the
+// rows say so. Returns why queen refused, or null.
+async function ack(client, messages, done, failed) {
+  const lease = messages[0].lease_id;
+  const rows = [];
+  if (failed && done.length > 0) {
+    // What was invoiced before the failure, completed (the batch form, one call).
+    const acks = done.map((m) => ({ messageId: m.message_id, leaseId: lease }));
+    const r = await client.query('SELECT success, error FROM queen_ack($1::jsonb)', [JSON.stringify(acks)]);
+    rows.push(...r.rows);
+  }
+  // The rest of the lease: all of it completed, or, after a failure, the first message not acked
+  // yet (the failed one) charged and the ones after it back to the queue ('superseded').
+  const [status, error] = failed ? ['failed', 'simulated failure'] : ['completed', null];
+  const r = await client.query('SELECT success, error FROM queen_ack_lease($1, $2, $3)', [lease, status, error]);
+  rows.push(...r.rows);
+  const refused = rows.find((row) => !row.success && row.error !== 'superseded');
+  if (refused) return refused.error;
+  // One row per message of the batch, unless the lease is gone: a lease no row holds any more
+  // (it expired, and another worker took the partition) answers no rows.
+  return rows.length === messages.length ? null : 'lease not held';
 }
 
 // One batch in one transaction: the pop's lease, the invoices and the acks commit together or not
@@ -37,39 +51,36 @@ async function batch(client, name) {
       await client.query('COMMIT');
       return null;
     }
-    let invoiced = 0;
-    let note = '';
+    const done = [];
+    let failed = null;
     for (const message of messages) {
       const order = message.payload;
       if (order.order_id % 10 === 3 && message.attempt === 1) {
         // A flaky downstream: 'failed' charges one attempt; queen delivers the message again
         // after retryDelay (a dead letter once retryLimit is spent). The messages after it come
         // back too, in order, so the batch stops here; what was invoiced before it commits.
-        const result = await ack(client, message, 'failed', 'simulated failure');
-        if (!result.success) {
-          await client.query('ROLLBACK');
-          return `ack refused (${result.error}), batch rolled back`;
-        }
-        note = `, order ${order.order_id} failed on attempt 1`;
+        failed = order.order_id;
         break;
       }
-      // The ack first: a lease lost meanwhile is refused before any business write (the invoice
-      // would otherwise meet the one the lease's new holder wrote).
-      const result = await ack(client, message, 'completed');
-      if (!result.success) {
-        // The lease is no longer ours (it expired and another worker may have the messages):
-        // undo the invoices, the messages will be delivered again.
-        await client.query('ROLLBACK');
-        return `ack refused (${result.error}), batch rolled back`;
-      }
+      // ON CONFLICT: if this batch's lease was lost, the invoice may meet the one its new holder
+      // wrote; the ack is then refused and the whole batch rolled back.
       await client.query(
-        'INSERT INTO invoices (order_id, amount, worker, attempt) VALUES ($1, $2, $3, $4)',
+        'INSERT INTO invoices (order_id, amount, worker, attempt) VALUES ($1, $2, $3, $4) ' +
+          'ON CONFLICT (order_id) DO NOTHING',
         [order.order_id, order.amount, name, message.attempt],
       );
-      invoiced++;
+      done.push(message);
+    }
+    const refused = await ack(client, messages, done, failed !== null);
+    if (refused) {
+      // The lease is no longer ours (it expired and another worker may have the messages):
+      // undo the invoices, the messages will be delivered again.
+      await client.query('ROLLBACK');
+      return `ack refused (${refused}), batch rolled back`;
     }
     await client.query('COMMIT');
-    return `${messages.length} from ${messages[0].partition}: ${invoiced} invoiced${note}`;
+    const note = failed !== null ? `, order ${failed} failed on attempt 1` : '';
+    return `${messages.length} from ${messages[0].partition}: ${done.length} invoiced${note}`;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     throw err;

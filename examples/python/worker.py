@@ -3,6 +3,7 @@
     DATABASE_URL=postgresql://... python worker.py w1      # until SIGTERM / Ctrl-C
 """
 
+import json
 import os
 import signal
 import sys
@@ -19,13 +20,30 @@ def stop(signum, frame):
     stopping = True
 
 
-def ack(conn, message, status, error=None):
-    """Acks the message under its lease; returns why queen refused it, or None."""
-    row = conn.execute(
-        "SELECT success, error FROM queen_ack(%s, %s, %s, %s)",
-        (message["message_id"], message["lease_id"], status, error),
-    ).fetchone()
-    return None if row["success"] else (row["error"] or "refused")
+def ack(conn, batch, done, failed):
+    """Acks the batch: the messages in `done` completed, and with `failed` (a message that could
+    not be processed) that one charged a failure and the rest given back, in order. One call
+    when nothing failed: queen_ack_lease acks everything the lease still holds. Returns why
+    queen refused, or None."""
+    lease = batch[0]["lease_id"]
+    rows = []
+    if failed and done:
+        # What was invoiced before the failure, completed (the batch form, one call).
+        acks = [{"messageId": str(m["message_id"]), "leaseId": str(lease)} for m in done]
+        rows += conn.execute("SELECT success, error FROM queen_ack(%s::jsonb)", (json.dumps(acks),)).fetchall()
+    # The rest of the lease: all of it completed, or — after a failure — the first message not
+    # acked yet (the failed one) charged, and the messages after it back to the queue
+    # ('superseded'), delivered again in order.
+    status, error = ("failed", "simulated failure") if failed else ("completed", None)
+    rows += conn.execute(
+        "SELECT success, error FROM queen_ack_lease(%s, %s, %s)", (lease, status, error)
+    ).fetchall()
+    refused = [r["error"] for r in rows if not r["success"] and r["error"] != "superseded"]
+    if refused or len(rows) != len(batch):
+        # One row per message of the batch, unless the lease is gone: a lease no row holds any
+        # more (it expired, and another worker took the partition) answers no rows.
+        return refused[0] if refused else "lease not held"
+    return None
 
 
 def handle_batch(conn, name):
@@ -40,35 +58,31 @@ def handle_batch(conn, name):
         ).fetchall()
         if not batch:
             return
-        invoiced, failed = [], None
+        done, failed = [], None
         for message in batch:
             order_id = message["payload"]["order_id"]
             if order_id % 10 == 3 and message["attempt"] == 1:
                 # A flaky downstream: 'failed' charges one failure, and queen delivers the
                 # message again after retryDelay (up to retryLimit times, then it is a dead
-                # letter).
+                # letter). The batch stops here: the messages after it come back too, in order.
                 failed = order_id
-                refused = ack(conn, message, "failed", "simulated failure")
-            else:
-                # The ack first: a lease lost meanwhile is refused before any business write
-                # (the invoice would otherwise meet the one the lease's new holder wrote).
-                refused = ack(conn, message, "completed")
-                if not refused:
-                    conn.execute(
-                        "INSERT INTO invoices (order_id, amount, worker, attempt)"
-                        " VALUES (%s, %s, %s, %s)",
-                        (order_id, message["payload"]["amount"], name, message["attempt"]),
-                    )
-                    invoiced.append(order_id)
-            if refused:
-                # The lease is no longer ours (it expired, say): undo the whole batch (leaving
-                # the `with` block by Rollback rolls back); its messages are delivered again.
-                print(f"{name}: ack refused ({refused}), batch rolled back", flush=True)
-                raise psycopg.Rollback()
-            if failed:
-                # Stop the batch here: the messages after it come back too, in order.
                 break
+            # ON CONFLICT: if this lease was lost, the invoice may meet the one its new holder
+            # wrote; then the ack below is refused and the whole batch rolled back.
+            conn.execute(
+                "INSERT INTO invoices (order_id, amount, worker, attempt)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (order_id) DO NOTHING",
+                (order_id, message["payload"]["amount"], name, message["attempt"]),
+            )
+            done.append(message)
+        refused = ack(conn, batch, done, failed)
+        if refused:
+            # The lease is no longer ours (it expired, say): undo the whole batch (leaving
+            # the `with` block by Rollback rolls back); its messages are delivered again.
+            print(f"{name}: ack refused ({refused}), batch rolled back", flush=True)
+            raise psycopg.Rollback()
     if not refused:  # committed
+        invoiced = [m["payload"]["order_id"] for m in done]
         note = f", order {failed} failed" if failed else ""
         print(f"{name}: {batch[0]['partition']}: invoiced {invoiced}{note}", flush=True)
 

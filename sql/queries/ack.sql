@@ -165,3 +165,36 @@ SELECT ls.l AS lease_id, c.partition_id, c.consumer_group,
   FROM (SELECT DISTINCT x AS l FROM unnest($1::uuid[]) AS x) AS ls
   JOIN queen.cursors c ON c.partition_id = ANY ($2::uuid[]) AND c.shard = $3
                       AND (c.lease_id = ls.l OR c.last_lease_id = ls.l);
+
+-- name: ack_lease_queues
+-- The queues of the rows holding lease $1 in shard $2, read without locking anything: what a
+-- role that may not pop every queue is checked against before queen_ack_lease locks a row.
+SELECT DISTINCT c.queue_id FROM queen.cursors c WHERE c.lease_id = $1 AND c.shard = $2;
+
+-- name: ack_lease_lock
+-- queen_ack_lease: the rows holding lease $1 in shard $2 (active or run out, while no pop
+-- took the partition since), locked in partition order as every ack locks them, each with
+-- the ids of its batch's messages in delivery order (NULL where retention deleted one), the
+-- clock (read after the locks) and the queue's stored options. Through cursors_lease and, per
+-- message, the primary key of messages: O(1) statements whatever the batch size.
+SELECT c.partition_id, c.consumer_group, c.queue_id,
+       c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
+       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
+       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
+       b.ids AS batch_ids,
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
+       o.max_wait_time_seconds,                                                               -- [one server]
+       clock_timestamp() AS now
+  FROM queen.cursors c
+  CROSS JOIN LATERAL (
+        SELECT array_agg(m.message_id ORDER BY k.ord) AS ids
+          FROM unnest(c.lease_txid, c.lease_seq) WITH ORDINALITY AS k(txid, seq, ord)
+          LEFT JOIN queen.messages m ON m.partition_id = c.partition_id AND m.txid = k.txid
+                                    AND m.seq = k.seq AND m.shard = $2) b
+  LEFT JOIN LATERAL (                                                      -- [one server]
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
+ WHERE c.lease_id = $1 AND c.shard = $2
+ ORDER BY c.partition_id, c.consumer_group
+   FOR UPDATE OF c;

@@ -65,6 +65,11 @@ SELECT * FROM queen.shard_ack_one($1, $2, $3, $4, $5, $6, $7);
 -- against $3, the caller's grants.
 SELECT * FROM queen.shard_ack($1, $2, $3);
 
+-- name: delegate_ack_lease
+-- Lease $2's rows in shard $1 acknowledged with status $3 and error $4 (queen.shard_ack_lease),
+-- checked against $5, the caller's grants.
+SELECT * FROM queen.shard_ack_lease($1, $2, $3, $4, $5);
+
 -- name: delegate_subscribe
 -- The group's subscription in shard $1, made if it has none (queen.shard_subscribe).
 SELECT * FROM queen.shard_subscribe($1, $2, $3, $4, $5);

@@ -85,12 +85,38 @@ fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     SetOfIterator::new(ack::ack(&entries).or_report(F).into_iter().map(row))
 }
 
+/// `queen_ack_lease(lease_id, status, error)`: SPEC §3.4, every message the lease delivered
+/// and not finished yet, in delivery order; `RETURNS SETOF queen.ack_result`.
+#[pg_extern(name = "queen_ack_lease", volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn queen_ack_lease(
+    lease_id: Option<Uuid>,
+    status: default!(Option<&str>, "'completed'"),
+    error: default!(Option<&str>, "NULL"),
+) -> SetOfIterator<'static, AckRow> {
+    const F: &str = "queen_ack_lease";
+    let (lease, parsed) = checked_lease(lease_id, status);
+    if let Some(layout) = crate::route::distributed() {
+        let (lease, status) = (lease_id.expect("checked"), status.expect("checked"));
+        return SetOfIterator::new(crate::route::ack_lease(&layout, lease, status, error).into_iter().map(row));
+    }
+    SetOfIterator::new(ack::ack_lease(lease, parsed, error).or_report(F).into_iter().map(row))
+}
+
+/// The arguments of `queen_ack_lease`, checked (SPEC §7).
+fn checked_lease(lease_id: Option<Uuid>, status: Option<&str>) -> (uuid::Uuid, AckStatus) {
+    const F: &str = "queen_ack_lease";
+    let lease_id = lease_id.ok_or(QueenError::NullValue { argument: "lease_id" }).or_report(F);
+    let status = status.ok_or(QueenError::NullValue { argument: "status" }).or_report(F);
+    (from_pg(lease_id), AckStatus::parse("argument \"status\"", status).or_report(F))
+}
+
 /// The worker's side of an ack on Citus (route.rs): internal, in schema `queen`, made
 /// distributed functions by `queen_distribute()`. The entries are applied in shard `shard`
 /// (a message of another shard is not found there), under the `pop` grant as `queen_ack`.
 #[pgrx::pg_schema]
 mod queen {
-    use super::{checked_batch, checked_one, row};
+    use super::{checked_batch, checked_lease, checked_one, row};
     use crate::ack;
     use crate::api::rows::AckRow;
     use crate::error::OrReport;
@@ -121,6 +147,27 @@ mod queen {
         });
         let mut results = acked.and_then(|r| r).or_report(F);
         row(results.pop().expect("queen: one result per entry"))
+    }
+
+    /// `queen.shard_ack_lease(shard, lease_id, status, error, grants)`: the lease's rows in the
+    /// shard; `idx` counts from 0 in each shard (the coordinator numbers them on).
+    #[pg_extern(volatile, parallel_unsafe)]
+    #[search_path(pg_catalog, pg_temp)]
+    fn shard_ack_lease(
+        shard: i32,
+        lease_id: Option<Uuid>,
+        status: Option<&str>,
+        error: Option<&str>,
+        grants: Option<Vec<String>>,
+    ) -> SetOfIterator<'static, AckRow> {
+        const F: &str = "queen_ack_lease";
+        let (lease, status) = checked_lease(lease_id, status);
+        crate::route::enter_shard(shard).or_report(F);
+        let acked = crate::privilege::acting_for("queen.shard_ack_lease", grants, || {
+            crate::shards::within(shard, || ack::ack_lease(lease, status, error))
+        });
+        let results = acked.and_then(|r| r).or_report(F);
+        SetOfIterator::new(results.into_iter().map(row))
     }
 
     /// `queen.shard_ack(shard, acks, grants)`.

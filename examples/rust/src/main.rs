@@ -91,10 +91,9 @@ async fn producer(n: i64) -> Result<()> {
 /// What became of one message of a batch.
 enum Step {
     Invoiced,
-    /// Acked 'failed': queen delivers it again after retryDelay, with the rest of the batch.
+    /// Could not be processed: acked 'failed', queen delivers it again after retryDelay, with
+    /// the rest of the batch.
     Failed(i64),
-    /// queen refused the ack (say the lease expired and another worker has the partition).
-    Refused(String),
 }
 
 /// Pop, invoice, ack, commit, until asked to stop. The invoices and the acks of a batch commit
@@ -126,23 +125,19 @@ async fn worker(name: &str) -> Result<()> {
         }
 
         let partition: String = batch[0].get("partition");
-        let (mut invoiced, mut failed, mut refused) = (0, None, None);
+        let (mut done, mut failed) = (Vec::new(), None);
         for message in &batch {
             match handle(&tx, name, message).await? {
-                Step::Invoiced => invoiced += 1,
+                Step::Invoiced => done.push(message.get::<_, Uuid>("message_id")),
                 // Stop the batch here: the messages after it come back too, in order.
                 Step::Failed(order_id) => {
                     failed = Some(order_id);
                     break;
                 }
-                Step::Refused(error) => {
-                    refused = Some(error);
-                    break;
-                }
             }
         }
 
-        if let Some(error) = refused {
+        if let Some(error) = ack(&tx, &batch, &done, failed.is_some()).await? {
             // Nothing of this batch happened: its invoices go with the refused ack.
             tx.rollback().await?;
             println!("{name}: {partition}: ack refused ({error}), batch rolled back");
@@ -151,46 +146,61 @@ async fn worker(name: &str) -> Result<()> {
         tx.commit().await?;
         match failed {
             Some(order_id) => println!(
-                "{name}: {partition}: {invoiced} invoiced of {}, order {order_id} failed (comes back)",
+                "{name}: {partition}: {} invoiced of {}, order {order_id} failed (comes back)",
+                done.len(),
                 batch.len()
             ),
-            None => println!("{name}: {partition}: {invoiced} invoiced"),
+            None => println!("{name}: {partition}: {} invoiced", done.len()),
         }
     }
     println!("{name}: stopped");
     Ok(())
 }
 
-/// One message, in the batch's transaction.
+/// One message, in the batch's transaction: its invoice, unless it fails.
 async fn handle(tx: &Transaction<'_>, name: &str, message: &Row) -> Result<Step> {
-    let message_id: Uuid = message.get("message_id");
-    let lease_id: Uuid = message.get("lease_id");
     let attempt: i32 = message.get("attempt");
     let payload: Value = message.get("payload");
     let order_id = payload["order_id"].as_i64().ok_or("a payload without order_id")?;
 
     // A flaky downstream: orders ending in 3 fail on their first attempt.
-    let fails = order_id % 10 == 3 && attempt == 1;
-    let status = if fails { "failed" } else { "completed" };
-    let error = fails.then_some("simulated failure");
-    // The ack first: a lease lost meanwhile is refused before any business write (the invoice
-    // would otherwise meet the one the lease's new holder wrote).
-    let ack = tx
-        .query_one("SELECT success, error FROM queen_ack($1, $2, $3, $4)", &[&message_id, &lease_id, &status, &error])
-        .await?;
-    // A refusal is a row, not an error: it must be checked.
-    if !ack.get::<_, bool>("success") {
-        let error: Option<String> = ack.get("error");
-        return Ok(Step::Refused(error.unwrap_or_default()));
-    }
-    if fails {
+    if order_id % 10 == 3 && attempt == 1 {
         return Ok(Step::Failed(order_id));
     }
+    // ON CONFLICT: if this batch's lease was lost, the invoice may meet the one its new holder
+    // wrote; the ack is then refused and the whole batch rolled back.
     tx.execute(
         "INSERT INTO invoices (order_id, amount, worker, attempt) \
-         VALUES ($1, ($2::jsonb ->> 'amount')::numeric, $3, $4)",
+         VALUES ($1, ($2::jsonb ->> 'amount')::numeric, $3, $4) ON CONFLICT (order_id) DO NOTHING",
         &[&order_id, &payload, &name, &attempt],
     )
     .await?;
     Ok(Step::Invoiced)
+}
+
+/// Ack the batch: the messages `done` completed and, after a failure, the failed one charged
+/// and the rest given back. One call when nothing failed: queen_ack_lease acks everything the
+/// lease still holds. Returns why queen refused, if it did (a refusal is a row, not an error:
+/// it must be checked).
+async fn ack(tx: &Transaction<'_>, batch: &[Row], done: &[Uuid], failed: bool) -> Result<Option<String>> {
+    let lease: Uuid = batch[0].get("lease_id");
+    let mut rows = Vec::new();
+    if failed && !done.is_empty() {
+        // What was invoiced before the failure, completed (the batch form, one call).
+        let acks: Vec<Value> = done.iter().map(|m| json!({ "messageId": m.to_string(), "leaseId": lease.to_string() })).collect();
+        rows.extend(tx.query("SELECT success, error FROM queen_ack($1::jsonb)", &[&Value::Array(acks)]).await?);
+    }
+    // The rest of the lease: all of it completed, or, after a failure, the first message not
+    // acked yet (the failed one) charged and the ones after it back to the queue ('superseded').
+    let (status, error) = if failed { ("failed", Some("simulated failure")) } else { ("completed", None) };
+    rows.extend(tx.query("SELECT success, error FROM queen_ack_lease($1, $2, $3)", &[&lease, &status, &error]).await?);
+    for row in &rows {
+        let error: Option<String> = row.get("error");
+        if !row.get::<_, bool>("success") && error.as_deref() != Some("superseded") {
+            return Ok(Some(error.unwrap_or_default()));
+        }
+    }
+    // One row per message of the batch, unless the lease is gone: a lease no row holds any more
+    // (it expired, and another worker took the partition) answers no rows.
+    Ok((rows.len() != batch.len()).then(|| "lease not held".to_string()))
 }

@@ -157,6 +157,27 @@ fn spent_retries_file_a_dead_letter_and_the_count_starts_afresh() {
     assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'h', auto_ack => true)")), vec![0]);
 }
 
+/// SPEC §5 (2026-12-01): a `failed` ack whose retries are spent files its dead letter and
+/// releases the lease all the same: the rest of the batch comes back at once, uncharged (it
+/// stayed leased until expiry before, and the expiry then charged the next message). In a batch,
+/// the entries after it are superseded.
+#[test]
+fn a_spent_failure_releases_the_lease() {
+    let db = TestDb::new("spent_release");
+    let mut c = db.connect();
+    c.execute("SELECT queen_configure('q', '{\"retryLimit\": 0, \"retryDelay\": 60000}')", &[]).unwrap();
+    push_n(&mut c, "q", "p", 3);
+    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    assert_eq!(ack_one(&mut c, &rows[0], "failed"), (true, None, true, true));
+    let again = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    assert_eq!(payloads(&again), vec![1, 2], "back at once: the retry delay is the dead letter's");
+    assert!(again.iter().all(|r| r["attempt"] == json!(1)), "uncharged");
+    let res = ack_batch(&mut c, &again, &["failed", "completed"]);
+    assert_eq!(res[0], (true, None, true, true));
+    assert_eq!(res[1], (false, Some("superseded".into()), false, false));
+    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)")), vec![2]);
+}
+
 /// dlq files now; with deadLetterQueue = false a spent message is skipped with no row.
 #[test]
 fn dlq_and_skipping_without_a_dead_letter_queue() {

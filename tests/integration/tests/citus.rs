@@ -1333,6 +1333,59 @@ fn a_pop_of_several_partitions_spans_shards_under_one_lease() {
     assert!(c.query("SELECT * FROM queen_pop('q', 'g', batch => 100, partitions => 6)", &[]).unwrap().is_empty());
 }
 
+/// queen_ack_lease through the coordinator: a lease of one partition acked on its shard's
+/// worker; a lease that spans shards acked in every shard, `idx` numbered on across them; a
+/// failed one charged per partition; a released lease answers no rows.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_whole_lease_is_acked_in_every_shard_it_spans() {
+    let db = distributed("ack_lease");
+    let mut c = db.coordinator();
+    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 0}')", &[]).unwrap();
+    c.batch_execute("SELECT count(*) FROM generate_series(0, 11) g, queen_push('q', to_jsonb(g), 'p' || (g % 6)) AS x")
+        .unwrap();
+    let ack = |c: &mut postgres::Client, lease: uuid::Uuid, status: &str| -> Vec<(i32, uuid::Uuid, bool, bool)> {
+        c.query(
+            "SELECT idx, message_id, success, lease_released FROM queen_ack_lease($1, $2) ORDER BY idx",
+            &[&lease, &status],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect()
+    };
+    let one =
+        c.query("SELECT message_id, lease_id FROM queen_pop('q', 'g', partition => 'p1', batch => 10)", &[]).unwrap();
+    assert_eq!(one.len(), 2);
+    let res = ack(&mut c, one[0].get(1), "completed");
+    assert_eq!(
+        res.iter().map(|r| r.1).collect::<Vec<_>>(),
+        one.iter().map(|r| r.get::<_, uuid::Uuid>(0)).collect::<Vec<_>>()
+    );
+    assert!(res.iter().all(|r| r.2) && res[1].3, "{res:?}");
+
+    let rows =
+        c.query("SELECT message_id, lease_id FROM queen_pop('q', 'g', batch => 100, partitions => 5)", &[]).unwrap();
+    assert_eq!(rows.len(), 10);
+    let lease: uuid::Uuid = rows[0].get(1);
+    let spanned: i64 =
+        c.query_one("SELECT count(DISTINCT shard) FROM queen.cursors WHERE lease_id = $1", &[&lease]).unwrap().get(0);
+    assert!(spanned > 1, "the lease holds partitions of {spanned} shards");
+    let res = ack(&mut c, lease, "failed");
+    assert_eq!(res.iter().map(|r| r.0).collect::<Vec<_>>(), (0..10).collect::<Vec<i32>>());
+    assert_eq!(res.iter().filter(|r| r.2 && r.3).count(), 5, "the first of each partition charged, its lease released");
+    assert!(ack(&mut c, lease, "completed").is_empty(), "released everywhere: no rows");
+    let again = c
+        .query("SELECT message_id, lease_id, attempt FROM queen_pop('q', 'g', batch => 100, partitions => 5)", &[])
+        .unwrap();
+    assert_eq!(again.len(), 10);
+    assert_eq!(again.iter().filter(|r| r.get::<_, i32>(2) == 2).count(), 5);
+    let res = ack(&mut c, again[0].get(1), "completed");
+    assert_eq!(res.len(), 10);
+    assert!(res.iter().all(|r| r.2));
+    assert!(c.query("SELECT * FROM queen_pop('q', 'g', batch => 100, partitions => 6)", &[]).unwrap().is_empty());
+}
+
 /// A grant made on the coordinator decides every call through it, also where the worker does
 /// the check (an ack finds its message's queue there, a renew its lease's): role oids differ
 /// between nodes, so the coordinator sends the caller's grants with the call. A role whose `pop`

@@ -16,6 +16,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("ack", "ack_find_ids", &["uuid[]", "int"]),
     ("ack", "ack_message_lock", &["uuid", "text", "uuid", "int"]),
     ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text", "int"]),
+    ("ack", "ack_lease_lock", &["uuid", "int"]),
     ("admin", "seek", &["uuid", "text", "timestamptz", "int", "timestamptz"]),
     ("maintain", "count_scan", &["uuid", "bigint", "int"]),
     ("maintain", "retention", &["uuid", "timestamptz", "bigint", "int", "timestamptz"]),

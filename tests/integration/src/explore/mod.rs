@@ -757,6 +757,7 @@ impl<'a> Run<'a> {
             Step::Pop { .. } => self.pop(step),
             Step::Ack { .. } => self.ack(step),
             Step::Renew { c, pick } => self.renew(step, *c, *pick),
+            Step::AckLease { .. } => self.ack_lease(step),
             Step::Seek { c, group, to } => {
                 let (group, to) = (*group, *to);
                 let r = self.exec(*c, |k| {
@@ -1460,6 +1461,116 @@ impl<'a> Run<'a> {
         !refused
     }
 
+    /// `queen_ack_lease` of the lease of a delivery this connection received: each row is an
+    /// ack of its message under that lease (what the checker judges as any other), a refusal
+    /// throughout leaves queen's tables as they were, and the rows come in the order the
+    /// messages were delivered.
+    fn ack_lease(&mut self, step: &Step) -> bool {
+        let Step::AckLease { c, pick, status, effect } = step else { unreachable!() };
+        let (c, status, effect) = (*c, *status, *effect);
+        let Some(lease) = self.picked(c, *pick).and_then(|d| d.lease) else { return true };
+        let app = self.conns[c].app;
+        let fingerprint = |me: &mut Self| me.exec(c, |k| k.query_one(FINGERPRINT, &[]).map(|r| r.get::<_, String>(0)));
+        let before = if app {
+            None
+        } else {
+            match fingerprint(self) {
+                Ok(n) => Some(n),
+                Err(f) => {
+                    self.failed(step, f, true);
+                    return false;
+                }
+            }
+        };
+        let rows = self.exec(c, |k| {
+            k.query(
+                "SELECT message_id, success, lease_released FROM queen_ack_lease($1, $2, 'explorer') ORDER BY idx",
+                &[&lease, &status.as_str()],
+            )
+            .map(|rows| {
+                rows.iter().map(|r| (r.get::<_, Uuid>(0), r.get::<_, bool>(1), r.get::<_, bool>(2))).collect::<Vec<_>>()
+            })
+        });
+        let rows = match rows {
+            Ok(r) => {
+                // A role with no privilege on the queue hears of no lease (no rows).
+                if app && !r.is_empty() {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: true });
+                }
+                r
+            }
+            Err(f) => {
+                if matches!(f, Failure::Refused) && app {
+                    self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: false });
+                }
+                self.failed(step, f, true);
+                return false;
+            }
+        };
+        let refused = rows.iter().all(|(_, success, _)| !success);
+        if let (true, Some(before)) = (refused, before) {
+            match fingerprint(self) {
+                Ok(after) if after != before => self.violation(
+                    "trace of a refused call",
+                    format!("step {}: {step}: refused, it changed queen's tables", self.step),
+                ),
+                Ok(_) => {}
+                Err(f) => {
+                    self.failed(step, f, true);
+                    return false;
+                }
+            }
+        }
+        // The lease's deliveries, in the order this run saw them delivered.
+        let delivered: Vec<Delivery> =
+            self.conns.iter().flat_map(|k| k.deliveries.iter()).filter(|d| d.lease == Some(lease)).cloned().collect();
+        let mut events = Vec::new();
+        let mut applied = Vec::new();
+        let mut last_pos: HashMap<Uuid, usize> = HashMap::new();
+        for (msg, success, released) in rows {
+            let Some(pos) = delivered.iter().position(|d| d.msg == msg) else {
+                self.violation(
+                    "ack_lease beyond its lease",
+                    format!("step {}: {step}: answered for {msg}, which the lease never delivered", self.step),
+                );
+                continue;
+            };
+            let d = &delivered[pos];
+            // Within a partition the rows follow the delivery order.
+            if last_pos.insert(d.partition, pos).is_some_and(|p| p > pos) {
+                self.violation(
+                    "ack_lease out of order",
+                    format!("step {}: {step}: {msg} answered after a message delivered later", self.step),
+                );
+            }
+            let g = self.lease_groups.get(&lease).copied().unwrap_or(d.group);
+            events.push(Event::Acked {
+                group: g,
+                msg,
+                status,
+                success,
+                released: released.then_some(lease),
+                step: self.step,
+                partition: d.partition,
+            });
+            if success && status == Status::Completed && effect {
+                applied.push((g, msg));
+            }
+        }
+        self.record(c, events);
+        for (g, msg) in applied {
+            let name = g.name().unwrap_or("__QUEUE_MODE__");
+            match self.exec(c, |k| k.execute("INSERT INTO applied (grp, msg) VALUES ($1, $2)", &[&name, &msg])) {
+                Ok(_) => self.record(c, vec![Event::Applied { group: g, msg }]),
+                Err(f) => {
+                    self.failed(step, f, false);
+                    return false;
+                }
+            }
+        }
+        !refused
+    }
+
     /// The latest lease any connection saw on (group, partition).
     fn latest_lease(&self, g: Grp, partition: Uuid) -> Option<Uuid> {
         self.history
@@ -1887,7 +1998,18 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 rollback_empty: !in_tx && rng.random_bool(0.3),
             }
         }
-        620..=849 => {
+        820..=849 => Step::AckLease {
+            c,
+            pick: rng.random_range(0..3),
+            status: match rng.random_range(0..100) {
+                0..=69 => Status::Completed,
+                70..=81 => Status::Failed,
+                82..=91 => Status::Retry,
+                _ => Status::Dlq,
+            },
+            effect: rng.random_bool(0.6),
+        },
+        620..=819 => {
             let n = rng.random_range(1..=3);
             Step::Ack {
                 c,

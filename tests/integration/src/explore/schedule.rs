@@ -238,6 +238,14 @@ pub enum Step {
         group_arg: bool,
         effect: bool,
     },
+    /// `queen_ack_lease` of the lease of a delivery this connection received (`pick`, as
+    /// Renew's); `effect`: the business write of each completion, in the same transaction.
+    AckLease {
+        c: usize,
+        pick: u32,
+        status: Status,
+        effect: bool,
+    },
     Renew {
         c: usize,
         pick: u32,
@@ -299,6 +307,7 @@ impl Step {
             | Step::Pop { c, .. }
             | Step::Ack { c, .. }
             | Step::Renew { c, .. }
+            | Step::AckLease { c, .. }
             | Step::Seek { c, .. }
             | Step::Grant { c, .. }
             | Step::Side { c, .. } => Some(*c),
@@ -361,6 +370,9 @@ impl fmt::Display for Step {
                 )
             }
             Step::Renew { c, pick } => write!(f, "{c} renew {pick}"),
+            Step::AckLease { c, pick, status, effect } => {
+                write!(f, "{c} ack_lease {pick} {}{}", status.as_str(), if *effect { " effect" } else { "" })
+            }
             Step::Seek { c, group, to } => write!(f, "{c} seek {} {}", group.tag(), to.as_str()),
             Step::DeleteGroup(c) => write!(f, "{c} delete_group"),
             Step::Maintain(c) => write!(f, "{c} maintain"),
@@ -384,6 +396,16 @@ impl fmt::Display for Step {
                 }
             }
         }
+    }
+}
+
+fn status(s: &str) -> Result<Status, String> {
+    match s {
+        "completed" => Ok(Status::Completed),
+        "failed" => Ok(Status::Failed),
+        "retry" => Ok(Status::Retry),
+        "dlq" => Ok(Status::Dlq),
+        s => Err(format!("no status {s}")),
     }
 }
 
@@ -454,13 +476,7 @@ impl FromStr for Step {
             "ack" => Step::Ack {
                 c,
                 pick: at(2)?.split(',').map(num).collect::<Result<_, _>>()?,
-                status: match at(3)? {
-                    "completed" => Status::Completed,
-                    "failed" => Status::Failed,
-                    "retry" => Status::Retry,
-                    "dlq" => Status::Dlq,
-                    s => return Err(format!("no status {s}")),
-                },
+                status: status(at(3)?)?,
                 lease: match at(4)? {
                     "Good" => LeaseKind::Good,
                     "Stale" => LeaseKind::Stale,
@@ -473,6 +489,7 @@ impl FromStr for Step {
                 effect: has("effect"),
             },
             "renew" => Step::Renew { c, pick: num(at(2)?)? },
+            "ack_lease" => Step::AckLease { c, pick: num(at(2)?)?, status: status(at(3)?)?, effect: has("effect") },
             "seek" => match at(2)? {
                 // (Schedules before issue 20: the scratch group, to the end or the start.)
                 "end" => Step::Seek { c, group: Grp::Scratch, to: SeekTo::End },
@@ -566,6 +583,8 @@ mod tests {
                 effect: false,
             },
             Step::Renew { c: 3, pick: 1 },
+            Step::AckLease { c: 2, pick: 0, status: Status::Failed, effect: true },
+            Step::AckLease { c: 1, pick: 2, status: Status::Dlq, effect: false },
             Step::Seek { c: 0, group: Grp::Scratch, to: SeekTo::Start },
             Step::Seek { c: 2, group: Grp::Seeker, to: SeekTo::Now },
             Step::CommitSlow(3),
