@@ -269,6 +269,9 @@ pub struct Outcome {
     pub passes: usize,
     /// Shard moves (Citus).
     pub moves: usize,
+    /// queen_ack_lease calls that answered rows, and the messages they acked.
+    pub lease_acks: usize,
+    pub lease_acked: usize,
 }
 
 /// One exploration run over a database of its own.
@@ -306,6 +309,9 @@ pub struct Run<'a> {
     side_deliveries: Vec<SideDelivery>,
     /// queen_maintain() calls that returned.
     passes: usize,
+    /// queen_ack_lease calls that answered rows, and the messages they acked.
+    lease_acks: usize,
+    lease_acked: usize,
     /// The connection whose transaction a side FirstPop opened (while it is open, draw() lets
     /// time pass and maintenance run more often: issue 21, item 7's shape).
     first_pop: Option<usize>,
@@ -444,6 +450,8 @@ impl<'a> Run<'a> {
             first_pop: None,
             side_deliveries: Vec::new(),
             passes: 0,
+            lease_acks: 0,
+            lease_acked: 0,
         };
         for i in 0..cfg.conns {
             let conn = run.open(i);
@@ -1508,6 +1516,10 @@ impl<'a> Run<'a> {
             }
         };
         let refused = rows.iter().all(|(_, success, _)| !success);
+        if !rows.is_empty() {
+            self.lease_acks += 1;
+            self.lease_acked += rows.iter().filter(|(_, success, _)| *success).count();
+        }
         if let (true, Some(before)) = (refused, before) {
             match fingerprint(self) {
                 Ok(after) if after != before => self.violation(
@@ -1801,6 +1813,8 @@ impl<'a> Run<'a> {
                 .filter(|e| matches!(e, Event::SideDeleted { .. }))
                 .count(),
             passes: self.passes,
+            lease_acks: self.lease_acks,
+            lease_acked: self.lease_acked,
         };
         (outcome, self)
     }
