@@ -1533,9 +1533,20 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        // The lease's deliveries, in the order this run saw them delivered.
-        let delivered: Vec<Delivery> =
-            self.conns.iter().flat_map(|k| k.deliveries.iter()).filter(|d| d.lease == Some(lease)).cloned().collect();
+        // The lease's deliveries, in the order they were delivered: as the pops recorded them
+        // (committed, or in this connection's open transaction), not as connections remember
+        // them — a connection that was terminated and opened again forgot its deliveries.
+        let mut delivered: Vec<Delivered> = self
+            .history
+            .iter()
+            .flat_map(|t| t.events.iter())
+            .chain(self.conns[c].tx.iter().flat_map(|t| t.events.iter()))
+            .filter_map(|e| match e {
+                Event::Delivered(d) if d.lease == Some(lease) => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        delivered.sort_by_key(|d| (d.step, d.pos));
         let mut events = Vec::new();
         let mut applied = Vec::new();
         let mut last_pos: HashMap<Uuid, usize> = HashMap::new();
