@@ -93,6 +93,20 @@ pub struct AckResult {
     pub dead_lettered: bool,
 }
 
+impl AckResult {
+    /// The result of entry `idx` before anything is decided: not applied, no reason yet.
+    fn undecided(idx: usize, e: &AckEntry) -> AckResult {
+        AckResult {
+            idx: idx as i32,
+            message_id: e.message_id.map(to_pg),
+            success: false,
+            error: None,
+            lease_released: false,
+            dead_lettered: false,
+        }
+    }
+}
+
 /// The entries of the batch form given as JSON text (the unit tests'; the SQL function reads
 /// jsonb with `parse_acks_jsonb`): a JSON array of objects in Queen's shape (camelCase) or rows
 /// of `queen_pop` turned into JSON (snake_case).
@@ -291,18 +305,7 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
         queues.dedup();
         crate::privilege::require_ids(s, role, queues, crate::privilege::Privilege::Pop)
     };
-    let mut results: Vec<AckResult> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| AckResult {
-            idx: i as i32,
-            message_id: e.message_id.map(to_pg),
-            success: false,
-            error: None,
-            lease_released: false,
-            dead_lettered: false,
-        })
-        .collect();
+    let mut results: Vec<AckResult> = entries.iter().enumerate().map(|(i, e)| AckResult::undecided(i, e)).collect();
     spi::connect(|s| -> QueenResult<()> {
         // A role that may not pop every queue: before anything is locked, the messages of
         // queues it holds no privilege on are taken for unknown ones, and a queue it knows of
@@ -435,18 +438,8 @@ pub fn ack_lease(lease: uuid::Uuid, status: AckStatus, error: Option<&str>) -> Q
                 continue;
             }
             let base = results.len();
-            let mut these: Vec<AckResult> = entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| AckResult {
-                    idx: (base + i) as i32,
-                    message_id: e.message_id.map(to_pg),
-                    success: false,
-                    error: None,
-                    lease_released: false,
-                    dead_lettered: false,
-                })
-                .collect();
+            let mut these: Vec<AckResult> =
+                entries.iter().enumerate().map(|(i, e)| AckResult::undecided(base + i, e)).collect();
             let idxs: Vec<usize> = (0..entries.len()).collect();
             let first = found[0].expect("found");
             // The row holds the lease: decide judges it by the row (lease_refusal).

@@ -1456,6 +1456,12 @@ impl<'a> Run<'a> {
             }
         }
         self.record(c, events);
+        self.apply_effects(step, c, applied) && !refused
+    }
+
+    /// The business writes of completions (`applied`), in the ack's transaction: false when
+    /// one failed (recorded as the step's failure).
+    fn apply_effects(&mut self, step: &Step, c: usize, applied: Vec<(Grp, Uuid)>) -> bool {
         for (g, msg) in applied {
             let name = g.name().unwrap_or("__QUEUE_MODE__");
             match self.exec(c, |k| k.execute("INSERT INTO applied (grp, msg) VALUES ($1, $2)", &[&name, &msg])) {
@@ -1466,7 +1472,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        !refused
+        true
     }
 
     /// `queen_ack_lease` of the lease of a delivery this connection received: each row is an
@@ -1581,17 +1587,7 @@ impl<'a> Run<'a> {
             }
         }
         self.record(c, events);
-        for (g, msg) in applied {
-            let name = g.name().unwrap_or("__QUEUE_MODE__");
-            match self.exec(c, |k| k.execute("INSERT INTO applied (grp, msg) VALUES ($1, $2)", &[&name, &msg])) {
-                Ok(_) => self.record(c, vec![Event::Applied { group: g, msg }]),
-                Err(f) => {
-                    self.failed(step, f, false);
-                    return false;
-                }
-            }
-        }
-        !refused
+        self.apply_effects(step, c, applied) && !refused
     }
 
     /// The latest lease any connection saw on (group, partition).
