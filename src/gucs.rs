@@ -190,3 +190,40 @@ pub fn databases() -> Vec<String> {
         .map(|c| c.to_string_lossy().split(',').map(|d| d.trim().to_string()).filter(|d| !d.is_empty()).collect())
         .unwrap_or_default()
 }
+
+/// Run `f` with settings changed as a function's `SET` clause changes them (fmgr does the
+/// same: a GUC nest level, `set_config_option` with GUC_ACTION_SAVE, then `AtEOXact_GUC`):
+/// the caller's values come back when `f` returns, and an error's abort (of the transaction or
+/// of the subtransaction that catches it) restores them too.
+pub fn with_settings<R>(settings: &[(&std::ffi::CStr, &std::ffi::CStr)], f: impl FnOnce() -> R) -> R {
+    // SAFETY: NewGUCNestLevel / set_config_option / AtEOXact_GUC are how fmgr applies a SET
+    // clause; every queen call runs inside a transaction; the names and values are C strings
+    // that outlive the calls.
+    unsafe {
+        let level = pgrx::pg_sys::NewGUCNestLevel();
+        for (name, value) in settings {
+            pgrx::pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pgrx::pg_sys::GucContext::PGC_USERSET,
+                pgrx::pg_sys::GucSource::PGC_S_SESSION,
+                pgrx::pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
+        let r = f();
+        pgrx::pg_sys::AtEOXact_GUC(true, level);
+        r
+    }
+}
+
+/// Run `f` under queen's fixed `search_path` (`pg_catalog, pg_temp`: docs/security.md).
+/// The set-returning functions use this instead of a `SET` clause: Postgres calls a
+/// set-returning function once per row it returns, and a `SET` clause would save and restore
+/// the setting at every one of those calls (100 times for a pop of 100); their work is all
+/// done at the first call, inside `f`, and the later calls only hand out rows.
+pub fn with_fixed_search_path<R>(f: impl FnOnce() -> R) -> R {
+    with_settings(&[(c"search_path", c"pg_catalog, pg_temp")], f)
+}

@@ -232,24 +232,7 @@ fn bound_ms() -> i32 {
 /// comes back when `f` returns (and an error's abort restores it too).
 fn with_lock_timeout<R>(ms: i32, f: impl FnOnce() -> R) -> R {
     let value = std::ffi::CString::new(ms.to_string()).expect("a number has no NUL");
-    // SAFETY: NewGUCNestLevel / set_config_option / AtEOXact_GUC are how fmgr applies a
-    // function's SET clause; inside a transaction, as every queen call is.
-    unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"lock_timeout".as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        let r = f();
-        pg_sys::AtEOXact_GUC(true, level);
-        r
-    }
+    crate::gucs::with_settings(&[(c"lock_timeout", value.as_c_str())], f)
 }
 
 #[cfg(test)]

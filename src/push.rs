@@ -131,6 +131,7 @@ fn parse_item(i: usize, item: &Element) -> QueenResult<PushItem> {
 const SQL: &str = include_str!("../sql/queries/push.sql");
 const REGISTER: Query = Query { file: SQL, name: "register", args: &[UUIDS, TEXTS, UUIDS, TEXTS] };
 const COUNT_QUEUE: Query = Query { file: SQL, name: "count_queue", args: &[UUID, INT8] };
+const QUEUE_CAP: Query = Query { file: SQL, name: "queue_cap", args: &[UUID] };
 const PUSH_ONE: Query = Query { file: SQL, name: "push_one", args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID] };
 const PUSH_ONE_KEYLESS: Query = Query { name: "push_one_keyless", ..PUSH_ONE };
 const INSERT_MESSAGES: Query = Query {
@@ -159,6 +160,28 @@ thread_local! {
     /// Orders the messages of one transaction: (txid, seq) is unique because a transaction
     /// belongs to one backend and this counter never goes back within the backend.
     static SEQ: Cell<i64> = const { Cell::new(0) };
+}
+
+thread_local! {
+    /// The maxSize of queues, as read (None: the queue has none, or no registry row yet), kept
+    /// per backend under cache.rs's tickets: `queen_configure` and the deletes retire them.
+    static CAPS: std::cell::RefCell<crate::cache::Map<Uuid, Option<i64>>> =
+        std::cell::RefCell::new(crate::cache::Map::new());
+}
+
+/// The queue's maxSize, if it has one: from the backend's cache, or read (and kept).
+fn queue_cap(s: &mut Spi, queue_id: Uuid) -> Option<i64> {
+    let ticket = crate::cache::ticket();
+    if let Some(t) = &ticket {
+        if let Some(cap) = CAPS.with(|m| m.borrow().get(&queue_id, t)) {
+            return cap;
+        }
+    }
+    let cap = QUEUE_CAP.run(s, &[queue_id.into()]).next().and_then(|r| r.get::<i64>("max_size")).filter(|m| *m > 0);
+    if let Some(t) = ticket {
+        CAPS.with(|m| m.borrow_mut().put(queue_id, t, cap));
+    }
+    cap
 }
 
 fn next_seq() -> i64 {
@@ -264,15 +287,15 @@ fn push_one(
         let keyless = it.transaction_id.is_none();
         let queued = match shard {
             None => {
-                // One statement: the insert, whether the partition is registered, the cap.
+                // One statement: the insert, and whether the partition is registered; the cap
+                // is kept per backend (queue_cap).
                 let query = if keyless { &PUSH_ONE_KEYLESS } else { &PUSH_ONE };
-                let inserted =
-                    query.run(s, &args).next().map(|row| (row.req::<bool>("registered"), row.get::<i64>("max_size")));
-                if let Some((registered, max_size)) = inserted {
+                let inserted = query.run(s, &args).next().map(|row| row.req::<bool>("registered"));
+                if let Some(registered) = inserted {
                     if !registered {
                         register(s, &[(it, t)]);
                     }
-                    if let Some(max) = max_size.filter(|m| *m > 0) {
+                    if let Some(max) = queue_cap(s, t.queue_id) {
                         check_cap(s, &it.queue, t.queue_id, max)?;
                     }
                 }

@@ -28,6 +28,12 @@ SELECT o.queue_id, o.max_size
          LIMIT 1) o
  WHERE o.max_size > 0;
 
+-- name: queue_cap
+-- The queue's maxSize (0: none), as its registry rows say (the configured one first: schema.sql,
+-- rule 1); no row when the queue has none. Kept per backend (src/push.rs, cache.rs).
+SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $1
+ ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1;
+
 -- name: count_queue
 -- How many messages a capped queue holds, counting no further than $2 (its maxSize): the
 -- cost is bounded by the cap, not by the table.
@@ -37,16 +43,14 @@ SELECT count(*) AS messages FROM (SELECT 1 FROM queen.messages WHERE queue_id = 
 -- One message (the common case, in one statement): inserted unless its transaction_id is
 -- already held in the partition (earlier, or by a concurrent push, which ON CONFLICT waits
 -- for); the caller then reads the holder. With it, whether the partition has a registry row
--- and the queue's maxSize. $1 partition id, $2 seq, $3 queue id, $4 message id,
+-- (the queue's maxSize is kept per backend: queue_cap). $1 partition id, $2 seq, $3 queue id, $4 message id,
 -- $5 transaction id (NULL = none given), $6 partition name, $7 payload, $8 trace id.
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
 VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
     ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING
 RETURNING message_id,
-          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
-          (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
-            ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS max_size;
+          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered;
 
 -- name: push_one_keyless
 -- push_one for a message without a transaction id: it cannot conflict (its message id is
@@ -56,9 +60,7 @@ INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, trans
                             partition, payload, trace_id, created_at)
 VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
 RETURNING message_id,
-          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered,
-          (SELECT q.max_size FROM queen.queues q WHERE q.queue_id = $3
-            ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) AS max_size;
+          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered;
 
 -- name: insert_messages
 -- A batch, in push order (seq is assigned by the caller in input order); duplicates as in

@@ -74,33 +74,41 @@ fn checked_batch(acks: Option<Jsonb>) -> (Vec<AckEntry>, Jsonb) {
 
 /// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order;
 /// `RETURNS SETOF queen.ack_result`.
+/// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     const F: &str = "queen_ack";
-    let (entries, acks) = checked_batch(acks);
-    if let Some(layout) = crate::route::distributed() {
-        return SetOfIterator::new(crate::route::ack_batch(&layout, &entries, acks).into_iter().map(row));
-    }
-    SetOfIterator::new(ack::ack(&entries).or_report(F).into_iter().map(row))
+    let results = crate::gucs::with_fixed_search_path(|| {
+        let (entries, acks) = checked_batch(acks);
+        match crate::route::distributed() {
+            Some(layout) => crate::route::ack_batch(&layout, &entries, acks),
+            None => ack::ack(&entries).or_report(F),
+        }
+    });
+    SetOfIterator::new(results.into_iter().map(row))
 }
 
 /// `queen_ack_lease(lease_id, status, error)`: SPEC §3.4, every message the lease delivered
 /// and not finished yet, in delivery order; `RETURNS SETOF queen.ack_result`.
+/// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_ack_lease", volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn queen_ack_lease(
     lease_id: Option<Uuid>,
     status: default!(Option<&str>, "'completed'"),
     error: default!(Option<&str>, "NULL"),
 ) -> SetOfIterator<'static, AckRow> {
     const F: &str = "queen_ack_lease";
-    let (lease, parsed) = checked_lease(lease_id, status);
-    if let Some(layout) = crate::route::distributed() {
-        let (lease, status) = (lease_id.expect("checked"), status.expect("checked"));
-        return SetOfIterator::new(crate::route::ack_lease(&layout, lease, status, error).into_iter().map(row));
-    }
-    SetOfIterator::new(ack::ack_lease(lease, parsed, error).or_report(F).into_iter().map(row))
+    let results = crate::gucs::with_fixed_search_path(|| {
+        let (lease, parsed) = checked_lease(lease_id, status);
+        match crate::route::distributed() {
+            Some(layout) => {
+                let (lease, status) = (lease_id.expect("checked"), status.expect("checked"));
+                crate::route::ack_lease(&layout, lease, status, error)
+            }
+            None => ack::ack_lease(lease, parsed, error).or_report(F),
+        }
+    });
+    SetOfIterator::new(results.into_iter().map(row))
 }
 
 /// The arguments of `queen_ack_lease`, checked (SPEC §7).
@@ -152,7 +160,6 @@ mod queen {
     /// `queen.shard_ack_lease(shard, lease_id, status, error, grants)`: the lease's rows in the
     /// shard; `idx` counts from 0 in each shard (the coordinator numbers them on).
     #[pg_extern(volatile, parallel_unsafe)]
-    #[search_path(pg_catalog, pg_temp)]
     fn shard_ack_lease(
         shard: i32,
         lease_id: Option<Uuid>,
@@ -161,26 +168,29 @@ mod queen {
         grants: Option<Vec<String>>,
     ) -> SetOfIterator<'static, AckRow> {
         const F: &str = "queen_ack_lease";
-        let (lease, status) = checked_lease(lease_id, status);
-        crate::route::enter_shard(shard).or_report(F);
-        let acked = crate::privilege::acting_for("queen.shard_ack_lease", grants, || {
-            crate::shards::within(shard, || ack::ack_lease(lease, status, error))
+        let results = crate::gucs::with_fixed_search_path(|| {
+            let (lease, status) = checked_lease(lease_id, status);
+            crate::route::enter_shard(shard).or_report(F);
+            let acked = crate::privilege::acting_for("queen.shard_ack_lease", grants, || {
+                crate::shards::within(shard, || ack::ack_lease(lease, status, error))
+            });
+            acked.and_then(|r| r).or_report(F)
         });
-        let results = acked.and_then(|r| r).or_report(F);
         SetOfIterator::new(results.into_iter().map(row))
     }
 
     /// `queen.shard_ack(shard, acks, grants)`.
     #[pg_extern(volatile, parallel_unsafe)]
-    #[search_path(pg_catalog, pg_temp)]
     fn shard_ack(shard: i32, acks: Option<Jsonb>, grants: Option<Vec<String>>) -> SetOfIterator<'static, AckRow> {
         const F: &str = "queen_ack";
-        let (entries, _) = checked_batch(acks);
-        crate::route::enter_shard(shard).or_report(F);
-        let acked = crate::privilege::acting_for("queen.shard_ack", grants, || {
-            crate::shards::within(shard, || ack::ack(&entries))
+        let results = crate::gucs::with_fixed_search_path(|| {
+            let (entries, _) = checked_batch(acks);
+            crate::route::enter_shard(shard).or_report(F);
+            let acked = crate::privilege::acting_for("queen.shard_ack", grants, || {
+                crate::shards::within(shard, || ack::ack(&entries))
+            });
+            acked.and_then(|r| r).or_report(F)
         });
-        let results = acked.and_then(|r| r).or_report(F);
         SetOfIterator::new(results.into_iter().map(row))
     }
 }

@@ -7,10 +7,10 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 /// `queen_pop(...)`: SPEC §3.2. Claims partitions for the group and returns their next messages;
-/// `RETURNS SETOF queen.message`.
+/// `RETURNS SETOF queen.message`. (Under queen's search_path without a SET clause:
+/// gucs::with_fixed_search_path.)
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn queen_pop(
     queue: Option<&str>,
     consumer_group: default!(Option<&str>, "NULL"),
@@ -24,25 +24,28 @@ fn queen_pop(
     subscription_from: default!(Option<TimestampWithTimeZone>, "NULL"),
 ) -> SetOfIterator<'static, MessageRow> {
     const F: &str = "queen_pop";
-    let req = checked_request(
-        queue,
-        consumer_group,
-        batch,
-        partition,
-        partitions,
-        wait_ms,
-        lease_seconds,
-        auto_ack,
-        subscription_mode,
-        subscription_from,
-    );
-    let distributed = crate::route::distributed();
-    privilege::require(&[&req.queue], Privilege::Pop).or_report(F);
-    let rows = match distributed {
-        Some(layout) => pop::pop_with(&req, |r| crate::route::pop_on_workers(&layout, r)),
-        None => pop::pop(&req),
-    };
-    SetOfIterator::new(rows.or_report(F).into_iter().map(message_row))
+    let rows = crate::gucs::with_fixed_search_path(|| {
+        let req = checked_request(
+            queue,
+            consumer_group,
+            batch,
+            partition,
+            partitions,
+            wait_ms,
+            lease_seconds,
+            auto_ack,
+            subscription_mode,
+            subscription_from,
+        );
+        let distributed = crate::route::distributed();
+        privilege::require(&[&req.queue], Privilege::Pop).or_report(F);
+        match distributed {
+            Some(layout) => pop::pop_with(&req, |r| crate::route::pop_on_workers(&layout, r)),
+            None => pop::pop(&req),
+        }
+        .or_report(F)
+    });
+    SetOfIterator::new(rows.into_iter().map(message_row))
 }
 
 /// The arguments of a pop, checked (SPEC §3.2, §7).
@@ -119,7 +122,6 @@ mod queen {
 
     #[allow(clippy::too_many_arguments)]
     #[pg_extern(volatile, parallel_unsafe)]
-    #[search_path(pg_catalog, pg_temp)]
     fn shard_pop(
         shard: i32,
         queue: Option<&str>,
@@ -133,6 +135,39 @@ mod queen {
         subscription_from: Option<TimestampWithTimeZone>,
         lease_id: Option<pgrx::Uuid>,
     ) -> SetOfIterator<'static, MessageRow> {
+        let rows = crate::gucs::with_fixed_search_path(|| {
+            shard_pop_rows(
+                shard,
+                queue,
+                consumer_group,
+                batch,
+                partition,
+                partitions,
+                lease_seconds,
+                auto_ack,
+                subscription_mode,
+                subscription_from,
+                lease_id,
+            )
+        });
+        SetOfIterator::new(rows.into_iter().map(message_row))
+    }
+
+    /// The rows of `shard_pop`, under the fixed search_path.
+    #[allow(clippy::too_many_arguments)]
+    fn shard_pop_rows(
+        shard: i32,
+        queue: Option<&str>,
+        consumer_group: Option<&str>,
+        batch: Option<i32>,
+        partition: Option<&str>,
+        partitions: Option<i32>,
+        lease_seconds: Option<i32>,
+        auto_ack: Option<bool>,
+        subscription_mode: Option<&str>,
+        subscription_from: Option<TimestampWithTimeZone>,
+        lease_id: Option<pgrx::Uuid>,
+    ) -> Vec<crate::pop::Popped> {
         const F: &str = "queen_pop";
         let mut req = checked_request(
             queue,
@@ -160,8 +195,7 @@ mod queen {
             }
         }
         privilege::require_internal("queen.shard_pop").or_report(F);
-        let rows = crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows;
-        SetOfIterator::new(rows.into_iter().map(message_row))
+        crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows
     }
 
     /// `queen.shard_subscribe(shard, queue, consumer_group, subscription_mode,

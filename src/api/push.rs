@@ -46,18 +46,21 @@ fn queen_push_one(
 /// `queen_push(items)`: SPEC §3.1, a batch in Queen's wire shape; one result per item, in
 /// order; `RETURNS SETOF queen.push_result`. The items are read from the binary jsonb (the
 /// payloads go to the table as they are), so any valid jsonb payload is accepted (SPEC §10).
+/// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
     const F: &str = "queen_push";
-    let (parsed, items) = checked_items(items);
-    let distributed = route::distributed();
-    require_push(&parsed);
-    let results = match distributed {
-        Some(layout) if !parsed.is_empty() => route::push_batch(&layout, parsed, items),
-        _ => push::push(parsed, Payloads::Items(items), None),
-    };
-    SetOfIterator::new(results.or_report(F).into_iter().map(row))
+    let results = crate::gucs::with_fixed_search_path(|| {
+        let (parsed, items) = checked_items(items);
+        let distributed = route::distributed();
+        require_push(&parsed);
+        match distributed {
+            Some(layout) if !parsed.is_empty() => route::push_batch(&layout, parsed, items),
+            _ => push::push(parsed, Payloads::Items(items), None),
+        }
+        .or_report(F)
+    });
+    SetOfIterator::new(results.into_iter().map(row))
 }
 
 /// The arguments of the one-message form, checked (SPEC §3.1, §7).
@@ -135,12 +138,14 @@ mod queen {
 
     /// `queen.shard_push(shard, items)`: items all of shard `shard`.
     #[pg_extern(volatile, parallel_unsafe)]
-    #[search_path(pg_catalog, pg_temp)]
     fn shard_push(shard: i32, items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
         const F: &str = "queen_push";
-        let (parsed, items) = checked_items(items);
-        crate::spi::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
-        crate::privilege::require_internal("queen.shard_push").or_report(F);
-        SetOfIterator::new(push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F).into_iter().map(row))
+        let results = crate::gucs::with_fixed_search_path(|| {
+            let (parsed, items) = checked_items(items);
+            crate::spi::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
+            crate::privilege::require_internal("queen.shard_push").or_report(F);
+            push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F)
+        });
+        SetOfIterator::new(results.into_iter().map(row))
     }
 }

@@ -234,6 +234,29 @@ fn a_hostile_search_path_is_never_followed() {
         c.query_one("SELECT queen_ack($1, $2, 'failed')", &[&first, &lease]).unwrap();
         c.query("SELECT * FROM queen_pop('q', 'g', batch => 10, partitions => 3, wait_ms => 50)", &[]).unwrap();
         c.query("SELECT * FROM queen_pop('q', auto_ack => true, subscription_mode => 'new')", &[]).unwrap();
+        // The set-returning functions fix the path themselves, without a SET clause
+        // (gucs::with_fixed_search_path): the batch ack and the lease ack too.
+        let rows = c
+            .query("SELECT message_id, lease_id FROM queen_pop('q', 'g2', batch => 10, partitions => 3)", &[])
+            .unwrap();
+        let acks = serde_json::Value::Array(
+            rows.iter()
+                .map(|r| serde_json::json!({"messageId": r.get::<_, uuid::Uuid>(0).to_string(), "leaseId": r.get::<_, uuid::Uuid>(1).to_string(), "status": "retry"}))
+                .collect(),
+        );
+        c.query("SELECT * FROM queen_ack($1::jsonb)", &[&acks]).unwrap();
+        let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g2', batch => 10, partitions => 3)", &[]).unwrap();
+        c.query("SELECT * FROM queen_ack_lease($1, 'retry')", &[&rows[0].get::<_, uuid::Uuid>(0)]).unwrap();
+        // ... and give the caller's path back: after they return, and after an error that a
+        // subtransaction caught.
+        let path: String = c.query_one("SHOW search_path", &[]).unwrap().get(0);
+        assert_eq!(path, "trap, pg_catalog, public");
+        c.batch_execute(
+            "DO $$ BEGIN PERFORM * FROM queen_push('[{\"queue\": \"\"}]'::jsonb); EXCEPTION WHEN OTHERS THEN NULL; END $$",
+        )
+        .unwrap();
+        let path: String = c.query_one("SHOW search_path", &[]).unwrap().get(0);
+        assert_eq!(path, "trap, pg_catalog, public");
         c.query("SELECT * FROM queen.group_lag", &[]).unwrap();
         c.query("SELECT * FROM queen.queue_stats", &[]).unwrap();
         c.query("SELECT queen_seek('q', 'g')", &[]).unwrap();
