@@ -17,7 +17,7 @@
 //!   transactions the popping snapshot saw running inside the batch's range (they become
 //!   pending when the frontier passes them).
 //!
-//! Everything here is pure: the SQL side (pop.rs, ack.rs) reads a row, calls these rules, and
+//! Everything here is pure: the SQL side (pop.rs, ack/) reads a row, calls these rules, and
 //! writes the row back.
 
 /// A message's position in its partition: (txid, seq).

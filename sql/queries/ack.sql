@@ -1,8 +1,8 @@
--- Queries of queen_ack and the functions that operate on consumer state (src/ack.rs,
+-- Queries of queen_ack and the functions that operate on consumer state (src/ack/,
 -- src/admin.rs). Sections are prepared once per backend.
 -- The last parameter of each is the shard key of the call (src/shards.rs: 0 on one server).
 -- Lines marked `-- [one server]` read the queue's options with the rows; on Citus, where no
--- statement of a shard may join a reference table, spi.rs leaves them out and ack.rs reads the
+-- statement of a shard may join a reference table, spi.rs leaves them out and ack/find.rs reads the
 -- options apart.
 
 -- name: ack_find
@@ -72,7 +72,7 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 -- name: ack_lease_rows
 -- The active rows of lease $1 (through cursors_lease), locked, with the clock and their
 -- queue's stored options: for an ack under the lease whose message retention deleted
--- (src/ack.rs sweep_vanished).
+-- (src/ack/apply.rs sweep_vanished).
 SELECT c.partition_id, c.consumer_group, c.queue_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,

@@ -160,7 +160,7 @@ RETURNING xmin::text;
 
 -- name: missing
 -- Which of the keys ($2, $3) of partition $1 no longer exist: messages of a lease's batch that
--- retention deleted (src/ack.rs forget_vanished). Through the primary key.
+-- retention deleted (src/ack/apply.rs forget_vanished). Through the primary key.
 SELECT k.t AS txid, k.s AS seq FROM unnest($2::bigint[], $3::bigint[]) AS k(t, s)
  WHERE NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = $1 AND m.shard = $4 AND m.txid = k.t AND m.seq = k.s);
 
