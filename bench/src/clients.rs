@@ -295,25 +295,35 @@ fn push_single(c: &mut Client) {
     }
 }
 
-fn batch(k: usize, i: usize, spread: bool) -> Value {
+/// A batch of 100 items: into one partition (`parts` = 1, one of 100 per call), or spread over
+/// `parts` partitions (a different 100 of them at each call).
+fn batch(k: usize, i: usize, parts: usize) -> Value {
     Value::Array(
         (0..100)
             .map(|j| {
-                let p = if spread { format!("p{j}") } else { format!("p{}", (k * 7919 + i) % 100) };
+                let p = if parts > 1 {
+                    format!("p{}", (k * 7919 + i * 100 + j) % parts)
+                } else {
+                    format!("p{}", (k * 7919 + i) % 100)
+                };
                 json!({"queue": "bench", "partition": p, "payload": payload(i.wrapping_mul(100).wrapping_add(j))})
             })
             .collect(),
     )
 }
 
-fn push_batch(c: &mut Client, spread: bool) {
-    let name =
-        if spread { "push, batches of 100 over 100 partitions" } else { "push, batches of 100 into one partition" };
+fn push_batch(c: &mut Client, parts: usize) {
+    let name = if parts > 1 {
+        format!("push, batches of 100 over {parts} partitions")
+    } else {
+        "push, batches of 100 into one partition".to_string()
+    };
+    let name = name.as_str();
     for n in client_counts() {
         setup(c);
         let op = |sql: &'static str| {
             move |c: &mut Conn, k: usize, i: usize| {
-                c.query(sql, &[&batch(k, i, spread)]);
+                c.query(sql, &[&batch(k, i, parts)]);
                 100
             }
         };
@@ -388,6 +398,11 @@ const RAW_NEXT: &str = "WITH next AS (
      SELECT count(*) FROM next";
 const QUEEN_POP_ACK: &str = "SELECT count(*) FILTER (WHERE success) FROM queen_ack(
          coalesce((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('bench', $1, batch => 100) m), '[]'))";
+/// A worker's whole batch acknowledged in one call (SPEC §3.4); an empty pop acks the nil lease,
+/// which no row holds: no rows.
+const QUEEN_POP_ACK_LEASE: &str = "SELECT count(*) FILTER (WHERE success) FROM queen_ack_lease(
+         coalesce((SELECT lease_id FROM queen_pop('bench', $1, batch => 100) LIMIT 1),
+                  '00000000-0000-0000-0000-000000000000'))";
 const QUEEN_POP_AUTO: &str = "SELECT count(*) FROM queen_pop('bench', $1, batch => 100, auto_ack => true)";
 const PGQ_CONSUME: &str = "SELECT count(*) FROM pgq_consume($1)";
 
@@ -409,20 +424,36 @@ fn raw_consume(parts: usize, groups: usize) -> impl Fn(&mut Conn, usize, usize) 
 }
 const RAW_REWIND: &str = "UPDATE raw_cursor SET pos = 0 WHERE partition = $1 AND grp = $2";
 
-fn consume(c: &mut Client, auto_ack: bool) {
+/// How the consume workloads acknowledge what they pop.
+#[derive(Clone, Copy)]
+enum AckWith {
+    /// `queen_ack(jsonb)` of the popped rows, as Queen's clients and the gateway ack.
+    Jsonb,
+    /// `queen_ack_lease` of the pop's lease.
+    Lease,
+    /// `auto_ack => true`: nothing to ack.
+    Auto,
+}
+
+fn consume(c: &mut Client, fill_first: bool, ack: AckWith) {
     let (parts, n) = (1000, fill_size());
-    fill(c, n, parts, 1);
-    let name = if auto_ack { "pop 100, auto_ack, one group" } else { "pop 100 + batch ack, one group" };
+    if fill_first {
+        fill(c, n, parts, 1);
+    }
+    let (name, sql, target) = match ack {
+        AckWith::Jsonb => ("pop 100 + jsonb batch ack of the rows, one group", QUEEN_POP_ACK, 0.7),
+        AckWith::Lease => ("pop 100 + queen_ack_lease, one group", QUEEN_POP_ACK_LEASE, 0.7),
+        AckWith::Auto => ("pop 100, auto_ack, one group", QUEEN_POP_AUTO, 0.8),
+    };
     let g = vec!["g".to_string()];
     for clients in client_counts() {
         reset(c, &g, 1);
         let raw = drive(clients, true, &raw_consume(parts, 1));
         reset(c, &g, 1);
-        let sql = if auto_ack { QUEEN_POP_AUTO } else { QUEEN_POP_ACK };
         let queen = with_profile(c, &format!("{name}, {clients} clients"), || {
             drive(clients, true, &|c: &mut Conn, _k, _i| c.count(sql, &[&"g"]))
         });
-        row(name, clients, &raw, &queen, None, if auto_ack { 0.8 } else { 0.7 });
+        row(name, clients, &raw, &queen, None, target);
     }
 }
 
@@ -495,12 +526,13 @@ pub fn run(c: &mut Client, want: &dyn Fn(&str) -> bool) {
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     if want("clients-push") {
         push_single(c);
-        push_batch(c, false);
-        push_batch(c, true);
+        push_batch(c, 1);
+        push_batch(c, 1000);
     }
     if want("clients-consume") {
-        consume(c, false);
-        consume(c, true);
+        consume(c, true, AckWith::Jsonb);
+        consume(c, false, AckWith::Lease);
+        consume(c, false, AckWith::Auto);
     }
     if want("clients-fanout") {
         fan_out(c);
