@@ -389,10 +389,22 @@ fn wake_up(c: &mut Client) {
     let mut producer = Client::connect(&dsn, NoTls).unwrap();
     let ppid: i32 = producer.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let wpid: i32 = w.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    let workers: i64 = c
-        .query_one("SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'queen%' AND datname = 'bench'", &[])
-        .unwrap()
-        .get(0);
+    // The maintenance worker of the bench database: started again by the postmaster every 5 s
+    // until the database exists (scripts/bench); waited for up to 30 s.
+    let mut workers: i64 = 0;
+    for _ in 0..300 {
+        workers = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance' AND datname = 'bench'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if workers > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let (tx_go, rx_go) = std::sync::mpsc::channel::<()>();
     // (returned, created_at → return) on the server's clock, in microseconds since the epoch.
     let (tx_done, rx_done) = std::sync::mpsc::channel::<(f64, f64)>();
