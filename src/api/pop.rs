@@ -135,40 +135,7 @@ mod queen {
         subscription_from: Option<TimestampWithTimeZone>,
         lease_id: Option<pgrx::Uuid>,
     ) -> SetOfIterator<'static, MessageRow> {
-        let rows = crate::gucs::with_fixed_search_path(|| {
-            shard_pop_rows(
-                shard,
-                queue,
-                consumer_group,
-                batch,
-                partition,
-                partitions,
-                lease_seconds,
-                auto_ack,
-                subscription_mode,
-                subscription_from,
-                lease_id,
-            )
-        });
-        SetOfIterator::new(rows.into_iter().map(message_row))
-    }
-
-    /// The rows of `shard_pop`, under the fixed search_path.
-    #[allow(clippy::too_many_arguments)]
-    fn shard_pop_rows(
-        shard: i32,
-        queue: Option<&str>,
-        consumer_group: Option<&str>,
-        batch: Option<i32>,
-        partition: Option<&str>,
-        partitions: Option<i32>,
-        lease_seconds: Option<i32>,
-        auto_ack: Option<bool>,
-        subscription_mode: Option<&str>,
-        subscription_from: Option<TimestampWithTimeZone>,
-        lease_id: Option<pgrx::Uuid>,
-    ) -> Vec<crate::pop::Popped> {
-        const F: &str = "queen_pop";
+        // Checking the arguments runs no SQL; the rest runs under queen's search_path.
         let mut req = checked_request(
             queue,
             consumer_group,
@@ -182,6 +149,13 @@ mod queen {
             subscription_from,
         );
         req.lease = lease_id;
+        let rows = crate::gucs::with_fixed_search_path(|| shard_pop_rows(shard, &req));
+        SetOfIterator::new(rows.into_iter().map(message_row))
+    }
+
+    /// The rows of `shard_pop`, under the fixed search_path.
+    fn shard_pop_rows(shard: i32, req: &crate::pop::PopRequest) -> Vec<crate::pop::Popped> {
+        const F: &str = "queen_pop";
         crate::route::enter_shard(shard).or_report(F);
         if let Some(partition) = &req.partition {
             let layout = crate::spi::connect(crate::shards::layout);
@@ -195,7 +169,7 @@ mod queen {
             }
         }
         privilege::require_internal("queen.shard_pop").or_report(F);
-        crate::shards::within(shard, || pop::pop_once(&req)).or_report(F).rows
+        crate::shards::within(shard, || pop::pop_once(req)).or_report(F).rows
     }
 
     /// `queen.shard_subscribe(shard, queue, consumer_group, subscription_mode,
