@@ -50,6 +50,10 @@ pub struct PopRequest {
     /// The lease id to give what this pop leases (None: a new one): on Citus, the coordinator's
     /// pop over several shards leases them under one id (route.rs).
     pub lease: Option<Uuid>,
+    /// A partition a push has just made ready (the commit that woke a waiting pop told it:
+    /// wait.rs): looked at first, and when it delivers, the pop returns without reading the
+    /// queue's log — a woken consumer gets the message at once; the next pop discovers.
+    pub first: Option<Uuid>,
 }
 
 /// One delivered message, in the shape of `queen.message`.
@@ -222,6 +226,16 @@ impl Pop<'_> {
             return;
         }
         let mut tried: Vec<Uuid> = Vec::new();
+        if let Some(p) = self.req.first {
+            tried.push(p);
+            if let Some(visiting) = crate::visit::Visit::try_start(p, &self.group) {
+                self.visit(s, p);
+                if !self.claimed.is_empty() {
+                    crate::visit::hold_until_end(visiting);
+                    return;
+                }
+            }
+        }
         for round in 0..discovery::ROUNDS {
             // One pop of the group at a time reads the log (visit.rs); the others use the
             // hints there are.
@@ -538,12 +552,13 @@ pub fn pop_with(
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(req.wait_ms.max(0) as u64);
     let waiting = (req.wait_ms > 0).then(|| crate::wait::register(&names::queue_id(&req.queue)));
+    let mut req = req.clone();
     loop {
         if waiting.is_some() {
             // Before looking: a commit between the look and the sleep then wakes the sleep.
             crate::wait::reset_latch();
         }
-        let found = once(req)?;
+        let found = once(&req)?;
         let now = std::time::Instant::now();
         match &waiting {
             // More of the log to read: look again at once, without sleeping.
@@ -559,7 +574,9 @@ pub fn pop_with(
                 if found.contended {
                     sleep = sleep.min(std::time::Duration::from_millis(CONTENDED_SLEEP_MS));
                 }
-                crate::wait::sleep(reg, sleep)
+                crate::wait::sleep(reg, sleep);
+                // Where the push that woke it went, if one did: looked at first (Pop::run).
+                req.first = reg.take_hint().map(|p| crate::names::to_pg(p));
             }
             _ => return Ok(found.rows),
         }

@@ -7,7 +7,7 @@
 
 use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::{Element, Jsonb};
-use crate::names::{self, to_pg, DEFAULT_PARTITION};
+use crate::names::{self, from_pg, to_pg, DEFAULT_PARTITION};
 use crate::spi::types::{INT4, INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
 use crate::spi::{self, Query, Spi};
 use pgrx::datum::DatumWithOid;
@@ -257,9 +257,12 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads, shard: Option<i32>) -> Que
     for (r, it) in results.iter_mut().zip(&items) {
         r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
     }
-    // Waiting pops of these queues are woken when this transaction commits.
-    for q in queues.values() {
-        crate::wait::touched(crate::wait::queue_key(q));
+    // Waiting pops of these queues are woken when this transaction commits, and look first at
+    // the partition of the last message queued in each.
+    for (r, t) in results.iter().zip(&targets) {
+        if r.status == PushStatus::Queued {
+            crate::wait::pushed(crate::wait::queue_key(&from_pg(t.queue_id)), &from_pg(t.partition_id));
+        }
     }
     Ok(results)
 }

@@ -22,7 +22,7 @@ use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pgrx::shmem::PGRXSharedMemory;
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -52,6 +52,10 @@ struct Slot {
     /// woke it.
     since: i64,
     wakeups: i64,
+    /// A partition the commit that woke it pushed to (`hinted`): the woken pop looks there
+    /// first (pop.rs), before it reads the queue's log.
+    hint: [u8; 16],
+    hinted: bool,
 }
 
 impl Default for Waiters {
@@ -73,8 +77,9 @@ pub static WAITERS: PgLwLock<Waiters> = unsafe { PgLwLock::new(c"queen_waiters")
 static READY: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
-    /// Queues this transaction made work in, to wake at commit.
-    static TOUCHED: RefCell<HashSet<u64>> = RefCell::new(HashSet::new());
+    /// Queues this transaction made work in, to wake at commit, with the last partition it
+    /// pushed to in each (None: it released work, as an ack does).
+    static TOUCHED: RefCell<HashMap<u64, Option<[u8; 16]>>> = RefCell::new(HashMap::new());
     /// Queues this transaction took work from (leased), to wake if it rolls back.
     static TAKEN: RefCell<HashSet<u64>> = RefCell::new(HashSet::new());
 }
@@ -164,7 +169,17 @@ pub fn queue_key(queue_id: &uuid::Uuid) -> u64 {
 /// Remember that this transaction gave waiters of `queue` something to pop (at its commit).
 pub fn touched(queue: u64) {
     if READY.load(Ordering::Relaxed) {
-        TOUCHED.with(|t| t.borrow_mut().insert(queue));
+        TOUCHED.with(|t| {
+            t.borrow_mut().entry(queue).or_insert(None);
+        });
+    }
+}
+
+/// Remember that this transaction pushed to `partition` of `queue`: its waiters are woken at
+/// commit, and told where to look first.
+pub fn pushed(queue: u64, partition: &uuid::Uuid) {
+    if READY.load(Ordering::Relaxed) {
+        TOUCHED.with(|t| t.borrow_mut().insert(queue, Some(*partition.as_bytes())));
     }
 }
 
@@ -212,12 +227,13 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::cache::at_commit();
             crate::discovery::at_commit();
             drain(&TAKEN);
-            wake(&drain(&TOUCHED));
+            let touched: Vec<(u64, Option<[u8; 16]>)> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
+            wake_hinting(&touched);
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
             crate::route::at_end(false);
             crate::cache::at_abort();
-            drain(&TOUCHED);
+            TOUCHED.with(|t| t.borrow_mut().clear());
             wake(&drain(&TAKEN));
         }
         pg_sys::XactEvent::XACT_EVENT_PREPARE => {
@@ -225,7 +241,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             // subscriptions (on_utility).
             crate::route::at_end(false);
             crate::cache::at_abort();
-            drain(&TOUCHED);
+            TOUCHED.with(|t| t.borrow_mut().clear());
             drain(&TAKEN);
         }
         _ => {}
@@ -266,6 +282,24 @@ fn wake(queues: &[u64]) {
     }
 }
 
+/// Wake the waiters of the queues a commit touched, telling each where a push of it went.
+fn wake_hinting(touched: &[(u64, Option<[u8; 16]>)]) {
+    if touched.is_empty() || !READY.load(Ordering::Relaxed) {
+        return;
+    }
+    let db = my_database();
+    let mut w = WAITERS.exclusive();
+    for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && s.db == db) {
+        let Some((_, hint)) = touched.iter().find(|(q, _)| *q == slot.queue) else {
+            continue;
+        };
+        if let Some(p) = hint {
+            (slot.hint, slot.hinted) = (*p, true);
+        }
+        set_latch(slot);
+    }
+}
+
 /// Wake every waiter of this database.
 #[cfg(not(feature = "pg13"))]
 fn wake_database() {
@@ -280,22 +314,42 @@ fn wake_where(which: impl Fn(&Slot) -> bool) {
     let db = my_database();
     let mut w = WAITERS.exclusive();
     for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && s.db == db && which(s)) {
-        slot.wakeups += 1;
-        // SAFETY: ProcGlobal is set up in shared memory at server start and never moves; a
-        // slot's procno is its backend's PGPROC number + 1, below allProcCount, so the pointer
-        // is to a PGPROC of that array, which lasts as long as the server. Its procLatch is a
-        // shared latch that any process may set (if that backend exited, whoever owns the
-        // PGPROC now gets a spurious wake-up, which waiters tolerate).
-        unsafe {
-            let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
-            pg_sys::SetLatch(&mut (*proc_).procLatch);
-        }
+        set_latch(slot);
+    }
+}
+
+/// Count a wake-up of the slot's backend and set its latch.
+fn set_latch(slot: &mut Slot) {
+    slot.wakeups += 1;
+    // SAFETY: ProcGlobal is set up in shared memory at server start and never moves; a slot's
+    // procno is its backend's PGPROC number + 1, below allProcCount, so the pointer is to a
+    // PGPROC of that array, which lasts as long as the server. Its procLatch is a shared latch
+    // that any process may set (if that backend exited, whoever owns the PGPROC now gets a
+    // spurious wake-up, which waiters tolerate).
+    unsafe {
+        let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
+        pg_sys::SetLatch(&mut (*proc_).procLatch);
     }
 }
 
 /// A registration in the table; leaving it (also by an error unwinding) frees the slot.
 pub struct Registration {
     slot: Option<usize>,
+}
+
+impl Registration {
+    /// The partition the commit that woke this wait pushed to, if one did since the last
+    /// call (and forget it).
+    pub fn take_hint(&self) -> Option<uuid::Uuid> {
+        let i = self.slot?;
+        let mut w = WAITERS.exclusive();
+        // SAFETY: MyProcPid is set at process start and never changes after.
+        if w.slots[i].pid != unsafe { pg_sys::MyProcPid } || !w.slots[i].hinted {
+            return None;
+        }
+        w.slots[i].hinted = false;
+        Some(uuid::Uuid::from_bytes(w.slots[i].hint))
+    }
 }
 
 impl Drop for Registration {
@@ -331,7 +385,7 @@ pub fn register(queue_id: &uuid::Uuid) -> Registration {
             // SAFETY: GetCurrentTimestamp only reads the system clock.
             let since = unsafe { pg_sys::GetCurrentTimestamp() };
             let db = my_database();
-            w.slots[i] = Slot { procno, pid: me, db, queue, queue_id: *queue_id.as_bytes(), since, wakeups: 0 };
+            w.slots[i] = Slot { procno, pid: me, db, queue, queue_id: *queue_id.as_bytes(), since, ..Slot::default() };
             Registration { slot: Some(i) }
         }
         None => Registration { slot: None },

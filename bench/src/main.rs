@@ -424,10 +424,17 @@ fn wake_up(c: &mut Client) {
     let (mut alone, mut e2e) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
     for _ in 0..trials {
         tx_go.send(()).unwrap();
-        // Until the waiter sleeps (it shows in queen.waiting_pops).
+        // Until the waiter sleeps: registered (queen.waiting_pops), its first look done, and
+        // on its latch (wait event Extension).
         loop {
-            let n: i64 =
-                c.query_one("SELECT count(*) FROM queen.waiting_pops WHERE pid = $1", &[&wpid]).unwrap().get(0);
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM queen.waiting_pops w JOIN pg_stat_activity a USING (pid)
+                      WHERE pid = $1 AND a.wait_event_type = 'Extension'",
+                    &[&wpid],
+                )
+                .unwrap()
+                .get(0);
             if n > 0 {
                 break;
             }

@@ -84,6 +84,7 @@ fn checked_request(
         mode,
         from: subscription_from,
         lease: None,
+        first: None,
     }
 }
 

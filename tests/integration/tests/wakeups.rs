@@ -144,3 +144,70 @@ fn wakeups_and_waiting_pops_are_per_database() {
     let (rows, _) = h.join().unwrap();
     assert!(rows.unwrap().is_empty());
 }
+
+/// A push's commit tells the waiters it wakes which partition it pushed to (wait.rs): the woken
+/// pop looks there first and, having delivered, returns without reading the queue's log — its
+/// group's discovery point stays where it was. The next pop reads the log and delivers what
+/// the same push put elsewhere; nothing is delivered twice.
+#[test]
+fn a_woken_pop_looks_first_where_the_push_went() {
+    let db = TestDb::new("wake_hint");
+    let mut c = db.connect();
+    c.execute("SELECT queen_push('q', '\"old\"', 'a')", &[]).unwrap();
+    let point = |c: &mut Client| -> Vec<(i64, i64)> {
+        c.query("SELECT upto_txid, upto_seq FROM queen.discovery WHERE consumer_group = 'w' ORDER BY 1, 2", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    // Group w subscribes at 'new': its first look (before it sleeps) reads the log and finds
+    // nothing for it.
+    let (pid, h) = waiter(
+        &db.name,
+        "SELECT to_jsonb(m) FROM queen_pop('q', 'w', wait_ms => 8000, batch => 10, partitions => 5,
+                                          auto_ack => true, subscription_mode => 'new') m",
+    );
+    await_waiting(&mut c, pid);
+    // Registered before its first look: wait until it sleeps on its latch.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .query_one("SELECT wait_event_type IS DISTINCT FROM 'Extension' FROM pg_stat_activity WHERE pid = $1", &[&pid])
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(Instant::now() < deadline, "the pop never slept");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // One transaction: a message in partition b, then one in partition e (the last: the hint).
+    c.query(
+        "SELECT * FROM queen_push('[{\"queue\": \"q\", \"partition\": \"b\", \"payload\": \"b\"},
+                                   {\"queue\": \"q\", \"partition\": \"e\", \"payload\": \"e\"}]')",
+        &[],
+    )
+    .unwrap();
+    let (rows, took) = h.join().unwrap();
+    let rows = rows.unwrap();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let got: Vec<&str> = rows.iter().map(|r| r["payload"].as_str().unwrap()).collect();
+    assert_eq!(got, vec!["e"], "the woken pop returns what the push put where it points");
+    // Its transaction's points (the look before the sleep wrote one) are all before the push.
+    let pushed: (i64, i64) = c
+        .query_one("SELECT txid, seq FROM queen.messages WHERE partition = 'b'", &[])
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    let points = point(&mut c);
+    assert!(!points.is_empty() && points.iter().all(|p| *p < pushed), "the woken pop read the log: {points:?}");
+    // The next pops read it: b, once; e is not delivered again.
+    let mut rest: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        let more = c
+            .query(
+                "SELECT payload #>> '{}' FROM queen_pop('q', 'w', batch => 10, partitions => 5, auto_ack => true)",
+                &[],
+            )
+            .unwrap();
+        rest.extend(more.iter().map(|r| r.get::<_, String>(0)));
+    }
+    assert_eq!(rest, vec!["b"]);
+}
