@@ -243,7 +243,12 @@ fn shard_units(
         let args: [DatumWithOid; 4] =
             [(partition_idle_seconds as f64).into(), forgettable.into(), shard.into(), now.into()];
         let idle = IDLE_PARTITIONS.run(s, &args).first();
-        (idle.req::<i64>("removed"), idle.req::<i64>("restored"))
+        let (removed, restored) = (idle.req::<i64>("removed"), idle.req::<i64>("restored"));
+        if removed > 0 {
+            // Registry rows gone: pushes keep which partitions are registered (push.rs).
+            crate::cache::changed();
+        }
+        (removed, restored)
     })?;
     r.partitions_removed += removed;
     r.partitions_restored += restored;

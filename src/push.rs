@@ -134,6 +134,8 @@ const COUNT_QUEUE: Query = Query { file: SQL, name: "count_queue", args: &[UUID,
 const QUEUE_CAP: Query = Query { file: SQL, name: "queue_cap", args: &[UUID] };
 const PUSH_ONE: Query = Query { file: SQL, name: "push_one", args: &[UUID, INT8, UUID, UUID, TEXT, TEXT, JSONB, UUID] };
 const PUSH_ONE_KEYLESS: Query = Query { name: "push_one_keyless", ..PUSH_ONE };
+const PUSH_KNOWN: Query = Query { name: "push_known", ..PUSH_ONE };
+const PUSH_KNOWN_KEYLESS: Query = Query { name: "push_known_keyless", ..PUSH_ONE };
 const INSERT_MESSAGES: Query = Query {
     file: SQL,
     name: "insert_messages",
@@ -167,6 +169,30 @@ thread_local! {
     /// per backend under cache.rs's tickets: `queen_configure` and the deletes retire them.
     static CAPS: std::cell::RefCell<crate::cache::Map<Uuid, Option<i64>>> =
         std::cell::RefCell::new(crate::cache::Map::new());
+    /// Partitions seen with a registry row committed by another transaction (never one only
+    /// this transaction wrote, which a rollback may take back): their pushes skip the registry.
+    /// Kept under cache.rs's tickets: the deletes and maintenance's removal of idle partitions
+    /// retire them. (A push that used an entry while a removal committed is the push that saw
+    /// the row just before it went, which maintenance registers again: maintain.sql.)
+    static SETTLED: std::cell::RefCell<crate::cache::Map<Uuid, bool>> =
+        std::cell::RefCell::new(crate::cache::Map::new());
+}
+
+/// Whether `partition` is known to be registered (see SETTLED), under `ticket`.
+fn settled(ticket: Option<&crate::cache::Ticket>, partition: Uuid) -> bool {
+    ticket.is_some_and(|t| SETTLED.with(|m| m.borrow().get(&partition, t).is_some()))
+}
+
+/// Keep `partitions` as registered, read under `ticket`.
+fn keep_settled(ticket: Option<crate::cache::Ticket>, partitions: impl IntoIterator<Item = Uuid>) {
+    if let Some(t) = ticket {
+        SETTLED.with(|m| {
+            let mut m = m.borrow_mut();
+            for p in partitions {
+                m.put(p, t, true);
+            }
+        });
+    }
 }
 
 /// The queue's maxSize, if it has one: from the backend's cache, or read (and kept).
@@ -290,13 +316,26 @@ fn push_one(
         let keyless = it.transaction_id.is_none();
         let queued = match shard {
             None => {
-                // One statement: the insert, and whether the partition is registered; the cap
-                // is kept per backend (queue_cap).
-                let query = if keyless { &PUSH_ONE_KEYLESS } else { &PUSH_ONE };
-                let inserted = query.run(s, &args).next().map(|row| row.req::<bool>("registered"));
+                // One statement: the insert, and (unless known) whether the partition is
+                // registered; the cap is kept per backend (queue_cap).
+                let ticket = crate::cache::ticket();
+                let known = settled(ticket.as_ref(), t.partition_id);
+                let query = match (known, keyless) {
+                    (true, true) => &PUSH_KNOWN_KEYLESS,
+                    (true, false) => &PUSH_KNOWN,
+                    (false, true) => &PUSH_ONE_KEYLESS,
+                    (false, false) => &PUSH_ONE,
+                };
+                let inserted =
+                    query.run(s, &args).next().map(|row| if known { Some(true) } else { row.get::<bool>("settled") });
                 if let Some(registered) = inserted {
-                    if !registered {
-                        register(s, &[(it, t)]);
+                    match registered {
+                        None => {
+                            let now_settled = register(s, &[(it, t)]);
+                            keep_settled(ticket, now_settled);
+                        }
+                        Some(true) if !known => keep_settled(ticket, [t.partition_id]),
+                        Some(_) => {}
                     }
                     if let Some(max) = queue_cap(s, t.queue_id) {
                         check_cap(s, &it.queue, t.queue_id, max)?;
@@ -352,9 +391,9 @@ fn holder_vanished(i: usize) -> QueenError {
     QueenError::invalid(format!("items[{i}].transactionId"), "its holder disappeared while the push ran; push it again")
 }
 
-/// Registry rows for the partitions (and queues) of `targets` that have none visible.
-/// Returns the caps of the capped queues among them.
-fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<(Uuid, i64)> {
+/// Registry rows for the partitions (and queues) of `targets` that have none visible. Returns
+/// those that had one committed by another transaction.
+fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<Uuid> {
     let mut seen = std::collections::HashSet::new();
     let (mut rq, mut rqn, mut rp, mut rpn) = (vec![], vec![], vec![], vec![]);
     for (it, t) in targets {
@@ -366,7 +405,7 @@ fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<(Uuid, i64)> {
         }
     }
     let args: [DatumWithOid; 4] = [rq.into(), rqn.into(), rp.into(), rpn.into()];
-    REGISTER.run(s, &args).map(|r| (r.req::<Uuid>("queue_id"), r.req::<i64>("max_size"))).collect()
+    REGISTER.run(s, &args).map(|r| r.req::<Uuid>("partition_id")).collect()
 }
 
 /// Caps are checked after the insert, so that a producer pushing one transaction after
@@ -391,7 +430,21 @@ fn push_batch(
 ) -> QueenResult<()> {
     let pairs: Vec<(&PushItem, &Target)> = items.iter().zip(targets).collect();
     let caps = match shard {
-        None => register(s, &pairs),
+        None => {
+            // The registry, for the partitions not known to be registered (one statement, or
+            // none); the caps of the queues, kept per backend.
+            let ticket = crate::cache::ticket();
+            let unknown: Vec<(&PushItem, &Target)> =
+                pairs.iter().copied().filter(|(_, t)| !settled(ticket.as_ref(), t.partition_id)).collect();
+            if !unknown.is_empty() {
+                let now_settled = register(s, &unknown);
+                keep_settled(ticket, now_settled);
+            }
+            let mut queues: Vec<Uuid> = targets.iter().map(|t| t.queue_id).collect();
+            queues.sort_unstable_by_key(|q| *q.as_bytes());
+            queues.dedup();
+            queues.into_iter().filter_map(|q| queue_cap(s, q).map(|max| (q, max))).collect()
+        }
         Some(k) => {
             register_sharded(s, &pairs, k);
             Vec::new()

@@ -1,8 +1,9 @@
 -- Queries of queen_push (src/push.rs). Sections are prepared once per backend.
 
 -- name: register
--- Registry rows for the partitions (and queues) of a push that have none visible yet, then
--- the maxSize of the queues that have one. The registry has no unique index (schema.sql,
+-- Registry rows for the partitions (and queues) of a push that have none visible yet; returns
+-- the partitions that had one committed by another transaction (src/push.rs keeps them). The
+-- registry has no unique index (schema.sql,
 -- rule 1): two transactions creating the same partition each insert a row, and neither waits
 -- for the other, however long it stays open. $1 queue ids, $2 queue names, $3 partition ids,
 -- $4 partition names (parallel arrays, one entry per distinct partition of the push).
@@ -19,14 +20,24 @@ WITH want AS (
     INSERT INTO queen.partitions (partition_id, queue_id, name)
     SELECT m.partition_id, m.queue_id, m.partition FROM missing m
 )
-SELECT o.queue_id, o.max_size
-  FROM (SELECT DISTINCT queue_id FROM want) w
-  CROSS JOIN LATERAL (
-        SELECT q.queue_id, q.max_size FROM queen.queues q
-         WHERE q.queue_id = w.queue_id
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at
-         LIMIT 1) o
- WHERE o.max_size > 0;
+SELECT w.partition_id FROM want w
+ WHERE EXISTS (SELECT 1 FROM queen.partitions p
+                WHERE p.partition_id = w.partition_id AND NOT queen.written_here(p.xmin::text::bigint));
+
+-- name: push_known
+-- push_one for a partition known to be registered.
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at)
+VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+    ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING
+RETURNING message_id;
+
+-- name: push_known_keyless
+-- push_one_keyless for a partition known to be registered.
+INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
+                            partition, payload, trace_id, created_at)
+VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
+RETURNING message_id;
 
 -- name: queue_cap
 -- The queue's maxSize (0: none), as its registry rows say (the configured one first: schema.sql,
@@ -43,14 +54,17 @@ SELECT count(*) AS messages FROM (SELECT 1 FROM queen.messages WHERE queue_id = 
 -- One message (the common case, in one statement): inserted unless its transaction_id is
 -- already held in the partition (earlier, or by a concurrent push, which ON CONFLICT waits
 -- for); the caller then reads the holder. With it, whether the partition has a registry row
--- (the queue's maxSize is kept per backend: queue_cap). $1 partition id, $2 seq, $3 queue id, $4 message id,
+-- (`settled`: NULL none visible, true one committed by another transaction, false only this
+-- one's). The queue's maxSize and settled partitions are kept per backend (src/push.rs),
+-- which then pushes with push_known. $1 partition id, $2 seq, $3 queue id, $4 message id,
 -- $5 transaction id (NULL = none given), $6 partition name, $7 payload, $8 trace id.
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
 VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
     ON CONFLICT (partition_id, transaction_id, shard) WHERE transaction_id IS NOT NULL DO NOTHING
 RETURNING message_id,
-          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered;
+          (SELECT bool_or(NOT queen.written_here(p.xmin::text::bigint))
+             FROM queen.partitions p WHERE p.partition_id = $1) AS settled;
 
 -- name: push_one_keyless
 -- push_one for a message without a transaction id: it cannot conflict (its message id is
@@ -60,7 +74,8 @@ INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, trans
                             partition, payload, trace_id, created_at)
 VALUES ($1, queen.txid(), $2, $3, $4, $5, $6, $7, $8, clock_timestamp())
 RETURNING message_id,
-          EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = $1) AS registered;
+          (SELECT bool_or(NOT queen.written_here(p.xmin::text::bigint))
+             FROM queen.partitions p WHERE p.partition_id = $1) AS settled;
 
 -- name: insert_messages
 -- A batch, in push order (seq is assigned by the caller in input order); duplicates as in

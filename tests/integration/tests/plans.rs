@@ -45,6 +45,8 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
     ),
     ("push", "push_one_keyless", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
+    ("push", "push_known", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
+    ("push", "push_known_keyless", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
     (
         "push",
         "insert_messages_keyless",

@@ -286,6 +286,10 @@ fn idle_empty_partitions_are_removed_and_come_back_with_a_message() {
     push(&mut c, "q", "gone", json!(1));
     push(&mut c, "q", "stays", json!(2));
     c.query("SELECT * FROM queen_pop('q', 'g', partition => 'gone', auto_ack => true)", &[]).unwrap();
+    // A second push into the partition from this backend (after the group's first pop, which
+    // retired cached state as it subscribed): it sees the registry row committed and keeps
+    // that (push.rs SETTLED), which the removal below must retire.
+    push(&mut c, "q", "gone", json!(1));
     c.execute("DELETE FROM queen.messages WHERE partition = 'gone'", &[]).unwrap();
     c.batch_execute("SET queen.partition_idle_seconds = 0").unwrap();
     thread::sleep(Duration::from_millis(10));
@@ -297,6 +301,9 @@ fn idle_empty_partitions_are_removed_and_come_back_with_a_message() {
     assert_eq!(count(&mut c, "SELECT partitions FROM queen.queue_stats"), 1);
     // A push registers it again.
     push(&mut c, "q", "gone", json!(3));
+    let parts: Vec<String> =
+        c.query("SELECT name FROM queen.partitions ORDER BY name", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(parts, vec!["gone".to_string(), "stays".to_string()]);
     assert_eq!(count(&mut c, "SELECT partitions FROM queen.queue_stats"), 2);
     assert_eq!(
         c.query("SELECT payload FROM queen_pop('q', 'g', partition => 'gone', auto_ack => true)", &[]).unwrap().len(),
