@@ -975,9 +975,9 @@ fn maintenance_runs_on_each_node_for_its_shards() {
     let db = distributed("maintain");
     let mut c = db.coordinator();
     c.batch_execute(
-        "SELECT queen_configure('r', '{\"retentionSeconds\": 1}');
-         SELECT queen_configure('done', '{\"completedRetentionSeconds\": 1}');
-         SELECT queen_configure('slow', '{\"maxWaitTimeSeconds\": 1}');
+        "SELECT queen_configure('r', '{\"retentionSeconds\": 3}');
+         SELECT queen_configure('done', '{\"completedRetentionSeconds\": 3}');
+         SELECT queen_configure('slow', '{\"maxWaitTimeSeconds\": 3}');
          SELECT count(*) FROM generate_series(0, 15) g, queen_push('r', to_jsonb(g), 'p' || (g % 8)) AS x;
          SELECT count(*) FROM generate_series(0, 15) g, queen_push('done', to_jsonb(g), 'p' || (g % 8)) AS x;
          SELECT count(*) FROM queen_pop('slow', 'g') AS x;
@@ -993,12 +993,14 @@ fn maintenance_runs_on_each_node_for_its_shards() {
         .unwrap();
     }
     // A first pass on each worker: nothing is old yet, and each records the point its node's
-    // max wait counts from (src/max_wait.rs). Then the 1-second options need time to pass.
+    // max wait counts from (src/max_wait.rs). Then the 3-second options need time to pass.
+    // (With 1 second, a loaded machine took longer than that from the pushes to this pass,
+    // whose retention then deleted what the test expects the later passes to.)
     for node in [1, 2] {
         let report: serde_json::Value = db.worker(node).query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
         assert_eq!(report["retention_deleted"], 0, "{report}");
     }
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(std::time::Duration::from_millis(3500));
 
     let count = |c: &mut postgres::Client, queue: &str, node: u16| -> i64 {
         let keys: Vec<i32> =
@@ -1042,7 +1044,7 @@ fn maintenance_runs_on_each_node_for_its_shards() {
     let deleted = report["completed_retention_deleted"].as_i64().unwrap()
         + report2["completed_retention_deleted"].as_i64().unwrap();
     assert_eq!(deleted, 14);
-    // Max wait: every message of 'slow' waited more than a second unfinished: dead letters of g.
+    // Max wait: every message of 'slow' waited more than 3 seconds unfinished: dead letters of g.
     let filed =
         report["max_wait_dead_lettered"].as_i64().unwrap() + report2["max_wait_dead_lettered"].as_i64().unwrap();
     assert_eq!(filed, 16);
