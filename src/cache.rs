@@ -146,6 +146,28 @@ impl<K: std::hash::Hash + Eq, V: Clone> Default for Map<K, V> {
     }
 }
 
+/// The value of `key` in the backend's map `map`: as kept under the current ticket, or read by
+/// `read` (and kept, when the cache may be used: [`ticket`]).
+pub fn read_through<K, V>(
+    map: &'static std::thread::LocalKey<RefCell<Map<K, V>>>,
+    key: K,
+    read: impl FnOnce() -> V,
+) -> V
+where
+    K: std::hash::Hash + Eq,
+    V: Clone,
+{
+    let ticket = ticket();
+    if let Some(v) = ticket.as_ref().and_then(|t| map.with(|m| m.borrow().get(&key, t))) {
+        return v;
+    }
+    let v = read();
+    if let Some(t) = ticket {
+        map.with(|m| m.borrow_mut().put(key, t, v.clone()));
+    }
+    v
+}
+
 type SubscriptionMap = Map<(Uuid, String), (Subscription, QueueOptions)>;
 
 thread_local! {

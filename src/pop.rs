@@ -559,6 +559,8 @@ pub fn pop_with(
             crate::wait::reset_latch();
         }
         let found = once(&req)?;
+        // A hint is looked at once: a retry without a sleep (more log to read) takes none.
+        req.first = None;
         let now = std::time::Instant::now();
         match &waiting {
             // More of the log to read: look again at once, without sleeping.

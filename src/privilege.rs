@@ -275,29 +275,21 @@ thread_local! {
 
 /// The grants on `queue` and on every queue (`'*'`).
 fn grants_of(s: &mut Spi, queue: &str) -> Vec<Grant> {
-    let ticket = crate::cache::ticket();
-    if let Some(t) = &ticket {
-        if let Some(g) = GRANTS.with(|m| m.borrow().get(&queue.to_string(), t)) {
-            return g;
-        }
-    }
-    let args: [DatumWithOid; 1] = [queue.into()];
-    let grants: Vec<Grant> = GRANTS_OF
-        .run(s, &args)
-        .map(|r| {
-            let q = r.req::<String>("queue");
-            Grant {
-                role: r.req("role"),
-                queue_id: (q != "*").then(|| names::queue_id(&q)),
-                privilege: Privilege::parse("privilege", &r.req::<String>("privilege"))
-                    .expect("queen: stored privileges are checked"),
-            }
-        })
-        .collect();
-    if let Some(t) = ticket {
-        GRANTS.with(|m| m.borrow_mut().put(queue.to_string(), t, grants.clone()));
-    }
-    grants
+    crate::cache::read_through(&GRANTS, queue.to_string(), || {
+        let args: [DatumWithOid; 1] = [queue.into()];
+        GRANTS_OF
+            .run(s, &args)
+            .map(|r| {
+                let q = r.req::<String>("queue");
+                Grant {
+                    role: r.req("role"),
+                    queue_id: (q != "*").then(|| names::queue_id(&q)),
+                    privilege: Privilege::parse("privilege", &r.req::<String>("privilege"))
+                        .expect("queen: stored privileges are checked"),
+                }
+            })
+            .collect()
+    })
 }
 
 /// Whether `role` holds `privilege` on `queue`.

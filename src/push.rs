@@ -197,17 +197,9 @@ fn keep_settled(ticket: Option<crate::cache::Ticket>, partitions: impl IntoItera
 
 /// The queue's maxSize, if it has one: from the backend's cache, or read (and kept).
 fn queue_cap(s: &mut Spi, queue_id: Uuid) -> Option<i64> {
-    let ticket = crate::cache::ticket();
-    if let Some(t) = &ticket {
-        if let Some(cap) = CAPS.with(|m| m.borrow().get(&queue_id, t)) {
-            return cap;
-        }
-    }
-    let cap = QUEUE_CAP.run(s, &[queue_id.into()]).next().and_then(|r| r.get::<i64>("max_size")).filter(|m| *m > 0);
-    if let Some(t) = ticket {
-        CAPS.with(|m| m.borrow_mut().put(queue_id, t, cap));
-    }
-    cap
+    crate::cache::read_through(&CAPS, queue_id, || {
+        QUEUE_CAP.run(s, &[queue_id.into()]).next().and_then(|r| r.get::<i64>("max_size")).filter(|m| *m > 0)
+    })
 }
 
 fn next_seq() -> i64 {
