@@ -78,6 +78,12 @@ ALTER TABLE queen.discovery ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.dead_letters ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.queue_counts ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.retired_partitions ADD COLUMN shard integer NOT NULL DEFAULT 0;
+-- No statistics on txid (schema.sql says why); those gathered before are dropped.
+ALTER TABLE queen.messages ALTER COLUMN txid SET STATISTICS 0;
+DELETE FROM pg_catalog.pg_statistic
+ WHERE starelid = 'queen.messages'::regclass
+   AND staattnum = (SELECT attnum FROM pg_catalog.pg_attribute
+                     WHERE attrelid = 'queen.messages'::regclass AND attname = 'txid');
 -- The unique keys that calls name in ON CONFLICT include it.
 DROP INDEX queen.messages_transaction_id;
 CREATE UNIQUE INDEX messages_transaction_id ON queen.messages (partition_id, transaction_id, shard)

@@ -103,6 +103,13 @@ CREATE UNIQUE INDEX messages_message_id ON queen.messages (message_id);
 CREATE UNIQUE INDEX messages_transaction_id ON queen.messages (partition_id, transaction_id, shard)
     WHERE transaction_id IS NOT NULL;
 CREATE INDEX messages_queue_log ON queen.messages (queue_id, txid, seq) INCLUDE (partition_id);
+-- No statistics on txid: its values are commit history, not what queries compare it with. A
+-- queue filled by one transaction (one txid in the statistics) made the planner expect every
+-- lookup by txid to return the whole table and `txid IS DISTINCT FROM` (the caller's own
+-- messages left out) none of it, and the generic plans of discovery scanned and sorted the
+-- whole log at every pop (1.6–2 s a call over 300 000 messages, against 15 ms). Without
+-- statistics it takes the default selectivities, and the log's index.
+ALTER TABLE queen.messages ALTER COLUMN txid SET STATISTICS 0;
 
 -- A consumer group's subscription to a queue: fixed at its first pop (or seek).
 -- consumer_group '__QUEUE_MODE__' is queue mode. mode 'new' starts after the transactions

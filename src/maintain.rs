@@ -37,6 +37,16 @@ const FOLD_PARTITIONS: Query = Query { file: SQL, name: "fold_partitions", args:
 const FOLD_SUBSCRIPTIONS: Query = Query { file: SQL, name: "fold_subscriptions", args: &[INT4] };
 const FOLD_QUEUES: Query = Query { file: SQL, name: "fold_queues", args: &[] };
 const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8, UUIDS, INT4, TSTZ] };
+const STALE_STATISTICS: Query = Query { file: SQL, name: "stale_statistics", args: &[] };
+/// The tables `stale_statistics` looks at, and the statement that analyzes each.
+const ANALYZE: [(&str, Query); 6] = [
+    ("messages", Query { file: SQL, name: "analyze_messages", args: &[] }),
+    ("partitions", Query { file: SQL, name: "analyze_partitions", args: &[] }),
+    ("subscriptions", Query { file: SQL, name: "analyze_subscriptions", args: &[] }),
+    ("cursors", Query { file: SQL, name: "analyze_cursors", args: &[] }),
+    ("ready", Query { file: SQL, name: "analyze_ready", args: &[] }),
+    ("discovery", Query { file: SQL, name: "analyze_discovery", args: &[] }),
+];
 const FORGETTABLE_QUEUES: Query = Query { file: SQL, name: "forgettable_queues", args: &[INT4] };
 /// The report goes as text (serde_json writes it; the query casts it to jsonb and adds up its
 /// counts).
@@ -66,6 +76,8 @@ struct Report {
     partitions_restored: i64,
     /// Queues whose completed retention waits for a subscription not committed yet.
     completed_retention_deferred: i64,
+    /// Tables whose statistics the pass took again (`refresh_statistics`).
+    statistics_refreshed: Vec<String>,
 }
 
 /// How a pass runs its units of work: `queen_maintain()` runs them all in the caller's
@@ -131,6 +143,7 @@ impl Report {
             "partitions_removed": self.partitions_removed,
             "partitions_restored": self.partitions_restored,
             "completed_retention_deferred": self.completed_retention_deferred,
+            "statistics_refreshed": self.statistics_refreshed,
         })
     }
 }
@@ -190,7 +203,27 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
     if registry {
         r.registry_rows_folded += unit(units, |s| FOLD_QUEUES.run(s, &[]).first().req::<i64>("folded"))?;
     }
+    // (On Citus each node's tables are shards, which its ANALYZE of the distributed table
+    // does not reach from here: left to autovacuum.)
+    if !crate::shards::planning_for_citus() {
+        r.statistics_refreshed = unit(units, refresh_statistics)?;
+    }
     Ok(r)
+}
+
+/// Take the statistics again of queen's tables that have outgrown them (maintain.sql
+/// `stale_statistics` says what a plan made on a table's old size cost), so that the kept
+/// plans are made again: a table that grows from empty is analyzed a few times (at 3, 7, 15,
+/// ... pages), one that shrinks is left to autovacuum (plans for a larger table stay good).
+/// Returns the tables analyzed.
+fn refresh_statistics(s: &mut Spi) -> Vec<String> {
+    let stale: Vec<String> = STALE_STATISTICS.run(s, &[]).map(|r| r.req::<String>("name")).collect();
+    for name in &stale {
+        if let Some((_, analyze)) = ANALYZE.iter().find(|(t, _)| t == name) {
+            analyze.run(s, &[]);
+        }
+    }
+    stale
 }
 
 /// A pass's work in one shard (`shards::current()`): each queue's count, retention, completed

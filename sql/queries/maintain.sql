@@ -345,6 +345,35 @@ SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS re
 SELECT DISTINCT queue_id FROM queen.retired_partitions
  WHERE shard = $1 AND retired_at < clock_timestamp() - interval '1 day';
 
+-- name: stale_statistics
+-- queen's tables whose size has outgrown what the planner last learned of it (pg_class.relpages,
+-- which VACUUM and ANALYZE set): more than twice as many pages, and more than two. A kept plan
+-- made while a table was empty or small stays until the table's statistics change, and for
+-- ready, cursors and discovery such a plan joins by scanning: a queue drained (autovacuum
+-- truncates its hints), then filled over 1 000 partitions, made each pop of 100 take seconds,
+-- growing with every hint (15 s at the 5th pop) until the next ANALYZE of ready.
+SELECT c.relname::text AS name FROM pg_catalog.pg_class c
+ WHERE c.relnamespace = 'queen'::regnamespace AND c.relkind = 'r'
+   AND c.relname = ANY (ARRAY['messages', 'partitions', 'subscriptions', 'cursors', 'ready', 'discovery'])
+   AND pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::bigint
+       > 2 * greatest(c.relpages, 1)
+ ORDER BY 1;
+
+-- The statistics of one of them taken again (and its kept plans made again in every backend:
+-- the new pg_class row invalidates them). SKIP_LOCKED: autovacuum may be at it already.
+-- name: analyze_messages
+ANALYZE (SKIP_LOCKED) queen.messages;
+-- name: analyze_partitions
+ANALYZE (SKIP_LOCKED) queen.partitions;
+-- name: analyze_subscriptions
+ANALYZE (SKIP_LOCKED) queen.subscriptions;
+-- name: analyze_cursors
+ANALYZE (SKIP_LOCKED) queen.cursors;
+-- name: analyze_ready
+ANALYZE (SKIP_LOCKED) queen.ready;
+-- name: analyze_discovery
+ANALYZE (SKIP_LOCKED) queen.discovery;
+
 -- name: ago
 SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;
 
