@@ -227,7 +227,11 @@ impl Pop<'_> {
         }
         let mut tried: Vec<Uuid> = Vec::new();
         if let Some(p) = self.req.first {
-            tried.push(p);
+            // Not counted as tried: when it delivers nothing (its message delayed, say), the
+            // hint discovery writes for it next is looked at as any other, and moved to when
+            // the partition has something; passed over, it stayed due now, which next_due does
+            // not count, and a waiting pop slept out its wait (wakeups.rs
+            // delayed_processing_and_window_buffer_ending_end_the_wait, now and then).
             if let Some(visiting) = crate::visit::Visit::try_start(p, &self.group) {
                 self.visit(s, p);
                 if !self.claimed.is_empty() {
