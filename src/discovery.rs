@@ -22,6 +22,16 @@
 //! committed messages, with the transactions running then kept pending. What is carried is
 //! dropped when a committed point of another transaction passes it, when the subscription
 //! changes (`sub_key`), and at commit (the table holds it then).
+//!
+//! **No scan when nothing was pushed.** A scan that found the log read to its end — no entry
+//! after the point, no partition to hint — leaves the count of the queue's pushes
+//! it read before its snapshot (wait.rs: raised after each pushing commit is visible), the
+//! subscription and the cache's ticket (cache.rs: a seek, a restore's rows, a subscription
+//! changed). Once its transaction has committed, the backend's next pops of that group skip
+//! the scan while all three are unchanged: it would read nothing. (Read committed and
+//! preloaded only, as the cache; a transaction or subtransaction that rolls back leaves
+//! nothing, so a rolled-back point's partitions are hinted again as above. An idle consumer
+//! polling an empty queue ran the scan at every pop.)
 
 use crate::cursor::Key;
 use crate::spi::types::{BOOL, INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
@@ -145,6 +155,21 @@ impl Scan {
 /// pop then takes its candidates from the hints (pop.sql candidates). Returns whether the scan
 /// read all `limit` entries it could: more of the log may follow.
 pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, limit: i64) -> bool {
+    // Before the scan's snapshot (see "No scan when nothing was pushed").
+    let ticket = crate::cache::ticket();
+    let pushes = ticket.and_then(|_| crate::wait::pushes(crate::wait::queue_key(&crate::names::from_pg(queue_id))));
+    let now = match (ticket, pushes) {
+        (Some(ticket), Some(pushes)) => {
+            Some(CaughtUp { sub_key: sub.key.clone(), ticket, pushes })
+        }
+        _ => None,
+    };
+    let key = (*queue_id.as_bytes(), group.to_string());
+    if now.is_some() && CAUGHT_UP.with(|c| c.borrow().get(&key) == now.as_ref()) {
+        return false;
+    }
+    // Scanning: what was kept for the group no longer holds (or there was none).
+    CAUGHT_UP.with(|c| c.borrow_mut().remove(&key));
     let initial = match sub.mode.as_str() {
         "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
         _ => Point { upto: (0, 0), pending: vec![] },
@@ -194,10 +219,49 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     }
     // What to carry out of this transaction if it rolls back: the new point, and every
     // partition hinted since the last point seen committed.
+    // (Transactions pending behind the point do not count: one that pushed to the queue
+    // raises its count when it commits, and one that did not leaves nothing to find.)
+    let read_to_end = sc.read == 0 && !sc.carried && hint.partitions.is_empty();
     let mut all = carry.map(|c| c.hinted).unwrap_or_default();
     all.add(&hint);
     remember(queue_id, group, &sub.key, next, all, xmin);
+    CAUGHT_UP_NOW.with(|c| {
+        let mut c = c.borrow_mut();
+        c.retain(|(k, _)| *k != key);
+        if let Some(now) = now.filter(|_| read_to_end) {
+            c.push((key, now));
+        }
+    });
     sc.read >= limit
+}
+
+/// A scan that read nothing: the log had nothing after the group's point when the queue's
+/// pushes counted `pushes`, under `ticket`.
+#[derive(Clone, PartialEq)]
+struct CaughtUp {
+    sub_key: String,
+    ticket: crate::cache::Ticket,
+    pushes: u64,
+}
+
+/// Which (queue, group) a [`CaughtUp`] is of.
+type GroupKey = ([u8; 16], String);
+
+/// The most groups a backend keeps; past it, it starts again.
+const CAUGHT_UP_MAX: usize = 1024;
+
+thread_local! {
+    /// The last such scan of each group in a committed transaction of this backend.
+    static CAUGHT_UP: std::cell::RefCell<std::collections::HashMap<GroupKey, CaughtUp>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+    /// This transaction's, until it commits.
+    static CAUGHT_UP_NOW: std::cell::RefCell<Vec<(GroupKey, CaughtUp)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A transaction or subtransaction rolled back: what its scans read may have started from a
+/// point it wrote, gone now.
+pub fn at_abort() {
+    CAUGHT_UP_NOW.with(|c| c.borrow_mut().clear());
 }
 
 /// Partitions hinted, each once, with the newest transaction found in each.
@@ -270,6 +334,16 @@ fn remember(queue_id: Uuid, group: &str, sub_key: &str, point: Point, hinted: Hi
 /// At commit: what discovery reached is in the table now.
 pub fn at_commit() {
     CARRIED.with(|c| *c.borrow_mut() = None);
+    let now: Vec<(GroupKey, CaughtUp)> = CAUGHT_UP_NOW.with(|c| c.borrow_mut().drain(..).collect());
+    if !now.is_empty() {
+        CAUGHT_UP.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() + now.len() > CAUGHT_UP_MAX {
+                c.clear();
+            }
+            c.extend(now);
+        });
+    }
 }
 
 /// How many times one pop that found nothing to deliver reads on in the log, and the most

@@ -9,6 +9,10 @@
 //! - `COMMIT PREPARED`, after it committed (every waiter of the database: which queues the
 //!   prepared transaction touched died with its backend).
 //!
+//! The same commits count, per queue, the pushes that became visible (`pushes`): a pop whose
+//! discovery found the queue's log read to its end looks at the count again before the next
+//! scan, and reads no log while it has not moved (discovery.rs).
+//!
 //! A woken pop looks again with a new snapshot; if another got the message first, it sleeps
 //! again. Messages that become deliverable by time (a retry delay, delayedProcessing,
 //! windowBuffer, a lease expiring) have a hint due then: a waiting pop sleeps no later than
@@ -32,9 +36,15 @@ pub const POLL_MS: u64 = 25;
 /// How many pops may wait at once with instant wake-ups; more wait by polling.
 const SLOTS: usize = 256;
 
+/// How many counters of pushes there are; queues (of every database) share them by hash, so
+/// a push to one queue may make a pop of another read its log once more, never less.
+const PUSH_COUNTERS: usize = 1024;
+
 #[derive(Copy, Clone)]
 pub struct Waiters {
     slots: [Slot; SLOTS],
+    /// Commits that pushed, by (database, queue) hashed: raised after the commit is visible.
+    pushes: [u64; PUSH_COUNTERS],
 }
 
 #[derive(Copy, Clone, Default)]
@@ -60,7 +70,7 @@ struct Slot {
 
 impl Default for Waiters {
     fn default() -> Self {
-        Waiters { slots: [Slot::default(); SLOTS] }
+        Waiters { slots: [Slot::default(); SLOTS], pushes: [0; PUSH_COUNTERS] }
     }
 }
 
@@ -191,6 +201,23 @@ pub fn taken(queue: u64) {
     }
 }
 
+/// The counter of `queue` in this database.
+fn push_counter(queue: u64) -> usize {
+    let h = (queue ^ u64::from(my_database()).wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 32) as usize % PUSH_COUNTERS
+}
+
+/// How many commits have pushed to `queue` (or to a queue sharing its counter) so far; None
+/// without the shared memory. Read before a statement takes its snapshot, a count that has not
+/// moved since says that no push became visible in between: every push raises it once its
+/// commit is visible (`COMMIT PREPARED` raises them all).
+pub fn pushes(queue: u64) -> Option<u64> {
+    if !READY.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some(WAITERS.share().pushes[push_counter(queue)])
+}
+
 fn drain(set: &'static std::thread::LocalKey<RefCell<HashSet<u64>>>) -> Vec<u64> {
     set.with(|t| t.borrow_mut().drain().collect())
 }
@@ -233,6 +260,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
             crate::route::at_end(false);
             crate::cache::at_abort();
+            crate::discovery::at_abort();
             TOUCHED.with(|t| t.borrow_mut().clear());
             wake(&drain(&TAKEN));
         }
@@ -241,6 +269,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             // subscriptions (on_utility).
             crate::route::at_end(false);
             crate::cache::at_abort();
+            crate::discovery::at_abort();
             TOUCHED.with(|t| t.borrow_mut().clear());
             drain(&TAKEN);
         }
@@ -265,6 +294,7 @@ unsafe extern "C-unwind" fn on_subxact(
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         crate::visit::release_from(sub);
+        crate::discovery::at_abort();
         let queues: Vec<u64> = TAKEN.with(|t| t.borrow().iter().copied().collect());
         wake(&queues);
     }
@@ -289,6 +319,10 @@ fn wake_hinting(touched: &[(u64, Option<[u8; 16]>)]) {
     }
     let db = my_database();
     let mut w = WAITERS.exclusive();
+    for (q, _) in touched.iter().filter(|(_, pushed)| pushed.is_some()) {
+        let c = push_counter(*q);
+        w.pushes[c] = w.pushes[c].wrapping_add(1);
+    }
     for slot in w.slots.iter_mut().filter(|s| s.procno > 0 && s.db == db) {
         let Some((_, hint)) = touched.iter().find(|(q, _)| *q == slot.queue) else {
             continue;
@@ -300,9 +334,16 @@ fn wake_hinting(touched: &[(u64, Option<[u8; 16]>)]) {
     }
 }
 
-/// Wake every waiter of this database.
+/// Wake every waiter of this database, and count a push to every queue (a prepared
+/// transaction's commit: which queues it pushed to died with its backend).
 #[cfg(not(feature = "pg13"))]
 fn wake_database() {
+    if READY.load(Ordering::Relaxed) {
+        let mut w = WAITERS.exclusive();
+        for c in w.pushes.iter_mut() {
+            *c = c.wrapping_add(1);
+        }
+    }
     wake_where(|_| true);
 }
 

@@ -211,3 +211,74 @@ fn a_woken_pop_looks_first_where_the_push_went() {
     }
     assert_eq!(rest, vec!["b"]);
 }
+
+/// How many times the queue log's index has been read in this database (statistics flushed
+/// by `reader`'s last transaction, which called pg_stat_force_next_flush()).
+fn log_reads(c: &mut Client) -> i64 {
+    c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
+    c.query_one(
+        "SELECT idx_scan FROM pg_stat_user_indexes WHERE schemaname = 'queen' AND indexrelname = 'messages_queue_log'",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// A pop of group g for `reader` (auto_ack), committed, its statistics flushed; how many rows.
+fn empty_pop(reader: &mut Client) -> usize {
+    let n = reader.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().len();
+    reader.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+    n
+}
+
+/// Discovery (src/discovery.rs, "No scan when nothing was pushed"): once a committed pop read
+/// the log to its end, the backend's next pops read no log until a push commits (here, also
+/// by COMMIT PREPARED) or the subscription changes, and every push is still found by the next
+/// pop. A pop that read the log in a transaction that rolled back leaves nothing to skip by.
+#[test]
+fn pops_read_no_log_while_nothing_is_pushed() {
+    let db = TestDb::new("wake_idle_scan");
+    let mut c = db.connect();
+    let mut reader = db.connect();
+    push(&mut c, "q", json!(1));
+    assert_eq!(empty_pop(&mut reader), 1);
+    assert_eq!(empty_pop(&mut reader), 0); // reads the log to its end
+    // (What changes cached state anywhere in the cluster — other tests' configure, seeks —
+    // makes the next pop read the log once more: a few tries.)
+    let quiet = (0..5).any(|_| {
+        let before = log_reads(&mut c);
+        for _ in 0..10 {
+            assert_eq!(empty_pop(&mut reader), 0);
+        }
+        log_reads(&mut c) == before
+    });
+    assert!(quiet, "ten pops with nothing pushed read the log, five times over");
+    let before = log_reads(&mut c);
+    // A push commits: the next pop reads the log, and finds it.
+    push(&mut c, "q", json!(2));
+    assert_eq!(empty_pop(&mut reader), 1);
+    assert!(log_reads(&mut c) > before);
+    // A push prepared and committed by another session.
+    assert_eq!(empty_pop(&mut reader), 0);
+    let mut producer = db.connect();
+    producer.batch_execute("BEGIN").unwrap();
+    push(&mut producer, "q", json!(3));
+    producer.batch_execute(&format!("PREPARE TRANSACTION '{}_tx'", db.name)).unwrap();
+    assert_eq!(empty_pop(&mut reader), 0);
+    c.batch_execute(&format!("COMMIT PREPARED '{}_tx'", db.name)).unwrap();
+    assert_eq!(empty_pop(&mut reader), 1);
+    // A scan to the end in a transaction that rolled back: the next pop reads the log again.
+    let held = (0..5).any(|_| {
+        assert_eq!(empty_pop(&mut reader), 0);
+        reader.batch_execute("BEGIN").unwrap();
+        reader.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+        reader.batch_execute("ROLLBACK").unwrap();
+        let before = log_reads(&mut c);
+        assert_eq!(empty_pop(&mut reader), 0);
+        log_reads(&mut c) == before
+    });
+    assert!(held, "after a rollback, the committed scan no longer held");
+    // A seek changes the subscription: its first pop reads the log from the new start.
+    c.execute("SELECT queen_seek('q', 'g', '-infinity')", &[]).unwrap();
+    assert_eq!(reader.query("SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)", &[]).unwrap().len(), 3);
+}
