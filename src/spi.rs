@@ -90,9 +90,44 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
         // Every query of queen runs as the extension's owner: the caller's privileges were
         // checked before (privilege.rs), and the tables are closed to other roles.
         let _as_owner = crate::privilege::AsOwner::enter(&mut s);
+        let _by_index = IndexPlans::enter();
         // What queen's own queries insert into its tables is no restore (cluster.rs).
         crate::cluster::inside(|| f(&mut s))
     })
+}
+
+/// While queen's statements run, the planner does not read a table sequentially where an index
+/// can serve (`enable_seqscan` off, as the planner reads it: plans are made inside
+/// SPI_execute_plan, at a kept plan's first run and after an invalidation). A kept plan is
+/// made once, for the tables as they are then: made while `queen.ready` or `queen.cursors`
+/// was empty (a backend's first pops after a drain, a restore, a new queue), a plan that scans
+/// them stays until the next ANALYZE, and a pop ran for seconds once they had grown (1.3 s a
+/// call in `scripts/profile consume-lease` before the maintenance pass analyzed them; 5 ms
+/// with this). Every queen statement reads by key, so an index plan is right at any size.
+/// Set on the global the planner reads rather than through a GUC nest level (whose end costs a
+/// pass over every setting, at every call); the guard puts the caller's value back, also when a statement raised
+/// (the error unwinds through here before the transaction aborts).
+struct IndexPlans {
+    was: bool,
+}
+
+impl IndexPlans {
+    fn enter() -> IndexPlans {
+        // SAFETY: the backend's planner setting, read and written on its only thread; no user
+        // code runs inside queen's statements to see the change.
+        unsafe {
+            let was = pg_sys::enable_seqscan;
+            pg_sys::enable_seqscan = false;
+            IndexPlans { was }
+        }
+    }
+}
+
+impl Drop for IndexPlans {
+    fn drop(&mut self) {
+        // SAFETY: puts back what `enter` read.
+        unsafe { pg_sys::enable_seqscan = self.was };
+    }
 }
 
 /// Prepare every query again at its next use (queen was distributed: shards.rs). The old plans

@@ -55,8 +55,10 @@ fn a_lease_expiring_ends_the_wait() {
     let mut c = db.connect();
     configure(&mut c, "q", json!({"leaseTime": 1}));
     push(&mut c, "q", json!(1));
-    c.execute("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap();
+    // (The clock starts before the pop: its lease runs from inside the call, which may take
+    // tens of milliseconds in a fresh backend of a busy debug build.)
     let leased_at = Instant::now();
+    c.execute("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap();
     let h = wait_on(&db, &mut c, "SELECT to_jsonb(m) FROM queen_pop('q', 'g', wait_ms => 8000) m");
     let (rows, _) = h.join().unwrap();
     let after = leased_at.elapsed();
