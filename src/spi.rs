@@ -105,8 +105,9 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
 /// call in `scripts/profile consume-lease` before the maintenance pass analyzed them; 5 ms
 /// with this). Every queen statement reads by key, so an index plan is right at any size.
 /// Set on the global the planner reads rather than through a GUC nest level (whose end costs a
-/// pass over every setting, at every call); the guard puts the caller's value back, also when a statement raised
-/// (the error unwinds through here before the transaction aborts).
+/// pass over every setting, at every call); the guard puts the caller's value back, as
+/// privilege::AsOwner does the user, also when a statement raised (the error unwinds through
+/// here before the transaction aborts).
 struct IndexPlans {
     was: bool,
 }
