@@ -61,16 +61,24 @@ entries AS MATERIALIZED (
      WHERE m.queue_id = $1 AND m.shard = $11 AND m.txid = ANY (ARRAY(SELECT x FROM pend WHERE vis))
 ),
 -- The partitions found, each once (in the order first found), with the newest transaction
--- found there; less those where every message found is finished for the group already: its
--- cursor row (as committed — not one this transaction wrote, which a rollback may take back)
--- is past the last of them, and keeps none of their transactions pending. (Messages consumed
--- by pops of a partition by name are met here again, long after: they need no hint.)
+-- found there; less those that need no hint: a hint committed by another transaction
+-- accounts for every message found there (its seen_xmin is above the newest: see
+-- discovery_record; looked at first, as the cheaper test that holds for most partitions of a
+-- backlog), or every message found is finished for the group already: its cursor row (as
+-- committed — not one this transaction wrote, which a rollback may take back) is past the last
+-- of them, and keeps none of their transactions pending. (Messages consumed by pops of a
+-- partition by name are met here again, long after: they need no hint.) Neither test counts
+-- rows this transaction wrote: a partition left out is not carried out of a rollback.
 found AS MATERIALIZED (
     SELECT f.partition_id, f.txid, f.ord FROM (
         SELECT e.partition_id, max(e.txid) AS txid, min(e.txid) AS min_txid,
                max(ARRAY[e.txid, e.seq]) AS last, min(e.ord) AS ord
           FROM entries e GROUP BY e.partition_id) AS f
      WHERE NOT EXISTS (
+        SELECT 1 FROM queen.ready r
+         WHERE r.partition_id = f.partition_id AND r.consumer_group = $2 AND r.shard = $11
+           AND r.seen_xmin > f.txid AND NOT queen.written_here(r.xmin::text::bigint))
+       AND NOT EXISTS (
         SELECT 1 FROM queen.cursors c
          WHERE c.partition_id = f.partition_id AND c.consumer_group = $2 AND c.shard = $11
            AND ARRAY[c.done_txid, c.done_seq] >= f.last

@@ -251,6 +251,34 @@ fn rolled_back_empty_pops_reach_a_new_partition() {
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
 }
 
+/// A transaction leases partition P by name (its hint for P is written then, not by
+/// discovery), then pops the group: that pop's discovery finds P's message in the log, and a
+/// hint accounts for it — the transaction's own. A rollback takes that hint back while the
+/// backend carries the discovery point past the message out of it; the point carries P with
+/// it only if discovery counted P as found. Discovery passes over a partition whose hint
+/// accounts for what it found only when another transaction committed that hint.
+#[test]
+fn a_partition_hinted_only_by_a_rolled_back_transaction_is_hinted_again() {
+    let db = TestDb::new("rolled_back_hint");
+    let mut c = db.connect();
+    push(&mut c, "q", "S", json!("seed"));
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!("seed")], "g subscribed, its point stored");
+    push(&mut c, "q", "P", json!("m1"));
+    let mut w = db.connect();
+    w.batch_execute("BEGIN").unwrap();
+    let leased = w.query("SELECT payload FROM queen_pop('q', 'g', partition => 'P')", &[]).unwrap();
+    assert_eq!(leased.len(), 1, "the pop by name leases m1");
+    assert!(w.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap().is_empty(), "P is leased");
+    w.batch_execute("ROLLBACK").unwrap();
+    // In a transaction block: the prepare of a statement outside one commits, and a commit
+    // ends what the backend carries (the next pop reads the log again from the stored point).
+    w.batch_execute("BEGIN").unwrap();
+    let got = w.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+    w.batch_execute("COMMIT").unwrap();
+    assert_eq!(got.iter().map(|r| r.get::<_, Value>(0)).collect::<Vec<_>>(), vec![json!("m1")]);
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}
+
 // --- Item 3: restores into another cluster, and clones. -----------------------------------
 
 /// A source database on `src`, its counter ahead of `dst`'s: queue q with m1..m3 in P, all
