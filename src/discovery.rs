@@ -21,7 +21,10 @@
 //! carried is as valid as a stored one, once its hints are written again: it was read from
 //! committed messages, with the transactions running then kept pending. What is carried is
 //! dropped when a committed point of another transaction passes it, when the subscription
-//! changes (`sub_key`), and at commit (the table holds it then).
+//! changes (`sub_key`), and when a transaction that discovered commits (the table holds it
+//! then) — not at other commits: the application's own work, or a driver's prepare outside a
+//! transaction block, committed between rolled-back pops made each pop start again from the
+//! stored point.
 //!
 //! **No scan when nothing was pushed.** A scan that found the log read to its end — no entry
 //! after the point, no partition to hint — leaves the count of the queue's pushes
@@ -159,9 +162,7 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     let ticket = crate::cache::ticket();
     let pushes = ticket.and_then(|_| crate::wait::pushes(crate::wait::queue_key(&crate::names::from_pg(queue_id))));
     let now = match (ticket, pushes) {
-        (Some(ticket), Some(pushes)) => {
-            Some(CaughtUp { sub_key: sub.key.clone(), ticket, pushes })
-        }
+        (Some(ticket), Some(pushes)) => Some(CaughtUp { sub_key: sub.key.clone(), ticket, pushes }),
         _ => None,
     };
     let key = (*queue_id.as_bytes(), group.to_string());
@@ -258,10 +259,13 @@ thread_local! {
     static CAUGHT_UP_NOW: std::cell::RefCell<Vec<(GroupKey, CaughtUp)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A transaction or subtransaction rolled back: what its scans read may have started from a
-/// point it wrote, gone now.
-pub fn at_abort() {
+/// A transaction or subtransaction (`top`: the transaction) rolled back: what its scans read
+/// may have started from a point it wrote, gone now. What it reached stays carried.
+pub fn at_abort(top: bool) {
     CAUGHT_UP_NOW.with(|c| c.borrow_mut().clear());
+    if top {
+        DISCOVERED_NOW.with(|d| d.set(false));
+    }
 }
 
 /// Partitions hinted, each once, with the newest transaction found in each.
@@ -305,6 +309,11 @@ const CARRY_MAX_PARTITIONS: usize = 4096;
 
 thread_local! {
     static CARRIED: std::cell::RefCell<Option<Carry>> = const { std::cell::RefCell::new(None) };
+    /// This transaction discovered: once it commits, the table holds what it reached. A
+    /// commit of a transaction that did not (a driver's prepare outside a transaction block,
+    /// the application's own work between rolled-back pops) leaves the carry as it was: it is
+    /// as valid after that commit as before.
+    static DISCOVERED_NOW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// What this backend carries for (queue, group) under subscription `sub_key`, if anything.
@@ -329,11 +338,14 @@ fn remember(queue_id: Uuid, group: &str, sub_key: &str, point: Point, hinted: Hi
         xmin,
     });
     CARRIED.with(|c| *c.borrow_mut() = carry);
+    DISCOVERED_NOW.with(|d| d.set(true));
 }
 
-/// At commit: what discovery reached is in the table now.
+/// At commit: what this transaction's discovery reached is in the table now.
 pub fn at_commit() {
-    CARRIED.with(|c| *c.borrow_mut() = None);
+    if DISCOVERED_NOW.with(|d| d.replace(false)) {
+        CARRIED.with(|c| *c.borrow_mut() = None);
+    }
     let now: Vec<(GroupKey, CaughtUp)> = CAUGHT_UP_NOW.with(|c| c.borrow_mut().drain(..).collect());
     if !now.is_empty() {
         CAUGHT_UP.with(|c| {

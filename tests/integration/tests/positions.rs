@@ -251,6 +251,50 @@ fn rolled_back_empty_pops_reach_a_new_partition() {
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
 }
 
+/// Item 4 again, with the application's own work committed between the rolled-back pops
+/// (here a `SELECT 1` outside a transaction block; a driver's prepare does the same). Such a
+/// commit ended what the backend carried: each pop read the log again from the stored point,
+/// a stretch longer than one pop reads (`queen.debug_scan_limit`), and never reached B.
+#[test]
+fn rolled_back_empty_pops_reach_a_new_partition_across_other_commits() {
+    let db = TestDb::new("rolled_back_commits");
+    let mut c = db.connect();
+    c.query_one(
+        "SELECT count(*) FROM queen_push((SELECT jsonb_agg(jsonb_build_object('queue', 'q', 'partition', 'A',
+                                                                               'payload', i))
+                                            FROM generate_series(1, 5000) i))",
+        &[],
+    )
+    .unwrap();
+    let consumed: i64 = c
+        .query_one("SELECT count(*) FROM queen_pop('q', 'g', partition => 'A', batch => 10000, auto_ack => true)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(consumed, 5_000);
+    push(&mut c, "q", "B", json!("B"));
+    let mut w = db.connect();
+    // A pop of 1 reads 64, 128, 256 and then 400 entries a round: 2 448 in its eight rounds,
+    // of a stretch of 5 000.
+    w.batch_execute("SET queen.debug_scan_limit = 400").unwrap();
+    let mut pops = 0;
+    let got = loop {
+        pops += 1;
+        assert!(pops <= 5, "5 rolled-back pops never reached partition B");
+        w.batch_execute("BEGIN").unwrap();
+        let rows = w.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+        if rows.is_empty() {
+            w.batch_execute("ROLLBACK").unwrap();
+            assert_eq!(w.query_one("SELECT 1", &[]).unwrap().get::<_, i32>(0), 1);
+            continue;
+        }
+        w.batch_execute("COMMIT").unwrap();
+        break rows.iter().map(|r| r.get::<_, Value>(0)).collect::<Vec<_>>();
+    };
+    assert_eq!(got, vec![json!("B")]);
+    assert_eq!(pops, 3, "each pop reads on from where the last got");
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}
+
 /// A transaction leases partition P by name (its hint for P is written then, not by
 /// discovery), then pops the group: that pop's discovery finds P's message in the log, and a
 /// hint accounts for it — the transaction's own. A rollback takes that hint back while the
