@@ -90,7 +90,7 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
         // Every query of queen runs as the extension's owner: the caller's privileges were
         // checked before (privilege.rs), and the tables are closed to other roles.
         let _as_owner = crate::privilege::AsOwner::enter(&mut s);
-        let _by_index = IndexPlans::enter();
+        let _plans = PlanSettings::enter();
         // What queen's own queries insert into its tables is no restore (cluster.rs).
         crate::cluster::inside(|| f(&mut s))
     })
@@ -104,30 +104,43 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
 /// them stays until the next ANALYZE, and a pop ran for seconds once they had grown (1.3 s a
 /// call in `scripts/profile consume-lease` before the maintenance pass analyzed them; 5 ms
 /// with this). Every queen statement reads by key, so an index plan is right at any size.
-/// Set on the global the planner reads rather than through a GUC nest level (whose end costs a
-/// pass over every setting, at every call); the guard puts the caller's value back, as
-/// privilege::AsOwner does the user, also when a statement raised (the error unwinds through
-/// here before the transaction aborts).
-struct IndexPlans {
-    was: bool,
+///
+/// And no JIT: `enable_seqscan` off adds its penalty cost (10^10) to every plan that still
+/// reads a table without an index (`queen.cluster`, a visibility point's read), far above
+/// `jit_above_cost`, and such a plan was compiled by LLVM at every run: 0.65–1.5 s for the
+/// mapping check a backend runs first (`pg_stat_statements`, 16 clients), 2.2 s for the
+/// maintenance pass's visibility point. Queen's statements are short; compiling never pays.
+/// `jit` off is read both by the planner and by the executor before it compiles.
+///
+/// Set on the globals the planner and executor read rather than through a GUC nest level
+/// (whose end costs a pass over every setting, at every call); the guard puts the caller's
+/// values back, as privilege::AsOwner does the user, also when a statement raised (the error
+/// unwinds through here before the transaction aborts).
+struct PlanSettings {
+    seqscan: bool,
+    jit: bool,
 }
 
-impl IndexPlans {
-    fn enter() -> IndexPlans {
-        // SAFETY: the backend's planner setting, read and written on its only thread; no user
-        // code runs inside queen's statements to see the change.
+impl PlanSettings {
+    fn enter() -> PlanSettings {
+        // SAFETY: the backend's planner and JIT settings, read and written on its only
+        // thread; no user code runs inside queen's statements to see the change.
         unsafe {
-            let was = pg_sys::enable_seqscan;
+            let was = PlanSettings { seqscan: pg_sys::enable_seqscan, jit: pg_sys::jit_enabled };
             pg_sys::enable_seqscan = false;
-            IndexPlans { was }
+            pg_sys::jit_enabled = false;
+            was
         }
     }
 }
 
-impl Drop for IndexPlans {
+impl Drop for PlanSettings {
     fn drop(&mut self) {
         // SAFETY: puts back what `enter` read.
-        unsafe { pg_sys::enable_seqscan = self.was };
+        unsafe {
+            pg_sys::enable_seqscan = self.seqscan;
+            pg_sys::jit_enabled = self.jit;
+        }
     }
 }
 

@@ -313,3 +313,54 @@ fn plans_made_while_the_tables_were_empty_read_them_by_index() {
         .collect();
     assert!(scanned.is_empty(), "pops scanned: {scanned:?}");
 }
+
+/// Whether this connection's backend has loaded the JIT provider (LLVM): it does at the first
+/// statement it compiles.
+fn jit_loaded(c: &mut postgres::Client) -> bool {
+    let maps: String = c.query_one("SELECT pg_read_file('/proc/self/maps')", &[]).unwrap().get(0);
+    maps.contains("llvmjit")
+}
+
+/// No statement of queen is compiled by JIT, whatever the session's JIT settings: with
+/// sequential scans off (src/spi.rs) a plan that reads a table without an index costs 10^10,
+/// and the mapping check every backend runs first (`queen.cluster`) and the maintenance pass's
+/// visibility point were compiled by LLVM at every run (0.65–2.2 s each). The user's own
+/// statements here cost less than `jit_above_cost`; queen's (discovery's scan, the look) more.
+#[test]
+fn no_statement_of_queen_is_jit_compiled() {
+    let db = TestDb::new("plans_no_jit");
+    let mut c = db.connect();
+    // The check can fail: a statement above jit_above_cost loads the provider.
+    c.batch_execute("SET jit = on; SET jit_above_cost = 0; SELECT count(*) FROM pg_class").unwrap();
+    assert!(jit_loaded(&mut c), "this server compiles with JIT");
+    let mut w = db.connect();
+    w.batch_execute(
+        "SET jit = on; SET jit_above_cost = 1000; SET jit_inline_above_cost = 1000; SET jit_optimize_above_cost = 1000",
+    )
+    .unwrap();
+    let items: Vec<Value> =
+        (0..300).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 30), "payload": i})).collect();
+    w.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    let n: i64 = w
+        .query_one(
+            "SELECT count(*) FROM queen_ack_lease((SELECT lease_id FROM queen_pop('q', 'g', batch => 10) LIMIT 1))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 10);
+    let m: i64 = w
+        .query_one(
+            "SELECT count(*) FROM queen_ack((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('q', 'g', batch => 10) m))
+              WHERE success",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(m, 10);
+    w.batch_execute(
+        "SELECT queen_maintain(); SELECT queen_seek('q', 'g', NULL); SELECT count(*) FROM queen_pop('q', 'h', auto_ack => true)",
+    )
+    .unwrap();
+    assert!(!jit_loaded(&mut w), "a statement of queen was compiled by JIT");
+}
