@@ -201,7 +201,8 @@ fn maintenance_analyzes_the_tables_that_outgrew_their_statistics() {
     assert!(!refreshed.contains(&json!("ready")), "ready did not grow: {report}");
     c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
     assert_eq!(analyzed(&mut c, "messages"), before + 1);
-    let pages: i32 = c.query_one("SELECT relpages FROM pg_class WHERE oid = 'queen.messages'::regclass", &[]).unwrap().get(0);
+    let pages: i32 =
+        c.query_one("SELECT relpages FROM pg_class WHERE oid = 'queen.messages'::regclass", &[]).unwrap().get(0);
     assert!(pages > 2, "relpages {pages}");
     // Up to date now: the next pass leaves it.
     let report: Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
@@ -240,6 +241,27 @@ fn an_ack_by_transaction_id_is_one_index_probe() {
     assert_eq!(n, 100);
 }
 
+/// A pop of 10 of group g of queue q acked with `queen_ack_lease`, and another acked with the
+/// jsonb batch form built from its rows: how many each acked.
+fn pop_and_ack_both_ways(w: &mut postgres::Client) -> (i64, i64) {
+    let n: i64 = w
+        .query_one(
+            "SELECT count(*) FROM queen_ack_lease((SELECT lease_id FROM queen_pop('q', 'g', batch => 10) LIMIT 1))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let m: i64 = w
+        .query_one(
+            "SELECT count(*) FROM queen_ack((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('q', 'g', batch => 10) m))
+              WHERE success",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    (n, m)
+}
+
 /// Sequential scans of queen's tables that grow with the queue, so far in this database (the
 /// callers flushed their statistics: pg_stat_force_next_flush()).
 fn table_scans(c: &mut postgres::Client) -> Vec<(String, i64)> {
@@ -275,23 +297,9 @@ fn plans_made_while_the_tables_were_empty_read_them_by_index() {
         .unwrap();
     let mut w = db.connect();
     let round = |w: &mut postgres::Client| {
-        let n: i64 = w
-            .query_one(
-                "SELECT count(*) FROM queen_ack_lease((SELECT lease_id FROM queen_pop('q', 'g', batch => 10) LIMIT 1))",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        let m: i64 = w
-            .query_one(
-                "SELECT count(*) FROM queen_ack((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('q', 'g', batch => 10) m))
-                  WHERE success",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let acked = pop_and_ack_both_ways(w);
         w.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
-        (n, m)
+        acked
     };
     // The first pops make the plans, while ready, cursors and discovery are empty.
     assert_eq!(round(&mut w), (3, 3));
@@ -341,23 +349,7 @@ fn no_statement_of_queen_is_jit_compiled() {
     let items: Vec<Value> =
         (0..300).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 30), "payload": i})).collect();
     w.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
-    let n: i64 = w
-        .query_one(
-            "SELECT count(*) FROM queen_ack_lease((SELECT lease_id FROM queen_pop('q', 'g', batch => 10) LIMIT 1))",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(n, 10);
-    let m: i64 = w
-        .query_one(
-            "SELECT count(*) FROM queen_ack((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('q', 'g', batch => 10) m))
-              WHERE success",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(m, 10);
+    assert_eq!(pop_and_ack_both_ways(&mut w), (10, 10));
     w.batch_execute(
         "SELECT queen_maintain(); SELECT queen_seek('q', 'g', NULL); SELECT count(*) FROM queen_pop('q', 'h', auto_ack => true)",
     )

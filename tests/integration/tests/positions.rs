@@ -202,6 +202,57 @@ fn a_statement_commits_while_another_change_is_in_flight() {
     assert_eq!(got, vec![json!("m1"), json!("m2")]);
 }
 
+/// A stretch of `n` messages of partition A, consumed by name (auto_ack), then one message in
+/// partition B.
+fn finished_stretch_then_b(c: &mut Client, n: i64) {
+    let mut pushed = 0;
+    while pushed < n {
+        let k = (n - pushed).min(5000);
+        c.query_one(
+            "SELECT count(*) FROM queen_push((SELECT jsonb_agg(jsonb_build_object('queue', 'q', 'partition', 'A',
+                                                                                   'payload', i))
+                                                FROM generate_series(1, $1::bigint) i))",
+            &[&k],
+        )
+        .unwrap();
+        pushed += k;
+    }
+    let mut consumed = 0i64;
+    while consumed < n {
+        let got: i64 = c
+            .query_one(
+                "SELECT count(*) FROM queen_pop('q', 'g', partition => 'A', batch => 10000, auto_ack => true)",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(got > 0, "A consumed {consumed} of {n}");
+        consumed += got;
+    }
+    push(c, "q", "B", json!("B"));
+}
+
+/// `BEGIN; pop; ROLLBACK` until a pop delivers (then committed), at most 5 pops, running
+/// `between` after each rollback: what it delivered and how many pops it took.
+fn pop_rolling_back_empty(w: &mut Client, between: &str) -> (Vec<Value>, usize) {
+    let mut pops = 0;
+    loop {
+        pops += 1;
+        assert!(pops <= 5, "5 rolled-back pops never reached partition B");
+        w.batch_execute("BEGIN").unwrap();
+        let rows = w.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+        if rows.is_empty() {
+            w.batch_execute("ROLLBACK").unwrap();
+            if !between.is_empty() {
+                w.batch_execute(between).unwrap();
+            }
+            continue;
+        }
+        w.batch_execute("COMMIT").unwrap();
+        return (rows.iter().map(|r| r.get::<_, Value>(0)).collect(), pops);
+    }
+}
+
 /// Item 4: after a long finished stretch of the queue log (15 000 messages of partition A,
 /// consumed by name), one message in a new partition B. A consumer that rolls back its empty
 /// pops (`BEGIN; pop; ROLLBACK`) took its discovery point back each time and re-read the same
@@ -211,41 +262,9 @@ fn a_statement_commits_while_another_change_is_in_flight() {
 fn rolled_back_empty_pops_reach_a_new_partition() {
     let db = TestDb::new("rolled_back_pops");
     let mut c = db.connect();
-    for _ in 0..3 {
-        c.query_one(
-            "SELECT count(*) FROM queen_push((SELECT jsonb_agg(jsonb_build_object('queue', 'q', 'partition', 'A',
-                                                                                   'payload', i))
-                                                FROM generate_series(1, 5000) i))",
-            &[],
-        )
-        .unwrap();
-    }
-    let mut consumed = 0i64;
-    for _ in 0..2 {
-        consumed += c
-            .query_one(
-                "SELECT count(*) FROM queen_pop('q', 'g', partition => 'A', batch => 10000, auto_ack => true)",
-                &[],
-            )
-            .unwrap()
-            .get::<_, i64>(0);
-    }
-    assert_eq!(consumed, 15_000);
-    push(&mut c, "q", "B", json!("B"));
+    finished_stretch_then_b(&mut c, 15_000);
     let mut w = db.connect();
-    let mut pops = 0;
-    let got = loop {
-        pops += 1;
-        assert!(pops <= 5, "5 rolled-back pops never reached partition B");
-        w.batch_execute("BEGIN").unwrap();
-        let rows = w.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
-        if rows.is_empty() {
-            w.batch_execute("ROLLBACK").unwrap();
-            continue;
-        }
-        w.batch_execute("COMMIT").unwrap();
-        break rows.iter().map(|r| r.get::<_, Value>(0)).collect::<Vec<_>>();
-    };
+    let (got, pops) = pop_rolling_back_empty(&mut w, "");
     assert_eq!(got, vec![json!("B")]);
     assert!(pops <= 3, "it took {pops} pops");
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
@@ -259,37 +278,14 @@ fn rolled_back_empty_pops_reach_a_new_partition() {
 fn rolled_back_empty_pops_reach_a_new_partition_across_other_commits() {
     let db = TestDb::new("rolled_back_commits");
     let mut c = db.connect();
-    c.query_one(
-        "SELECT count(*) FROM queen_push((SELECT jsonb_agg(jsonb_build_object('queue', 'q', 'partition', 'A',
-                                                                               'payload', i))
-                                            FROM generate_series(1, 5000) i))",
-        &[],
-    )
-    .unwrap();
-    let consumed: i64 = c
-        .query_one("SELECT count(*) FROM queen_pop('q', 'g', partition => 'A', batch => 10000, auto_ack => true)", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(consumed, 5_000);
-    push(&mut c, "q", "B", json!("B"));
+    finished_stretch_then_b(&mut c, 5_000);
     let mut w = db.connect();
     // A pop of 1 reads 64, 128, 256 and then 400 entries a round: 2 448 in its eight rounds,
     // of a stretch of 5 000.
     w.batch_execute("SET queen.debug_scan_limit = 400").unwrap();
-    let mut pops = 0;
-    let got = loop {
-        pops += 1;
-        assert!(pops <= 5, "5 rolled-back pops never reached partition B");
-        w.batch_execute("BEGIN").unwrap();
-        let rows = w.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
-        if rows.is_empty() {
-            w.batch_execute("ROLLBACK").unwrap();
-            assert_eq!(w.query_one("SELECT 1", &[]).unwrap().get::<_, i32>(0), 1);
-            continue;
-        }
-        w.batch_execute("COMMIT").unwrap();
-        break rows.iter().map(|r| r.get::<_, Value>(0)).collect::<Vec<_>>();
-    };
+    // A simple query outside a transaction block: committed on its own, as a driver's
+    // prepare is.
+    let (got, pops) = pop_rolling_back_empty(&mut w, "SELECT 1");
     assert_eq!(got, vec![json!("B")]);
     assert_eq!(pops, 3, "each pop reads on from where the last got");
     assert_eq!(lag(&mut c, "q", Some("g")), 0);

@@ -439,8 +439,9 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     // Committed deliveries under a lease: lease -> (queue, group, commit, messages).
     let mut leases: HashMap<Uuid, (u8, u8, usize, Vec<Uuid>)> = HashMap::new();
     let mut acked: HashSet<(Uuid, Uuid)> = HashSet::new();
-    // Every committed side ack: (lease, message, commit, released).
-    let mut acks: Vec<(Uuid, Uuid, usize, bool)> = Vec::new();
+    // Every committed side ack: (lease, message, commit, released, the step it ran at if it
+    // found no message).
+    let mut acks: Vec<(Uuid, Uuid, usize, bool, Option<usize>)> = Vec::new();
     let mut pushed: Vec<(u8, Uuid, usize)> = Vec::new();
     let mut dead: Vec<(u8, u8, Uuid, usize)> = Vec::new();
     // Leases a delete in their own transaction took, after their pop.
@@ -462,9 +463,9 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
                 Event::SideDelivered { q, group, msg, lease: Some(l) } => {
                     leases.entry(*l).or_insert((*q, *group, t.commit, Vec::new())).3.push(*msg);
                 }
-                Event::SideAcked { q, group, msg, lease, dlq, released } => {
+                Event::SideAcked { q, group, msg, lease, dlq, released, gone, ran } => {
                     acked.insert((*lease, *msg));
-                    acks.push((*lease, *msg, t.commit, *released));
+                    acks.push((*lease, *msg, t.commit, *released, gone.then_some(*ran)));
                     if *dlq {
                         dead.push((*q, *group, *msg, t.commit));
                     }
@@ -514,9 +515,13 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     // A lease whose every message was acked is released by one of those acks (rr: retention
     // may take its messages), unless a delete took the lease first.
     // (Only acks that committed with the lease or after it count: an ack on another connection
-    // before the pop committed cannot see the lease.)
+    // before the pop committed cannot see the lease. An ack that found its message waited for
+    // the pop that holds the message's partition; one that found no message — retention took
+    // it — waited for nothing, and counts only if it ran after the pop committed:
+    // schedules/gone-ack-before-lease-commit.schedule.)
     for (lease, (q, g, commit, msgs)) in &leases {
-        let after: Vec<_> = acks.iter().filter(|a| a.0 == *lease && a.2 >= *commit).collect();
+        let after: Vec<_> =
+            acks.iter().filter(|a| a.0 == *lease && a.2 >= *commit && a.4.is_none_or(|ran| ran > *commit)).collect();
         let Some(last) = after.iter().map(|a| a.2).max() else { continue };
         let released = after.iter().any(|a| a.3);
         if *q != 1 || released || own_deleted.contains(lease) || !msgs.iter().all(|m| after.iter().any(|a| a.1 == *m)) {

@@ -172,6 +172,10 @@ pub enum Event {
         lease: Uuid,
         dlq: bool,
         released: bool,
+        /// The ack found no message (retention or a delete took it): it waited for no pop.
+        gone: bool,
+        /// The step its statement ran at.
+        ran: usize,
     },
     SideDeleted {
         q: u8,
@@ -1176,6 +1180,8 @@ impl<'a> Run<'a> {
                                     lease: d.lease,
                                     dlq: *dlq,
                                     released,
+                                    gone,
+                                    ran: self.step,
                                 }],
                             );
                         }
