@@ -259,13 +259,17 @@ thread_local! {
     static CAUGHT_UP_NOW: std::cell::RefCell<Vec<(GroupKey, CaughtUp)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A transaction or subtransaction (`top`: the transaction) rolled back: what its scans read
-/// may have started from a point it wrote, gone now. What it reached stays carried.
-pub fn at_abort(top: bool) {
+/// A subtransaction rolled back: what its scans read may have started from a point it wrote,
+/// gone now. What it reached stays carried.
+pub fn at_subabort() {
     CAUGHT_UP_NOW.with(|c| c.borrow_mut().clear());
-    if top {
-        DISCOVERED_NOW.with(|d| d.set(false));
-    }
+}
+
+/// The transaction rolled back (or was prepared): as a subtransaction's, and no commit of it
+/// will store what its discovery reached.
+pub fn at_abort() {
+    at_subabort();
+    DISCOVERED_NOW.with(|d| d.set(false));
 }
 
 /// Partitions hinted, each once, with the newest transaction found in each.

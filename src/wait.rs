@@ -260,7 +260,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
             crate::route::at_end(false);
             crate::cache::at_abort();
-            crate::discovery::at_abort(true);
+            crate::discovery::at_abort();
             TOUCHED.with(|t| t.borrow_mut().clear());
             wake(&drain(&TAKEN));
         }
@@ -269,7 +269,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             // subscriptions (on_utility).
             crate::route::at_end(false);
             crate::cache::at_abort();
-            crate::discovery::at_abort(true);
+            crate::discovery::at_abort();
             TOUCHED.with(|t| t.borrow_mut().clear());
             drain(&TAKEN);
         }
@@ -294,7 +294,7 @@ unsafe extern "C-unwind" fn on_subxact(
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         crate::visit::release_from(sub);
-        crate::discovery::at_abort(false);
+        crate::discovery::at_subabort();
         let queues: Vec<u64> = TAKEN.with(|t| t.borrow().iter().copied().collect());
         wake(&queues);
     }

@@ -277,7 +277,7 @@ fn table_scans(c: &mut postgres::Client) -> Vec<(String, i64)> {
     .collect()
 }
 
-/// A kept plan is made once, for the tables as they are then (src/spi.rs, IndexPlans). Made
+/// A kept plan is made once, for the tables as they are then (src/spi.rs, PlanSettings). Made
 /// after a `VACUUM ANALYZE` found the hints, cursor rows and discovery points empty (a bulk
 /// load, then the first pops), plans that scan those tables stayed until the next ANALYZE, and
 /// every pop scanned them once per partition found: 1.3 s a call over 1 000 partitions. queen

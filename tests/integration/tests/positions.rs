@@ -229,6 +229,7 @@ fn finished_stretch_then_b(c: &mut Client, n: i64) {
         assert!(got > 0, "A consumed {consumed} of {n}");
         consumed += got;
     }
+    assert_eq!(consumed, n);
     push(c, "q", "B", json!("B"));
 }
 
