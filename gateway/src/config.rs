@@ -13,8 +13,58 @@ pub struct Args {
     pub database_url: String,
 
     /// Address to listen on (6632 is Queen's port, which its clients default to in examples).
-    #[arg(long, env = "QUEEN_GATEWAY_LISTEN", default_value = "0.0.0.0:6632")]
+    /// A non-loopback address needs `--auth jwt`.
+    #[arg(long, env = "QUEEN_GATEWAY_LISTEN", default_value = "127.0.0.1:6632")]
     pub listen: SocketAddr,
+
+    /// `jwt`: every /api/v1 request carries a bearer JWT whose role claim names the PostgreSQL
+    /// role it runs as. `none`: every request acts as the login role, whoever sends it —
+    /// accepted on a loopback address only. Default: `jwt` when a key is given, else `none`.
+    #[arg(long, env = "QUEEN_GATEWAY_AUTH", value_enum)]
+    pub auth: Option<AuthMode>,
+
+    /// The shared secret of HS256/HS384/HS512 tokens (at least 32 bytes).
+    #[arg(long, env = "QUEEN_GATEWAY_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// A JWK Set file with the public keys of RS*/PS*/ES256/ES384/EdDSA tokens.
+    #[arg(long, env = "QUEEN_GATEWAY_JWKS_FILE")]
+    pub jwks_file: Option<String>,
+
+    /// A JWK Set URL (an identity provider's jwks_uri), read at start and every 10 minutes.
+    #[arg(long, env = "QUEEN_GATEWAY_JWKS_URL")]
+    pub jwks_url: Option<String>,
+
+    /// The claim that names the PostgreSQL role a token acts as.
+    #[arg(long, env = "QUEEN_GATEWAY_JWT_ROLE_CLAIM", default_value = "role")]
+    pub jwt_role_claim: String,
+
+    /// When given, a token's `aud` must be this.
+    #[arg(long, env = "QUEEN_GATEWAY_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
+    /// When given, a token's `iss` must be this.
+    #[arg(long, env = "QUEEN_GATEWAY_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// Origins whose cross-site requests are served (and answered with CORS headers); any
+    /// other request with an `Origin` header is refused. Repeat, or separate with commas.
+    #[arg(long, env = "QUEEN_GATEWAY_CORS_ORIGIN", value_delimiter = ',')]
+    pub cors_origin: Vec<String>,
+
+    /// How long a client may take to send a request's head (a connection that sends half a
+    /// head is closed then).
+    #[arg(long, env = "QUEEN_GATEWAY_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// How long a client may take to send a request's body.
+    #[arg(long, env = "QUEEN_GATEWAY_BODY_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+
+    /// Waiting pops one caller (a token's subject, or an address without auth) may have open
+    /// at once; 0: a quarter of the wait pool.
+    #[arg(long, env = "QUEEN_GATEWAY_MAX_WAITS_PER_CALLER", default_value_t = 0)]
+    pub max_waits_per_caller: usize,
 
     /// Connections for every request except waiting pops.
     #[arg(long, env = "QUEEN_GATEWAY_POOL_SIZE", default_value_t = 16)]
@@ -50,6 +100,12 @@ pub struct Args {
     /// Log lines as JSON objects (default) or as text.
     #[arg(long, env = "QUEEN_GATEWAY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    Jwt,
+    None,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,16 +9,26 @@ use deadpool_postgres::{
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{CancelToken, NoTls, Row};
 
+use axum::http::StatusCode;
+
+use crate::auth::Caller;
 use crate::config::Args;
 use crate::error::{ApiError, ApiResult};
-use crate::sql;
+use crate::{sql, wire};
 
 pub struct Db {
     /// Every request except waiting pops.
     pub pool: Pool,
     /// Waiting pops only: a full pool of them delays other waiting pops, never a push.
     pub wait_pool: Pool,
+    /// Requests run as their token's role (auth.rs): every connection handed out is switched
+    /// to the caller's role first (or back to the login role), whatever it ran as before.
+    switch_roles: bool,
 }
+
+/// Switch the session to a role (`none`: back to the login role). PostgreSQL refuses a role
+/// that the login role is not a member of; a parameter, so no role name is ever SQL text.
+const SET_ROLE: &str = "SELECT pg_catalog.set_config('role', $1, false)";
 
 /// Which pool a statement runs on.
 #[derive(Copy, Clone, PartialEq, Eq)]
@@ -28,14 +38,36 @@ pub enum Use {
 }
 
 impl Db {
-    pub fn new(args: &Args) -> Result<Db, String> {
+    pub fn new(args: &Args, switch_roles: bool) -> Result<Db, String> {
         let pool = build(args, args.pool_size, args.statement_timeout_ms)?;
         // A waiting pop's statement lasts up to its wait, then does its work.
         let wait_pool = build(args, args.wait_pool_size, args.statement_timeout_ms + args.max_wait_ms)?;
-        Ok(Db { pool, wait_pool })
+        Ok(Db { pool, wait_pool, switch_roles })
     }
 
-    pub async fn get(&self, which: Use) -> ApiResult<Object> {
+    /// A connection that acts as `caller`.
+    pub async fn get(&self, which: Use, caller: &Caller) -> ApiResult<Object> {
+        let client = self.connection(which).await?;
+        if self.switch_roles {
+            let role = caller.role.as_deref().unwrap_or("none");
+            let statement = client.prepare_cached(SET_ROLE).await?;
+            client.query(&statement, &[&role]).await.map_err(|e| match e.as_db_error() {
+                // Not a member of it (42501), or no such role (22023).
+                Some(db) if matches!(db.code().code(), "42501" | "22023") => ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "the token's role \"{}\" is not one this gateway may act as: {}",
+                        wire::shorten(role),
+                        db.message()
+                    ),
+                ),
+                _ => ApiError::from_db(&e),
+            })?;
+        }
+        Ok(client)
+    }
+
+    async fn connection(&self, which: Use) -> ApiResult<Object> {
         let pool = if which == Use::Wait { &self.wait_pool } else { &self.pool };
         pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(e) => ApiError::from_db(&e),

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
@@ -76,14 +77,14 @@ pub struct AckResult {
     pub dlq: bool,
 }
 
-pub async fn ack_one(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Vec<AckResult>>> {
+pub async fn ack_one(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Vec<AckResult>>> {
     let a: AckIn = wire::body(&body)?;
     let entry = entry(&a, None, "")?;
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     Ok(Json(run(&client, &[entry]).await?))
 }
 
-pub async fn ack_batch(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Vec<AckResult>>> {
+pub async fn ack_batch(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Vec<AckResult>>> {
     let b: BatchBody = wire::body(&body)?;
     let Some(acks) = wire::array(b.acknowledgments) else {
         return Err(ApiError::bad_request("acknowledgments array is required"));
@@ -101,7 +102,7 @@ pub async fn ack_batch(State(st): State<AppState>, body: Bytes) -> ApiResult<Jso
     if entries.is_empty() {
         return Ok(Json(vec![]));
     }
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     Ok(Json(run(&client, &entries).await?))
 }
 

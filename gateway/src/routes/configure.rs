@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use crate::auth::Caller;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
@@ -40,7 +41,7 @@ fn echoed_defaults() -> Vec<(&'static str, Value)> {
     ]
 }
 
-pub async fn configure(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn configure(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Value>> {
     let body = wire::object(&body)?;
     let Some(queue) = wire::opt_str(&body, "queue", "queue")? else {
         return Err(ApiError::bad_request("queue is required"));
@@ -51,7 +52,7 @@ pub async fn configure(State(st): State<AppState>, body: Bytes) -> ApiResult<Jso
         Some(_) => return Err(ApiError::bad_request("options must be an object")),
     };
     let options = queen_options(&given);
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     let row = db::query_one(&client, sql::CONFIGURE, &[&queue, &tokio_postgres::types::Json(&options)]).await?;
     let result: Value = row.get::<_, tokio_postgres::types::Json<Value>>(0).0;
     let mut echo = result.get("options").and_then(Value::as_object).cloned().unwrap_or_default();

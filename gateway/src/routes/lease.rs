@@ -8,12 +8,18 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use crate::auth::Caller;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
 use crate::{sql, wire};
 
-pub async fn extend(State(st): State<AppState>, Path(lease): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn extend(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(lease): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     let lease_id = wire::parse_uuid("leaseId", &lease)?;
     let body = wire::object(&body)?;
     // Without `seconds` the lease is extended by its queue's leaseTime (queen's rule).
@@ -26,7 +32,7 @@ pub async fn extend(State(st): State<AppState>, Path(lease): Path<String>, body:
                 as i32,
         ),
     };
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     let row = db::query_one(&client, sql::RENEW, &[&lease_id, &seconds]).await?;
     match row.get::<_, Option<DateTime<Utc>>>(0) {
         Some(t) => Ok(Json(json!({

@@ -11,8 +11,15 @@ pub mod resources;
 pub mod transaction;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderValue};
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::auth::{Policy, Waits};
+use crate::config::Args;
 use axum::routing::{delete, get, post};
 use axum::Router;
 
@@ -24,12 +31,15 @@ pub struct AppState {
     pub db: Arc<Db>,
     pub metrics: Arc<Metrics>,
     pub max_wait_ms: u64,
+    pub policy: Arc<Policy>,
+    pub waits: Arc<Waits>,
+    pub max_waits_per_caller: usize,
 }
 
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
-    Router::new()
-        .route("/health", get(ops::health))
-        .route("/metrics", get(ops::metrics))
+pub fn router(state: AppState, args: &Args) -> Router {
+    // The API: cross-site requests, bodies that are not JSON and (with --auth jwt) requests
+    // without a valid token are refused before any handler runs (auth.rs).
+    let api = Router::new()
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop", get(pop::pop_namespace))
         .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
@@ -47,8 +57,26 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(resources::delete_group_queue))
         .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(resources::seek))
         .route("/api/v1/traces", post(ops::trace))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::auth::guard));
+    let mut app = Router::new()
+        .route("/health", get(ops::health))
+        .route("/metrics", get(ops::metrics))
+        .merge(api)
         .fallback(|| async { crate::error::ApiError::not_found("no such route") })
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(state)
+        .layer(DefaultBodyLimit::max(args.max_body_bytes))
+        // A body must arrive within its timeout (a client that trickles one ties up nothing).
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(args.body_timeout_ms)));
+    if !args.cors_origin.is_empty() {
+        // The origins allowed get CORS answers (their preflights too); any other origin is
+        // refused by auth::guard.
+        let origins: Vec<HeaderValue> = args.cors_origin.iter().filter_map(|o| o.parse().ok()).collect();
+        let cors = if args.cors_origin.iter().any(|o| o == "*") {
+            CorsLayer::new().allow_origin(Any)
+        } else {
+            CorsLayer::new().allow_origin(AllowOrigin::list(origins))
+        };
+        app = app.layer(cors.allow_methods(Any).allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]));
+    }
+    app.with_state(state)
 }

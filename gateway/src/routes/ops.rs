@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use crate::auth::Caller;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
@@ -16,7 +17,7 @@ use crate::{sql, wire};
 /// gateway out of rotation).
 pub async fn health(State(st): State<AppState>) -> Response {
     let version = async {
-        let client = st.db.get(Use::Request).await?;
+        let client = st.db.get(Use::Request, &Caller::gateway()).await?;
         let rows = db::query(&client, sql::HEALTH, &[]).await?;
         rows.first()
             .map(|r| r.get::<_, String>(0))

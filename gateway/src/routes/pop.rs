@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::db::{CancelOnDrop, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
@@ -32,18 +33,20 @@ pub struct PopArgs {
 
 pub async fn pop_queue(
     State(st): State<AppState>,
+    caller: Caller,
     Path(queue): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    pop(st, queue, None, q).await
+    pop(st, caller, queue, None, q).await
 }
 
 pub async fn pop_partition(
     State(st): State<AppState>,
+    caller: Caller,
     Path((queue, partition)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    pop(st, queue, Some(partition), q).await
+    pop(st, caller, queue, Some(partition), q).await
 }
 
 /// `GET /api/v1/pop?namespace=…&task=…`: Queen's pop across the queues of a namespace or task.
@@ -56,13 +59,29 @@ pub async fn pop_namespace() -> ApiError {
 
 async fn pop(
     st: AppState,
+    caller: Caller,
     queue: String,
     partition: Option<String>,
     q: HashMap<String, String>,
 ) -> ApiResult<Response> {
     let a = args(&q, st.max_wait_ms)?;
     let which = if a.wait_ms > 0 { Use::Wait } else { Use::Request };
-    let client = st.db.get(which).await?;
+    // A caller's waiting pops are bounded, so that a few idle long-polls of one caller cannot
+    // fill the wait pool for everybody (its place is freed when the pop ends or the client
+    // goes away).
+    let _permit = match which {
+        Use::Wait => Some(st.waits.enter(&caller.key, st.max_waits_per_caller).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many waiting pops for this caller (at most {} at once; --max-waits-per-caller)",
+                    st.max_waits_per_caller
+                ),
+            )
+        })?),
+        Use::Request => None,
+    };
+    let client = st.db.get(which, &caller).await?;
     let statement = client.prepare_cached(sql::POP).await?;
     let cancel = CancelOnDrop::arm(&client);
     let rows = client

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
@@ -68,7 +69,11 @@ pub struct PushResult {
     pub partition: String,
 }
 
-pub async fn push(State(st): State<AppState>, body: Bytes) -> ApiResult<(StatusCode, Json<Vec<PushResult>>)> {
+pub async fn push(
+    State(st): State<AppState>,
+    caller: Caller,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Vec<PushResult>>)> {
     let b: PushBody = wire::body(&body)?;
     let Some(items) = wire::array(b.items) else {
         return Err(ApiError::bad_request("items array is required"));
@@ -77,7 +82,7 @@ pub async fn push(State(st): State<AppState>, body: Bytes) -> ApiResult<(StatusC
         return Ok((StatusCode::CREATED, Json(vec![])));
     }
     let items = queen_items(&items, "items")?;
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     let results = run(&client, &items).await?;
     st.metrics.pushed.inc_by(results.len() as u64);
     Ok((StatusCode::CREATED, Json(results)))

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use tokio_postgres::Row;
 
+use crate::auth::Caller;
 use crate::db::{self, Use};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::AppState;
@@ -16,22 +17,30 @@ use crate::{sql, wire};
 
 /// `DELETE /api/v1/resources/queues/{queue}`: the queue with its messages, cursors, leases and
 /// dead letters.
-pub async fn delete_queue(State(st): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<Value>> {
-    let client = st.db.get(Use::Request).await?;
+pub async fn delete_queue(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let client = st.db.get(Use::Request, &caller).await?;
     let existed: bool = db::query_one(&client, sql::DELETE_QUEUE, &[&queue]).await?.get(0);
     Ok(Json(json!({"deleted": true, "queue": queue, "existed": existed})))
 }
 
 /// `GET /api/v1/resources/queues`: every queue the role may read, from queen.queue_stats.
-pub async fn list_queues(State(st): State<AppState>) -> ApiResult<Json<Value>> {
-    let client = st.db.get(Use::Request).await?;
+pub async fn list_queues(State(st): State<AppState>, caller: Caller) -> ApiResult<Json<Value>> {
+    let client = st.db.get(Use::Request, &caller).await?;
     let rows = db::query(&client, sql::QUEUES, &[&None::<String>]).await?;
     Ok(Json(json!({"queues": rows.iter().map(queue_row).collect::<Vec<_>>()})))
 }
 
 /// `GET /api/v1/resources/queues/{queue}`.
-pub async fn get_queue(State(st): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<Value>> {
-    let client = st.db.get(Use::Request).await?;
+pub async fn get_queue(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let client = st.db.get(Use::Request, &caller).await?;
     let rows = db::query(&client, sql::QUEUES, &[&Some(&queue)]).await?;
     match rows.first() {
         Some(r) => Ok(Json(queue_row(r))),
@@ -54,7 +63,11 @@ fn queue_row(r: &Row) -> Value {
 
 /// `GET /api/v1/dlq?queue=&consumerGroup=&partition=&from=&to=&limit=&offset=`: dead letters,
 /// newest first, with `total` (all that match) beside the page.
-pub async fn dlq(State(st): State<AppState>, Query(q): Query<HashMap<String, String>>) -> ApiResult<Json<Value>> {
+pub async fn dlq(
+    State(st): State<AppState>,
+    caller: Caller,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
     let s = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let num = |k: &str, default: i64| -> ApiResult<i64> {
         match s(k) {
@@ -71,7 +84,7 @@ pub async fn dlq(State(st): State<AppState>, Query(q): Query<HashMap<String, Str
     let partition = s("partition");
     let from = s("from").map(|v| wire::parse_time("from", v)).transpose()?;
     let to = s("to").map(|v| wire::parse_time("to", v)).transpose()?;
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     let rows = db::query(&client, sql::DLQ, &[&s("queue"), &group, &by_group, &partition, &from, &to, &limit, &offset])
         .await?;
     let total: i64 = rows.first().map(|r| r.get("total")).unwrap_or(0);
@@ -83,8 +96,8 @@ pub async fn dlq(State(st): State<AppState>, Query(q): Query<HashMap<String, Str
 }
 
 /// `GET /api/v1/consumer-groups`: each group on each queue, with its pending messages.
-pub async fn list_groups(State(st): State<AppState>) -> ApiResult<Json<Value>> {
-    let client = st.db.get(Use::Request).await?;
+pub async fn list_groups(State(st): State<AppState>, caller: Caller) -> ApiResult<Json<Value>> {
+    let client = st.db.get(Use::Request, &caller).await?;
     let rows = db::query(&client, sql::GROUPS, &[]).await?;
     Ok(Json(Value::Array(
         rows.iter()
@@ -106,20 +119,25 @@ pub async fn list_groups(State(st): State<AppState>) -> ApiResult<Json<Value>> {
 /// subscription, dead letters); 200 also when it had none, so that clean-up code can call it
 /// blindly. queen keeps no subscription apart from the cursors, so `deleteMetadata` changes
 /// nothing: the group always starts afresh.
-pub async fn delete_group(State(st): State<AppState>, Path(group): Path<String>) -> ApiResult<Json<Value>> {
-    delete_group_on(st, group, None).await
+pub async fn delete_group(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(group): Path<String>,
+) -> ApiResult<Json<Value>> {
+    delete_group_on(st, caller, group, None).await
 }
 
 /// `DELETE /api/v1/consumer-groups/{group}/queues/{queue}`: the same on one queue.
 pub async fn delete_group_queue(
     State(st): State<AppState>,
+    caller: Caller,
     Path((group, queue)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    delete_group_on(st, group, Some(queue)).await
+    delete_group_on(st, caller, group, Some(queue)).await
 }
 
-async fn delete_group_on(st: AppState, group: String, queue: Option<String>) -> ApiResult<Json<Value>> {
-    let client = st.db.get(Use::Request).await?;
+async fn delete_group_on(st: AppState, caller: Caller, group: String, queue: Option<String>) -> ApiResult<Json<Value>> {
+    let client = st.db.get(Use::Request, &caller).await?;
     let g = wire::group(Some(&group));
     let n: i32 = db::query_one(&client, sql::DELETE_GROUP, &[&g, &queue]).await?.get(0);
     Ok(Json(json!({"success": true, "consumerGroup": group, "queue": queue, "deletedPartitions": n,
@@ -130,6 +148,7 @@ async fn delete_group_on(st: AppState, group: String, queue: Option<String>) -> 
 /// or skip to that time) or `{"toEnd": true}`.
 pub async fn seek(
     State(st): State<AppState>,
+    caller: Caller,
     Path((group, queue)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -139,7 +158,7 @@ pub async fn seek(
         (None | Some(Value::Null), Some(Value::Bool(true))) => None,
         _ => return Err(ApiError::bad_request("Must specify either 'toEnd': true or 'timestamp'")),
     };
-    let client = st.db.get(Use::Request).await?;
+    let client = st.db.get(Use::Request, &caller).await?;
     let g = wire::group(Some(&group));
     let n: i32 = db::query_one(&client, sql::SEEK, &[&queue, &g, &to]).await?.get(0);
     Ok(Json(json!({"success": true, "consumerGroup": group, "queue": queue, "partitions": n,

@@ -17,6 +17,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::auth::Caller;
 use crate::db::Use;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::ack::{self, AckIn, AckResult, QueenAck};
@@ -46,7 +47,7 @@ enum Op<'a> {
     Ack(QueenAck<'a>),
 }
 
-pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Value>> {
     let b: TxBody = wire::body(&body)?;
     let Some(ops) = wire::array(b.operations) else {
         return Err(ApiError::bad_request("operations array required"));
@@ -61,7 +62,7 @@ pub async fn transaction(State(st): State<AppState>, body: Bytes) -> ApiResult<J
             .map_err(|_| ApiError::bad_request("requiredLeases must be an array of strings"))?,
     };
 
-    let mut client = st.db.get(Use::Request).await?;
+    let mut client = st.db.get(Use::Request, &caller).await?;
     let tx = client.transaction().await?;
     let id = uuid::Uuid::now_v7();
     let mut results = Vec::with_capacity(ops.len());
