@@ -89,7 +89,44 @@ pub type Raw<'a> = Option<&'a RawValue>;
 /// A request body read into `T` (whose fields are `Raw`); an empty body is `{}`.
 pub fn body<'a, T: Deserialize<'a>>(body: &'a Bytes) -> ApiResult<T> {
     let text: &'a [u8] = if body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { body };
+    if nested_deeper_than(text, MAX_DEPTH) {
+        // Payloads pass through unparsed (RawValue) to PostgreSQL, whose parser would run out
+        // of stack on them: refused here, as bad input.
+        return Err(ApiError::bad_request(format!("the request body nests JSON deeper than {MAX_DEPTH} levels")));
+    }
     from_object(text, "the request body", "must be a JSON object")
+}
+
+/// How deep a request's JSON (a payload included) may nest.
+pub const MAX_DEPTH: usize = 512;
+
+/// Whether JSON `text` opens more than `max` arrays and objects inside one another (strings
+/// skipped; malformed text is left to the parser).
+pub fn nested_deeper_than(text: &[u8], max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// `text` read into `T` if it is a JSON object, else `{what} {not_object}`: serde reads a
@@ -199,6 +236,16 @@ pub fn dead_letter(r: &Row) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nesting_depth() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(!nested_deeper_than(deep(3).as_bytes(), 3));
+        assert!(nested_deeper_than(deep(4).as_bytes(), 3));
+        assert!(!nested_deeper_than(br#"{"a": "[[[[[[", "b": "\\\"[[[[["}"#, 1));
+        assert!(nested_deeper_than(br#"{"a": "x\\", "b": [[1]]}"#, 2));
+        assert!(!nested_deeper_than(br#"[1, [2], {"a": [3]}]"#, 3));
+    }
 
     #[test]
     fn bodies() {
