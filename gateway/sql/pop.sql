@@ -1,5 +1,5 @@
--- GET /api/v1/pop/queue/{queue}[/partition/{partition}]; lease_seconds is the queue's leaseTime.
+-- GET /api/v1/pop/queue/{queue}[/partition/{partition}]; lease_seconds ($10) NULL: the queue's leaseTime.
 SELECT message_id, transaction_id, queue, partition, partition_id, payload, trace_id, created_at,
        consumer_group, lease_id, lease_expires_at, attempt
-  FROM queen_pop($1::text, $2::text, $3::int, $4::text, $5::int, $6::int, NULL::int, $7::bool,
+  FROM queen_pop($1::text, $2::text, $3::int, $4::text, $5::int, $6::int, $10::int, $7::bool,
                  $8::text, $9::timestamptz)

@@ -244,9 +244,46 @@ async def test_lease_extend(http):
     # 120 s from now, not the queue's 5 s.
     extended = datetime.fromisoformat(r.json()["newExpiresAt"]) - datetime.fromisoformat(m["leaseExpiresAt"])
     assert extended.total_seconds() > 100, r.text
+    assert r.json()["renewed"] == 1
     await http.post("/api/v1/ack", json=ack_of(m))
+    # Queen 2.x's answer for a lease that is gone: 200, success false, renewed 0.
     r = await http.post(f"/api/v1/lease/{m['leaseId']}/extend")
-    assert r.status_code == 404 and "not active" in r.json()["error"]
+    assert r.status_code == 200, r.text
+    assert (r.json()["success"], r.json()["renewed"], r.json()["newExpiresAt"]) == (False, 0, None)
+    assert "not active" in r.json()["error"]
+
+
+async def test_queen_shapes_of_acks_leases_and_transactions(http, db):
+    q = name("shapes")
+    await push(http, q, 1, 2)
+    # leaseSeconds: this pop's lease, not the queue's 300 s.
+    r = await http.get(f"/api/v1/pop/queue/{q}", params={"batch": 2, "leaseSeconds": 2})
+    m1, m2 = r.json()["messages"]
+    left = datetime.fromisoformat(m1["leaseExpiresAt"]) - datetime.fromisoformat(m1["createdAt"])
+    assert left.total_seconds() < 60, m1
+    # An ack of a transaction queen does not have: "unresolvable", and the lease is intact.
+    ghost = {**ack_of(m1), "transactionId": "never-pushed"}
+    r = await http.post("/api/v1/ack", json=ghost)
+    assert r.json()[0]["success"] is False and r.json()[0]["error"].startswith("unresolvable"), r.text
+    r = await http.post("/api/v1/ack", json=ack_of(m1))
+    assert r.json()[0]["success"] is True and "noop" not in r.json()[0], r.text
+    # A completed re-ack of a finished message: a success flagged noop; a failure of it is
+    # refused as already committed. Neither changes anything.
+    r = await http.post("/api/v1/ack", json=ack_of(m1))
+    assert (r.json()[0]["success"], r.json()[0].get("noop")) == (True, True), r.text
+    r = await http.post("/api/v1/ack", json=ack_of(m1, status="failed"))
+    assert r.json()[0]["success"] is False and "already committed" in r.json()[0]["error"], r.text
+    r = await http.post("/api/v1/ack", json=ack_of(m2))
+    assert r.json()[0]["success"] is True and "noop" not in r.json()[0], r.text
+    assert await db.fetchval("SELECT count(*) FROM queen.dead_letters_view WHERE queue = $1", q) == 0
+    # A transaction with a key/value or timer part is refused whole: its push did not happen.
+    other = name("shapes-tx")
+    for part in [{"kv": [{"op": "put", "ns": "n", "key": "k", "value": 1}]},
+                 {"timers": [{"op": "set", "queue": other, "key": "t", "at": "2030-01-01T00:00:00Z"}]}]:
+        r = await http.post("/api/v1/transaction", json={
+            "operations": [{"type": "push", "items": [{"queue": other, "payload": {"n": 1}}]}], **part})
+        assert r.status_code == 400 and "not supported" in r.json()["error"], r.text
+    assert await pop(http, other) == []
 
 
 async def test_health_and_metrics(http):

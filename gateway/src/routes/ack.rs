@@ -75,6 +75,32 @@ pub struct AckResult {
     pub error: Option<String>,
     pub lease_released: bool,
     pub dlq: bool,
+    /// A completed ack of a message already finished for the group: a success that changed
+    /// nothing, as Queen flags a re-ack.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub noop: bool,
+}
+
+/// queen's refusal of a message already finished for the group.
+const ALREADY: &str = "already acknowledged";
+/// queen's refusal of a message it does not have.
+const NOT_FOUND: &str = "message not found";
+
+/// queen's outcome in Queen's shape: Queen answers a completed re-ack of a finished message as
+/// a success flagged `noop`, a failure or retry of one as refused ("already committed"), and an
+/// ack of a transaction it does not have as "unresolvable". Only the wording and the flag
+/// differ: queen changed nothing in any of these cases.
+pub fn queen_shape(completed: bool, success: bool, error: Option<String>) -> (bool, Option<String>, bool) {
+    match error.as_deref() {
+        Some(ALREADY) if completed => (true, None, true),
+        Some(ALREADY) => {
+            (false, Some("already committed: the message is finished for this group; nothing changed".into()), false)
+        }
+        Some(NOT_FOUND) => {
+            (false, Some("unresolvable: no message with this transactionId in this partition".into()), false)
+        }
+        _ => (success, error, false),
+    }
 }
 
 pub async fn ack_one(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Vec<AckResult>>> {
@@ -118,15 +144,18 @@ pub async fn run<C: deadpool_postgres::GenericClient>(
         .map(|r| {
             let index: i32 = r.get("idx");
             let e = &entries[index as usize];
+            let completed = matches!(e.status.get(), "\"completed\"" | "true");
+            let (success, error, noop) = queen_shape(completed, r.get("success"), r.get("error"));
             AckResult {
                 index,
                 transaction_id: e.transaction_id.to_string(),
                 partition_id: e.partition_id.to_string(),
                 message_id: r.get("message_id"),
-                success: r.get("success"),
-                error: r.get("error"),
+                success,
+                error,
                 lease_released: r.get("lease_released"),
                 dlq: r.get("dead_lettered"),
+                noop,
             }
         })
         .collect())
@@ -196,6 +225,26 @@ mod tests {
         assert!(e.get("leaseId").is_none());
         let e = entry_of(json!({"transactionId": "t", "partitionId": "p", "status": false}), None).unwrap();
         assert_eq!(e["status"], false);
+    }
+
+    #[test]
+    fn queen_shapes() {
+        let cases = [
+            ((true, false, Some(ALREADY)), (true, None, true)),
+            ((false, false, Some(ALREADY)), (false, Some("already committed"), false)),
+            ((true, false, Some(NOT_FOUND)), (false, Some("unresolvable"), false)),
+            ((false, false, Some(NOT_FOUND)), (false, Some("unresolvable"), false)),
+            ((true, false, Some("lease expired")), (false, Some("lease expired"), false)),
+            ((true, true, None), (true, None, false)),
+        ];
+        for ((completed, success, error), (s, e, noop)) in cases {
+            let got = queen_shape(completed, success, error.map(str::to_string));
+            assert_eq!((got.0, got.2), (s, noop), "{completed} {error:?}");
+            match e {
+                None => assert_eq!(got.1, None),
+                Some(e) => assert!(got.1.as_deref().unwrap().starts_with(e), "{got:?}"),
+            }
+        }
     }
 
     #[test]

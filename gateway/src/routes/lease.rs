@@ -1,6 +1,7 @@
 //! `POST /api/v1/lease/{leaseId}/extend`: queen_renew. Queen's Python client sends no body and
 //! reads `newExpiresAt` from an object, so the answer is an object (Queen's server answers an
-//! array, and that client then reports every renewal as failed).
+//! array, and that client then reports every renewal as failed). A lease that is not active
+//! answers 200 with `success: false, renewed: 0`, as Queen 2.x does.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -34,15 +35,23 @@ pub async fn extend(
     };
     let client = st.db.get(Use::Request, &caller).await?;
     let row = db::query_one(&client, sql::RENEW, &[&lease_id, &seconds]).await?;
+    // Queen's 2.x shape: 200 either way, `success` and `renewed` (the leases extended, 1 or 0)
+    // say whether anything was.
     match row.get::<_, Option<DateTime<Utc>>>(0) {
         Some(t) => Ok(Json(json!({
             "leaseId": lease_id,
             "success": true,
+            "renewed": 1,
             "newExpiresAt": wire::millis(t),
             "expiresAt": wire::millis(t),
         }))),
-        None => Err(ApiError::not_found(format!(
-            "lease {lease_id} is not active (it expired, was released, or never existed)"
-        ))),
+        None => Ok(Json(json!({
+            "leaseId": lease_id,
+            "success": false,
+            "renewed": 0,
+            "newExpiresAt": null,
+            "expiresAt": null,
+            "error": format!("lease {lease_id} is not active (it expired, was released, or never existed)"),
+        }))),
     }
 }

@@ -29,6 +29,8 @@ pub struct PopArgs {
     pub auto_ack: bool,
     pub mode: Option<&'static str>,
     pub from: Option<DateTime<Utc>>,
+    /// `leaseSeconds`: this pop's lease (None: the queue's leaseTime).
+    pub lease_seconds: Option<i32>,
 }
 
 pub async fn pop_queue(
@@ -87,7 +89,18 @@ async fn pop(
     let rows = client
         .query(
             &statement,
-            &[&queue, &a.group, &a.batch, &partition, &a.partitions, &a.wait_ms, &a.auto_ack, &a.mode, &a.from],
+            &[
+                &queue,
+                &a.group,
+                &a.batch,
+                &partition,
+                &a.partitions,
+                &a.wait_ms,
+                &a.auto_ack,
+                &a.mode,
+                &a.from,
+                &a.lease_seconds,
+            ],
         )
         .await;
     cancel.disarm();
@@ -181,7 +194,12 @@ pub fn args(q: &HashMap<String, String>, max_wait_ms: u64) -> ApiResult<PopArgs>
     if from.is_some() {
         mode = None;
     }
-    Ok(PopArgs { group, batch, partitions, wait_ms, auto_ack, mode, from })
+    // queen_pop checks the upper bound (queen.max_lease_seconds) and says so.
+    let lease_seconds = match q.get("leaseSeconds").map(String::as_str) {
+        None | Some("") => None,
+        Some(_) => Some(clamp(int("leaseSeconds", 0, 1)?)),
+    };
+    Ok(PopArgs { group, batch, partitions, wait_ms, auto_ack, mode, from, lease_seconds })
 }
 
 #[cfg(test)]
@@ -193,11 +211,30 @@ mod tests {
     }
 
     #[test]
+    fn lease_seconds() {
+        assert_eq!(args(&q(&[("leaseSeconds", "1")]), 1).unwrap().lease_seconds, Some(1));
+        assert_eq!(args(&q(&[("leaseSeconds", "")]), 1).unwrap().lease_seconds, None);
+        assert_eq!(args(&q(&[]), 1).unwrap().lease_seconds, None);
+        for bad in ["0", "-5", "x"] {
+            assert_eq!(args(&q(&[("leaseSeconds", bad)]), 1).unwrap_err().status, 400, "{bad}");
+        }
+    }
+
+    #[test]
     fn what_the_client_sends() {
         let a = args(&q(&[("batch", "10"), ("wait", "true"), ("timeout", "30000")]), 60_000).unwrap();
         assert_eq!(
             a,
-            PopArgs { group: None, batch: 10, partitions: 1, wait_ms: 30_000, auto_ack: false, mode: None, from: None }
+            PopArgs {
+                group: None,
+                batch: 10,
+                partitions: 1,
+                wait_ms: 30_000,
+                auto_ack: false,
+                mode: None,
+                from: None,
+                lease_seconds: None
+            }
         );
         let a =
             args(&q(&[("wait", "false"), ("timeout", "30000"), ("consumerGroup", "g"), ("partitions", "3")]), 60_000)

@@ -31,6 +31,11 @@ struct TxBody<'a> {
     operations: Raw<'a>,
     #[serde(borrow, rename = "requiredLeases")]
     required_leases: Raw<'a>,
+    /// Queen's key/value and timer riders (queen-mq 1.3+): not applied yet, so refused.
+    #[serde(borrow)]
+    kv: Raw<'a>,
+    #[serde(borrow)]
+    timers: Raw<'a>,
 }
 
 /// An operation's type and, for a push, its items (an ack's fields are read as an `AckIn`).
@@ -49,6 +54,16 @@ enum Op<'a> {
 
 pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Value>> {
     let b: TxBody = wire::body(&body)?;
+    // A kv precondition that is dropped would let through the pushes it should block: a body
+    // with a key/value or timer part is refused whole until they are applied (issue 24).
+    for (name, part) in [("kv", b.kv), ("timers", b.timers)] {
+        if part.is_some_and(|p| p.get().trim() != "null" && p.get().trim() != "[]") {
+            return Err(ApiError::bad_request(format!(
+                "transaction \"{name}\" operations are not supported by this gateway yet: nothing of the \
+                 transaction was applied"
+            )));
+        }
+    }
     let Some(ops) = wire::array(b.operations) else {
         return Err(ApiError::bad_request("operations array required"));
     };
