@@ -8,6 +8,8 @@
 --   failures, and passes skipped because another was running).
 -- - queen_ack_lease(lease_id, status, error) (issue 23, SPEC §3.4): a whole lease acked in one
 --   call, and its worker's side on Citus, queen.shard_ack_lease.
+-- - queen_kv(operations, required_raises) (issue 24): key/value state in the caller's
+--   transaction (queen.kv, queen.kv_versions); grants kv_read and kv_write on namespaces.
 -- The library refuses a schema of another version until this script has run.
 --
 -- Written by hand from the difference between the two versions' generated install scripts
@@ -510,3 +512,31 @@ ALTER FUNCTION queen_pop(text, text, integer, text, integer, integer, integer, b
     RESET search_path;
 ALTER FUNCTION queen_push(jsonb) RESET search_path;
 ALTER FUNCTION queen_ack(jsonb) RESET search_path;
+
+-- Key/value state (issue 24, src/kv.rs): queen_kv, its table and version sequence, dumped
+-- with the data; kv_read and kv_write grants name namespaces.
+CREATE SEQUENCE queen.kv_versions;
+CREATE TABLE queen.kv (
+    namespace  text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL,
+    value      jsonb       NOT NULL,
+    version    bigint      NOT NULL,
+    expires_at timestamptz,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX kv_expiry ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('queen.kv', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.kv_versions', '');
+ALTER TABLE queen.privileges DROP CONSTRAINT privileges_privilege_check,
+    ADD CONSTRAINT privileges_privilege_check
+        CHECK (privilege IN ('push', 'pop', 'configure', 'read', 'kv_read', 'kv_write'));
+
+-- queen::api::kv::queen_kv
+CREATE  FUNCTION "queen_kv"(
+	"operations" jsonb, /* Option < Jsonb > */
+	"required_raises" bool DEFAULT true /* bool */
+) RETURNS SETOF jsonb /* JsonB */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_kv_wrapper';

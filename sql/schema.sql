@@ -337,6 +337,24 @@ CREATE TABLE queen.visibility_points (
     seen_xip  bigint[]   NOT NULL
 );
 
+-- Key/value state (src/kv.rs, queen_kv): one row per live or expired-but-unpruned key of a
+-- namespace. A key whose expires_at has passed is gone for every read and write (the
+-- predicate decides, not the row); maintenance deletes such rows. `version` comes from
+-- queen.kv_versions, so a key deleted and written again never repeats a version an old holder
+-- may still carry in `expect`. `key` sorts by bytes (COLLATE "C") so that a prefix is a range
+-- of the primary key.
+CREATE SEQUENCE queen.kv_versions;
+CREATE TABLE queen.kv (
+    namespace  text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL,
+    value      jsonb       NOT NULL,
+    version    bigint      NOT NULL,
+    expires_at timestamptz,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX kv_expiry ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
+
 -- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
 -- The functions return them (src/api/rows.rs).
 CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,
@@ -349,13 +367,14 @@ CREATE TYPE queen.ack_result AS (idx int, message_id uuid, success boolean, erro
                                  lease_released boolean, dead_lettered boolean);
 
 -- Who may use which queue (SPEC §11, src/privilege.rs): one row per (role, queue, privilege);
--- queue '*' is every queue, present and future. Read through the view queen.grants. A role is
+-- queue '*' is every queue, present and future. kv_read and kv_write name a key/value
+-- namespace instead (src/kv.rs), '*' every namespace. Read through the view queen.grants. A role is
 -- kept by oid (regrole: pg_dump writes its name, and a restore finds the role by name); drop a
 -- role's grants (queen_revoke) before dropping the role.
 CREATE TABLE queen.privileges (
     role       regrole     NOT NULL,
     queue      text        NOT NULL,
-    privilege  text        NOT NULL CHECK (privilege IN ('push', 'pop', 'configure', 'read')),
+    privilege  text        NOT NULL CHECK (privilege IN ('push', 'pop', 'configure', 'read', 'kv_read', 'kv_write')),
     granted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (role, queue, privilege)
 );
@@ -399,3 +418,5 @@ SELECT pg_catalog.pg_extension_config_dump('queen.queue_counts', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.retired_partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.privileges', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.maintenance_totals', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.kv', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.kv_versions', '');

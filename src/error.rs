@@ -42,6 +42,8 @@ pub enum QueenError {
     /// 40001: a REPEATABLE READ or SERIALIZABLE transaction waited for a delete (or a
     /// maintenance pass) to commit: its snapshot is older than what it would act on.
     SnapshotTooOld,
+    /// 23514: a key/value operation marked `required` did not apply (kv.rs).
+    KvRequired { index: usize, op: String, key: String, reason: String },
 }
 
 pub type QueenResult<T> = Result<T, QueenError>;
@@ -67,6 +69,7 @@ impl QueenError {
             QueenError::Rebased | QueenError::SnapshotTooOld => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             QueenError::RebaseFailed { .. } => PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             QueenError::LockWait { .. } => PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+            QueenError::KvRequired { .. } => PgSqlErrorCode::ERRCODE_CHECK_VIOLATION,
         }
     }
 
@@ -99,6 +102,12 @@ impl fmt::Display for QueenError {
             QueenError::PermissionDenied { queue, privilege } if queue == "*" => {
                 write!(f, "queen: permission denied: privilege \"{privilege}\" on every queue ('*') is needed")
             }
+            QueenError::PermissionDenied { queue, privilege } if privilege.starts_with("kv_") => write!(
+                f,
+                "queen: permission denied for key/value namespace \"{}\": privilege \"{privilege}\" is needed \
+                 (queen_grant(namespace, role, ARRAY['{privilege}']))",
+                shorten(queue)
+            ),
             QueenError::PermissionDenied { queue, privilege } => write!(
                 f,
                 "queen: permission denied for queue \"{}\": privilege \"{privilege}\" is needed \
@@ -127,6 +136,11 @@ impl fmt::Display for QueenError {
             QueenError::RebaseFailed { detail } => {
                 write!(f, "queen: could not rebase this database's transaction ids after a restore: {detail}")
             }
+            QueenError::KvRequired { index, op, key, reason } => write!(
+                f,
+                "queen: key/value operation {index} ({op} of key \"{}\") is required and did not apply: {reason}",
+                shorten(key)
+            ),
             QueenError::SnapshotTooOld => write!(
                 f,
                 "queen: this transaction waited for another that deleted or changed what it uses, and its \

@@ -127,6 +127,18 @@ impl Jsonb {
         }
     }
 
+    /// The value as JSON text (Postgres's own output of it).
+    pub fn to_text(self) -> String {
+        // SAFETY: as in `elements`, `root` is a live jsonb container for this call;
+        // JsonbToCString with no StringInfo allocates one in the current memory context and
+        // returns its NUL-terminated data, which is copied out before it can be freed.
+        unsafe {
+            let root = self.root();
+            let c = pg_sys::JsonbToCString(std::ptr::null_mut(), root, 0);
+            std::ffi::CStr::from_ptr(c).to_string_lossy().into_owned()
+        }
+    }
+
     /// The root container, detoasted.
     ///
     /// # Safety

@@ -17,6 +17,7 @@ mod discovery;
 mod error;
 mod gucs;
 mod jsonb;
+mod kv;
 mod locks;
 mod maintain;
 mod max_wait;

@@ -65,6 +65,9 @@ const COMPLETED_RETENTION_CHUNKS: usize = 20;
 /// How many unfinished messages of one (partition, group) a pass files for max wait.
 const MAX_WAIT_BATCH: i64 = 1000;
 
+/// How many expired key/value rows one unit deletes.
+const KV_EXPIRE_CHUNK: i32 = 10_000;
+
 #[derive(Default)]
 struct Report {
     queues: i64,
@@ -78,6 +81,8 @@ struct Report {
     completed_retention_deferred: i64,
     /// Tables whose statistics the pass took again (`refresh_statistics`).
     statistics_refreshed: Vec<String>,
+    /// Key/value rows past their expiry, deleted (kv.rs).
+    kv_expired: i64,
 }
 
 /// How a pass runs its units of work: `queen_maintain()` runs them all in the caller's
@@ -144,6 +149,7 @@ impl Report {
             "partitions_restored": self.partitions_restored,
             "completed_retention_deferred": self.completed_retention_deferred,
             "statistics_refreshed": self.statistics_refreshed,
+            "kv_expired": self.kv_expired,
         })
     }
 }
@@ -202,6 +208,17 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
     }
     if registry {
         r.registry_rows_folded += unit(units, |s| FOLD_QUEUES.run(s, &[]).first().req::<i64>("folded"))?;
+        // Key/value rows past their expiry (already gone for every read and write), a chunk
+        // a unit, on the node that holds them.
+        // SAFETY: GetCurrentTimestamp only reads the clock.
+        let now = unsafe { pgrx::pg_sys::GetCurrentTimestamp() };
+        loop {
+            let deleted = unit(units, |s| crate::kv::expire(s, now, KV_EXPIRE_CHUNK))?;
+            r.kv_expired += deleted;
+            if deleted < KV_EXPIRE_CHUNK as i64 {
+                break;
+            }
+        }
     }
     // (On Citus each node's tables are shards, which its ANALYZE of the distributed table
     // does not reach from here: left to autovacuum.)

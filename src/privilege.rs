@@ -46,10 +46,17 @@ pub enum Privilege {
     Pop,
     Configure,
     Read,
+    /// Of a key/value namespace (src/kv.rs), which the grant's `queue` names.
+    KvRead,
+    KvWrite,
 }
 
 impl Privilege {
+    /// The privileges on a queue.
     pub const ALL: [Privilege; 4] = [Privilege::Push, Privilege::Pop, Privilege::Configure, Privilege::Read];
+    /// Every privilege a grant may name.
+    pub const EVERY: [Privilege; 6] =
+        [Privilege::Push, Privilege::Pop, Privilege::Configure, Privilege::Read, Privilege::KvRead, Privilege::KvWrite];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -57,14 +64,19 @@ impl Privilege {
             Privilege::Pop => "pop",
             Privilege::Configure => "configure",
             Privilege::Read => "read",
+            Privilege::KvRead => "kv_read",
+            Privilege::KvWrite => "kv_write",
         }
     }
 
     pub fn parse(what: &str, value: &str) -> QueenResult<Privilege> {
-        Privilege::ALL.into_iter().find(|p| p.name() == value).ok_or_else(|| {
+        Privilege::EVERY.into_iter().find(|p| p.name() == value).ok_or_else(|| {
             QueenError::invalid(
                 what,
-                format!("must be 'push', 'pop', 'configure' or 'read', got \"{}\"", crate::error::shorten(value)),
+                format!(
+                    "must be 'push', 'pop', 'configure', 'read', 'kv_read' or 'kv_write', got \"{}\"",
+                    crate::error::shorten(value)
+                ),
             )
         })
     }

@@ -5,6 +5,7 @@ mod ack;
 mod admin;
 mod cluster;
 mod configure;
+mod kv;
 mod locks;
 mod maintain;
 mod pop;
