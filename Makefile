@@ -60,17 +60,26 @@ run: install
 	echo "       or:  psql 'postgresql://postgres@127.0.0.1:$(RUN_PORT)/$(RUN_DB)'"; \
 	echo "  stop:     make stop"
 
-# queen-gateway in the foreground (Ctrl-C stops it) over the server of `make run`, connected as
-# the role `gateway`, created here and granted every queue (docs/gateway.md).
+# queen-gateway in the foreground (Ctrl-C stops it) over the server of `make run`, on
+# 127.0.0.1 with bearer-token authentication: it logs in as the role `gateway`, and runs each
+# request as the role its token names; the role `app`, granted every queue and granted to
+# `gateway`, is the one to try it with (`scripts/gateway-token app` prints a token). The
+# tokens' secret is made once, in target/gateway-secret (docs/gateway.md).
 GATEWAY_PORT ?= 6632
 gateway:
 	@cargo build --release -q -p queen-gateway
+	@[ -s target/gateway-secret ] || (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >target/gateway-secret)
 	@psql="psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p $(RUN_PORT) -U postgres -d $(RUN_DB)"; \
-	$$psql -c "DO \$$\$$BEGIN CREATE ROLE gateway LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$$\$$" \
-	       -o /dev/null -c "SELECT queen_grant('*', 'gateway', ARRAY['push', 'pop', 'configure', 'read'])"; \
-	echo "queen-gateway on http://127.0.0.1:$(GATEWAY_PORT) (Ctrl-C stops it): Queen(\"http://localhost:$(GATEWAY_PORT)\")"; \
-	target/release/queen-gateway --database-url postgresql://gateway@127.0.0.1:$(RUN_PORT)/$(RUN_DB) \
-	  --listen 0.0.0.0:$(GATEWAY_PORT) --log-format text
+	$$psql -o /dev/null \
+	  -c "DO \$$\$$BEGIN CREATE ROLE gateway LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$$\$$" \
+	  -c "DO \$$\$$BEGIN CREATE ROLE app NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$$\$$" \
+	  -c "GRANT app TO gateway" -c "SELECT queen_grant('*', 'app', ARRAY['push', 'pop', 'configure', 'read', 'kv_read', 'kv_write'])"; \
+	echo "queen-gateway on http://127.0.0.1:$(GATEWAY_PORT) (Ctrl-C stops it); a token for the role app:"; \
+	echo "  export QUEEN_TOKEN=$$(scripts/gateway-token app)"; \
+	echo "  Queen(\"http://localhost:$(GATEWAY_PORT)\", bearer_token=os.environ[\"QUEEN_TOKEN\"])"; \
+	QUEEN_GATEWAY_JWT_SECRET=$$(cat target/gateway-secret) target/release/queen-gateway \
+	  --database-url postgresql://gateway@127.0.0.1:$(RUN_PORT)/$(RUN_DB) \
+	  --listen 127.0.0.1:$(GATEWAY_PORT) --auth jwt --log-format text
 
 stop:
 	@scripts/cluster stop "$$(scripts/state-dir run-cluster)"

@@ -13,3 +13,4 @@ pub const DLQ: &str = include_str!("../sql/dlq.sql");
 pub const QUEUES: &str = include_str!("../sql/queues.sql");
 pub const GROUPS: &str = include_str!("../sql/groups.sql");
 pub const HEALTH: &str = include_str!("../sql/health.sql");
+pub const KV: &str = include_str!("../sql/kv.sql");

@@ -3,6 +3,7 @@
 
 pub mod ack;
 pub mod configure;
+pub mod kv;
 pub mod lease;
 pub mod ops;
 pub mod pop;
@@ -47,6 +48,7 @@ pub fn router(state: AppState, args: &Args) -> Router {
         .route("/api/v1/ack", post(ack::ack_one))
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/transaction", post(transaction::transaction))
+        .route("/api/v1/kv", post(kv::kv))
         .route("/api/v1/lease/{lease}/extend", post(lease::extend))
         .route("/api/v1/configure", post(configure::configure))
         .route("/api/v1/resources/queues", get(resources::list_queues))

@@ -21,6 +21,7 @@ use crate::auth::Caller;
 use crate::db::Use;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::ack::{self, AckIn, AckResult, QueenAck};
+use crate::routes::kv;
 use crate::routes::push::{self, QueenItem};
 use crate::routes::AppState;
 use crate::wire::{self, Raw};
@@ -31,7 +32,7 @@ struct TxBody<'a> {
     operations: Raw<'a>,
     #[serde(borrow, rename = "requiredLeases")]
     required_leases: Raw<'a>,
-    /// Queen's key/value and timer riders (queen-mq 1.3+): not applied yet, so refused.
+    /// Queen's key/value and timer riders (queen-mq 1.3+): kv applied, timers refused.
     #[serde(borrow)]
     kv: Raw<'a>,
     #[serde(borrow)]
@@ -54,22 +55,35 @@ enum Op<'a> {
 
 pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Value>> {
     let b: TxBody = wire::body(&body)?;
-    // A kv precondition that is dropped would let through the pushes it should block: a body
-    // with a key/value or timer part is refused whole until they are applied (issue 24).
-    for (name, part) in [("kv", b.kv), ("timers", b.timers)] {
-        if part.is_some_and(|p| p.get().trim() != "null" && p.get().trim() != "[]") {
-            return Err(ApiError::bad_request(format!(
-                "transaction \"{name}\" operations are not supported by this gateway yet: nothing of the \
-                 transaction was applied"
-            )));
+    // Timers are not applied yet: a body with a timer part is refused whole (issue 24).
+    if b.timers.is_some_and(|p| p.get().trim() != "null" && p.get().trim() != "[]") {
+        return Err(ApiError::bad_request(
+            "transaction \"timers\" operations are not supported by this gateway yet: nothing of the transaction was applied",
+        ));
+    }
+    // The key/value part, applied after the pushes and acks in the same database transaction.
+    let kv = match b.kv.map(|p| p.get().trim()).filter(|p| *p != "null" && *p != "[]") {
+        None => None,
+        Some(text) if text.starts_with('[') => {
+            if serde_json::from_str::<Vec<serde_json::Map<String, Value>>>(text)
+                .map_err(|_| ApiError::bad_request("kv must be an array of operations"))?
+                .iter()
+                .any(|op| op.get("op").and_then(Value::as_str) == Some("getPrefix"))
+            {
+                // Read work the caller does not bound, inside the transaction's locks.
+                return Err(kv::coded(ApiError::bad_request("getPrefix is not allowed in a transaction")));
+            }
+            Some(text)
         }
-    }
-    let Some(ops) = wire::array(b.operations) else {
-        return Err(ApiError::bad_request("operations array required"));
+        Some(_) => return Err(kv::coded(ApiError::bad_request("kv must be an array of operations"))),
     };
-    if ops.is_empty() {
-        return Err(ApiError::bad_request("operations array cannot be empty"));
-    }
+    let ops = match wire::array(b.operations) {
+        Some(ops) if !ops.is_empty() => ops,
+        // A bundle of key/value operations alone.
+        None | Some(_) if kv.is_some() => Vec::new(),
+        None => return Err(ApiError::bad_request("operations array required")),
+        Some(_) => return Err(ApiError::bad_request("operations array cannot be empty")),
+    };
     let ops = ops.iter().enumerate().map(|(i, op)| parse(i, op)).collect::<ApiResult<Vec<Op>>>()?;
     let leases: Vec<String> = match b.required_leases {
         None => vec![],
@@ -104,7 +118,7 @@ pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes
                     let mut e = ApiError::new(
                         StatusCode::CONFLICT,
                         format!(
-                            "ACK operation failed: transactionId {} in partition {}: {}",
+                            "transaction rolled back: ACK operation failed: transactionId {} in partition {}: {}",
                             r.transaction_id,
                             r.partition_id,
                             r.error.as_deref().unwrap_or("refused")
@@ -117,6 +131,19 @@ pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes
                     e.extra = Some(extra);
                     return Err(e);
                 }
+            }
+        }
+    }
+    if let Some(text) = kv {
+        match kv::run(&tx, text, results.len()).await.map_err(kv::coded)? {
+            kv::Applied::All(rows) => results.extend(rows.into_iter().map(|mut r| {
+                r["type"] = json!("kv");
+                r
+            })),
+            // Dropping `tx` rolls back the pushes and acks too: the gate held nothing back.
+            kv::Applied::Refused(mut refusal) => {
+                refusal["transactionId"] = json!(id);
+                return Ok(Json(refusal));
             }
         }
     }
