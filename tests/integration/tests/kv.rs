@@ -27,40 +27,63 @@ fn operations_and_their_answers() {
     let db = TestDb::new("kv_ops");
     let mut c = db.connect();
     let put = one(&mut c, json!({"op": "put", "ns": "app", "key": "round:trip", "value": {"n": 1}, "ttlSeconds": 60}));
-    assert_eq!((put["applied"].clone(), put["index"].clone(), put["op"].clone()), (json!(true), json!(0), json!("put")));
+    assert_eq!(
+        (put["applied"].clone(), put["index"].clone(), put["op"].clone()),
+        (json!(true), json!(0), json!("put"))
+    );
     let v1 = put["version"].as_i64().unwrap();
     assert!(v1 > 0 && put["expiresAt"].is_string(), "{put}");
     let got = one(&mut c, json!({"op": "get", "ns": "app", "key": "round:trip"}));
-    assert_eq!((got["found"].clone(), got["value"].clone(), got["version"].clone()), (json!(true), json!({"n": 1}), json!(v1)));
+    assert_eq!(
+        (got["found"].clone(), got["value"].clone(), got["version"].clone()),
+        (json!(true), json!({"n": 1}), json!(v1))
+    );
     assert!(got["updatedAt"].is_string());
     // null is a value; a missing key is found: false.
     one(&mut c, json!({"op": "put", "ns": "app", "key": "null", "value": null, "forever": true}));
     let n = one(&mut c, json!({"op": "get", "ns": "app", "key": "null"}));
-    assert_eq!((n["found"].clone(), n["value"].clone(), n["expiresAt"].clone()), (json!(true), Value::Null, Value::Null));
+    assert_eq!(
+        (n["found"].clone(), n["value"].clone(), n["expiresAt"].clone()),
+        (json!(true), Value::Null, Value::Null)
+    );
     assert_eq!(one(&mut c, json!({"op": "get", "ns": "app", "key": "never"}))["found"], json!(false));
 
     // expect: a stale version is refused with the current one; an absent key is not created.
-    let v2 = one(&mut c, json!({"op": "put", "ns": "app", "key": "round:trip", "value": 2, "ttlSeconds": 60, "expect": v1}));
+    let v2 =
+        one(&mut c, json!({"op": "put", "ns": "app", "key": "round:trip", "value": 2, "ttlSeconds": 60, "expect": v1}));
     assert_eq!(v2["applied"], json!(true));
-    let stale = one(&mut c, json!({"op": "put", "ns": "app", "key": "round:trip", "value": 3, "ttlSeconds": 60, "expect": v1}));
+    let stale =
+        one(&mut c, json!({"op": "put", "ns": "app", "key": "round:trip", "value": 3, "ttlSeconds": 60, "expect": v1}));
     assert_eq!((stale["applied"].clone(), stale["reason"].clone()), (json!(false), json!("version")));
     assert_eq!((stale["version"].clone(), stale["value"].clone()), (v2["version"].clone(), json!(2)));
-    let absent = one(&mut c, json!({"op": "put", "ns": "app", "key": "fence", "value": 1, "ttlSeconds": 60, "expect": 42}));
+    let absent =
+        one(&mut c, json!({"op": "put", "ns": "app", "key": "fence", "value": 1, "ttlSeconds": 60, "expect": 42}));
     assert_eq!((absent["reason"].clone(), absent["version"].clone()), (json!("absent"), json!(0)));
     assert_eq!(one(&mut c, json!({"op": "get", "ns": "app", "key": "fence"}))["found"], json!(false));
-    let exists = one(&mut c, json!({"op": "putIfAbsent", "ns": "app", "key": "round:trip", "value": 9, "ttlSeconds": 60}));
+    let exists =
+        one(&mut c, json!({"op": "putIfAbsent", "ns": "app", "key": "round:trip", "value": 9, "ttlSeconds": 60}));
     assert_eq!((exists["reason"].clone(), exists["value"].clone()), (json!("exists"), json!(2)));
 
     // check writes nothing; delete is idempotent and says so.
     let v = v2["version"].as_i64().unwrap();
-    assert_eq!(one(&mut c, json!({"op": "check", "ns": "app", "key": "round:trip", "expect": v}))["applied"], json!(true));
-    assert_eq!(one(&mut c, json!({"op": "check", "ns": "app", "key": "round:trip", "expect": 0}))["reason"], json!("exists"));
-    assert_eq!(one(&mut c, json!({"op": "delete", "ns": "app", "key": "round:trip", "expect": v + 1}))["reason"], json!("version"));
+    assert_eq!(
+        one(&mut c, json!({"op": "check", "ns": "app", "key": "round:trip", "expect": v}))["applied"],
+        json!(true)
+    );
+    assert_eq!(
+        one(&mut c, json!({"op": "check", "ns": "app", "key": "round:trip", "expect": 0}))["reason"],
+        json!("exists")
+    );
+    assert_eq!(
+        one(&mut c, json!({"op": "delete", "ns": "app", "key": "round:trip", "expect": v + 1}))["reason"],
+        json!("version")
+    );
     assert_eq!(one(&mut c, json!({"op": "delete", "ns": "app", "key": "round:trip"}))["applied"], json!(true));
     let again = one(&mut c, json!({"op": "delete", "ns": "app", "key": "round:trip"}));
     assert_eq!((again["applied"].clone(), again["reason"].clone()), (json!(false), json!("absent")));
     // A key written again after a delete never repeats a version.
-    let reborn = one(&mut c, json!({"op": "putIfAbsent", "ns": "app", "key": "round:trip", "value": 1, "ttlSeconds": 60}));
+    let reborn =
+        one(&mut c, json!({"op": "putIfAbsent", "ns": "app", "key": "round:trip", "value": 1, "ttlSeconds": 60}));
     assert!(reborn["version"].as_i64().unwrap() > v, "{reborn}");
 
     // incr: refused past max (spending nothing), the first of a window too, and not of a string.
@@ -69,12 +92,18 @@ fn operations_and_their_answers() {
         assert_eq!((r["applied"].clone(), r["value"].clone()), (json!(true), json!(want)));
     }
     let refused = one(&mut c, json!({"op": "incr", "ns": "app", "key": "limit", "max": 3, "ttlSeconds": 60}));
-    assert_eq!((refused["applied"].clone(), refused["reason"].clone(), refused["value"].clone()), (json!(false), json!("limit"), json!(3)));
+    assert_eq!(
+        (refused["applied"].clone(), refused["reason"].clone(), refused["value"].clone()),
+        (json!(false), json!("limit"), json!(3))
+    );
     let first = one(&mut c, json!({"op": "incr", "ns": "app", "key": "shot", "delta": 10, "max": 5, "ttlSeconds": 60}));
     assert_eq!(first["reason"], json!("limit"));
     assert_eq!(one(&mut c, json!({"op": "get", "ns": "app", "key": "shot"}))["found"], json!(false));
     one(&mut c, json!({"op": "put", "ns": "app", "key": "word", "value": "x", "ttlSeconds": 60}));
-    assert_eq!(one(&mut c, json!({"op": "incr", "ns": "app", "key": "word", "ttlSeconds": 60}))["reason"], json!("type"));
+    assert_eq!(
+        one(&mut c, json!({"op": "incr", "ns": "app", "key": "word", "ttlSeconds": 60}))["reason"],
+        json!("type")
+    );
 
     // getMany answers rows in the order asked and names the missing; a batch is index-aligned.
     let many = one(&mut c, json!({"op": "getMany", "ns": "app", "keys": ["limit", "nope", "null"]}));
@@ -95,8 +124,9 @@ fn operations_and_their_answers() {
 fn prefixes_page_in_key_order_and_take_metacharacters_as_data() {
     let db = TestDb::new("kv_prefix");
     let mut c = db.connect();
-    let ops: Vec<Value> =
-        (0..5).map(|i| json!({"op": "put", "ns": "p", "key": format!("walk:{i}"), "value": i, "ttlSeconds": 60})).collect();
+    let ops: Vec<Value> = (0..5)
+        .map(|i| json!({"op": "put", "ns": "p", "key": format!("walk:{i}"), "value": i, "ttlSeconds": 60}))
+        .collect();
     kv(&mut c, Value::Array(ops));
     for k in ["walk;", "walk", "walk%_:x", "wal"] {
         one(&mut c, json!({"op": "put", "ns": "p", "key": k, "value": 0, "ttlSeconds": 60}));
@@ -117,7 +147,10 @@ fn prefixes_page_in_key_order_and_take_metacharacters_as_data() {
     }
     assert_eq!(seen, (0..5).map(|i| format!("walk:{i}")).collect::<Vec<_>>());
     let weird = one(&mut c, json!({"op": "getPrefix", "ns": "p", "prefix": "walk%_", "keysOnly": true}));
-    assert_eq!(weird["rows"], json!([{"key": "walk%_:x", "version": weird["rows"][0]["version"], "expiresAt": weird["rows"][0]["expiresAt"], "updatedAt": weird["rows"][0]["updatedAt"]}]));
+    assert_eq!(
+        weird["rows"],
+        json!([{"key": "walk%_:x", "version": weird["rows"][0]["version"], "expiresAt": weird["rows"][0]["expiresAt"], "updatedAt": weird["rows"][0]["updatedAt"]}])
+    );
     // The page is a range of the primary key, not a scan of the namespace.
     let plan: String = c
         .query(
@@ -144,7 +177,10 @@ fn an_expired_key_is_gone_at_once_and_maintenance_deletes_it() {
     assert_eq!(later["value"], json!(2));
     // Await the expiry by the server's clock (a condition, not a fixed sleep).
     for _ in 0..100 {
-        let gone: bool = c.query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE namespace = 'e'", &[]).unwrap().get(0);
+        let gone: bool = c
+            .query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE namespace = 'e'", &[])
+            .unwrap()
+            .get(0);
         if gone {
             break;
         }
@@ -154,13 +190,19 @@ fn an_expired_key_is_gone_at_once_and_maintenance_deletes_it() {
     assert_eq!(one(&mut c, json!({"op": "getMany", "ns": "e", "keys": ["short"]}))["missing"], json!(["short"]));
     // The row is still there, and counts as nothing: putIfAbsent wins over it, and an incr of
     // an expired object starts from zero with its own ttl.
-    assert_eq!(one(&mut c, json!({"op": "putIfAbsent", "ns": "e", "key": "short", "value": 1, "ttlSeconds": 60}))["applied"], json!(true));
+    assert_eq!(
+        one(&mut c, json!({"op": "putIfAbsent", "ns": "e", "key": "short", "value": 1, "ttlSeconds": 60}))["applied"],
+        json!(true)
+    );
     let restarted = one(&mut c, json!({"op": "incr", "ns": "e", "key": "window", "ttlSeconds": 60}));
     assert_eq!(restarted["value"], json!(1));
     assert_ne!(restarted["expiresAt"], window["expiresAt"]);
     one(&mut c, json!({"op": "put", "ns": "e", "key": "dead", "value": 1, "ttlSeconds": 1}));
     for _ in 0..100 {
-        let gone: bool = c.query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE key = 'dead'", &[]).unwrap().get(0);
+        let gone: bool = c
+            .query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE key = 'dead'", &[])
+            .unwrap()
+            .get(0);
         if gone {
             break;
         }
@@ -257,7 +299,10 @@ fn keys_commit_and_roll_back_with_the_callers_transaction() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(rows.len(), 1);
-    assert_eq!((rows[0]["applied"].clone(), rows[0]["reason"].clone(), rows[0]["required"].clone()), (json!(false), json!("exists"), json!(true)));
+    assert_eq!(
+        (rows[0]["applied"].clone(), rows[0]["reason"].clone(), rows[0]["required"].clone()),
+        (json!(false), json!("exists"), json!(true))
+    );
 }
 
 #[test]
@@ -285,7 +330,9 @@ fn namespaces_are_granted_like_queues() {
     assert_eq!(kv_err(&mut w, mixed).0, "42501");
     assert_eq!(kv(&mut admin, json!([{"op": "get", "ns": "orders", "key": "k2"}]))[0]["found"], json!(false));
     // Grants of a queue are not grants of a namespace of the same name.
-    admin.query("SELECT queen_grant('billing', $1::text::regrole, ARRAY['push', 'pop', 'read'])", &[&stranger]).unwrap();
+    admin
+        .query("SELECT queen_grant('billing', $1::text::regrole, ARRAY['push', 'pop', 'read'])", &[&stranger])
+        .unwrap();
     assert_eq!(kv_err(&mut s, json!([{"op": "get", "ns": "billing", "key": "k"}])).0, "42501");
     // The table itself is closed.
     let e = s.query("SELECT * FROM queen.kv", &[]).unwrap_err();
@@ -309,7 +356,11 @@ fn bad_input_is_22023_and_changes_nothing() {
         assert!(msg.contains(why), "{msg} should name {why}");
     }
     // Deeper than serde's limit: refused with a message, not a crash.
-    let deep = format!("[{{\"op\": \"put\", \"ns\": \"a\", \"key\": \"k\", \"ttlSeconds\": 1, \"value\": {}{}}}]", "[".repeat(5000), "]".repeat(5000));
+    let deep = format!(
+        "[{{\"op\": \"put\", \"ns\": \"a\", \"key\": \"k\", \"ttlSeconds\": 1, \"value\": {}{}}}]",
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
     let e = c.query("SELECT * FROM queen_kv($1::text::jsonb)", &[&deep]).unwrap_err();
     assert_eq!(sqlstate(&e), "22023", "{e}");
     let e = c.query("SELECT * FROM queen_kv(NULL)", &[]).unwrap_err();

@@ -634,3 +634,71 @@ pub(super) fn side(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     }
     out
 }
+
+/// Key/value (issue 24, `kv` steps): in commit order, the committed increments of a counter
+/// answer 1, 2, 3, ... (no increment lost or counted twice), and the committed claims and
+/// releases of a key alternate, starting with a claim (no two holders); the table ends as they
+/// say: each counter at its number of committed increments, each key held or not.
+pub(super) fn kv(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut incrs: BTreeMap<u8, Vec<(usize, usize, i64)>> = BTreeMap::new();
+    let mut claims: BTreeMap<u8, Vec<(usize, usize, bool)>> = BTreeMap::new();
+    for t in &run.history {
+        for (i, e) in t.events.iter().enumerate() {
+            match e {
+                Event::KvIncr { key, value } => incrs.entry(*key).or_default().push((t.commit, i, *value)),
+                Event::KvClaimed { key } => claims.entry(*key).or_default().push((t.commit, i, true)),
+                Event::KvReleased { key } => claims.entry(*key).or_default().push((t.commit, i, false)),
+                _ => {}
+            }
+        }
+    }
+    let stored: HashMap<String, serde_json::Value> = k
+        .query("SELECT key, value FROM queen.kv WHERE namespace = $1", &[&super::KV_NAMESPACE])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, serde_json::Value>(1)))
+        .collect();
+    for key in 0..super::KV_KEYS {
+        let mut seq = incrs.remove(&key).unwrap_or_default();
+        seq.sort();
+        let values: Vec<i64> = seq.iter().map(|x| x.2).collect();
+        let want: Vec<i64> = (1..=values.len() as i64).collect();
+        if values != want {
+            out.push(Violation {
+                kind: "kv increment lost",
+                detail: format!("counter c{key}: committed increments answered {values:?} in commit order"),
+            });
+        }
+        let stored_count = stored.get(&format!("c{key}")).and_then(|v| v.as_i64()).unwrap_or(0);
+        if stored_count != values.len() as i64 {
+            out.push(Violation {
+                kind: "kv increment lost",
+                detail: format!("counter c{key} holds {stored_count} after {} committed increments", values.len()),
+            });
+        }
+        let mut seq = claims.remove(&key).unwrap_or_default();
+        seq.sort();
+        let mut held = false;
+        for &(commit, _, claim) in &seq {
+            if claim == held {
+                out.push(Violation {
+                    kind: "kv two holders",
+                    detail: format!(
+                        "key k{key}: a {} committed at step {commit} while the key was {}",
+                        if claim { "claim" } else { "release" },
+                        if held { "held" } else { "free" }
+                    ),
+                });
+            }
+            held = claim;
+        }
+        if stored.contains_key(&format!("k{key}")) != held {
+            out.push(Violation {
+                kind: "kv two holders",
+                detail: format!("key k{key}: the table says {}, the committed history {held}", !held),
+            });
+        }
+    }
+    out
+}

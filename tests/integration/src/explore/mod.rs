@@ -29,7 +29,7 @@ mod schedule;
 
 pub use check::Violation;
 pub use schedule::{
-    Grp, Item, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS, SIDE_QUEUES,
+    Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS, SIDE_QUEUES,
 };
 
 pub use crate::Server;
@@ -180,6 +180,18 @@ pub enum Event {
     SideDeleted {
         q: u8,
         group: Option<u8>,
+    },
+    /// Key/value (issue 24): an increment of counter `key` that applied, with the value it
+    /// answered; a claim (putIfAbsent) and a release (delete) of claim key `key` that applied.
+    KvIncr {
+        key: u8,
+        value: i64,
+    },
+    KvClaimed {
+        key: u8,
+    },
+    KvReleased {
+        key: u8,
     },
 }
 
@@ -371,6 +383,10 @@ fn classify(e: &postgres::Error) -> Failure {
 /// What queen's tables hold, as `c` sees them (its own transaction's changes included): every
 /// row but the cursors' `updated_at`, and the business writes. (queen.cluster is left out: the
 /// rebase after a restore commits on its own, by design.)
+/// The key/value namespace of the explorer's kv steps, and how many keys of each kind.
+pub const KV_NAMESPACE: &str = "ek";
+pub const KV_KEYS: u8 = 3;
+
 const FINGERPRINT: &str = "
     SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) FROM (
         SELECT 'm' || m::text FROM queen.messages m
@@ -382,6 +398,7 @@ const FINGERPRINT: &str = "
         UNION ALL SELECT 'p' || p::text FROM queen.privileges p
         UNION ALL SELECT 'q' || q::text FROM queen.queues q
         UNION ALL SELECT 't' || t::text FROM queen.partitions t
+        UNION ALL SELECT 'k' || k::text FROM queen.kv k
         UNION ALL SELECT 'a' || a::text FROM applied a) AS u(x)";
 
 fn fingerprint(c: &mut Client) -> Option<String> {
@@ -418,7 +435,8 @@ impl<'a> Run<'a> {
         let mut c = connect_retrying(&server.conninfo(name, "postgres"));
         c.batch_execute(&format!(
             "SELECT queen_configure('{QUEUE}', '{{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 100}}');
-             SELECT queen_grant('{QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop']);"
+             SELECT queen_grant('{QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop']);
+             SELECT queen_grant('{KV_NAMESPACE}', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);"
         ))
         .unwrap();
         for (q, _) in SIDE_QUEUES.iter().enumerate() {
@@ -756,6 +774,7 @@ impl<'a> Run<'a> {
             }
             Step::Push { c, items, batch } => self.push(step, *c, items, *batch),
             Step::Side { c, q, op } => self.side(step, *c, *q, op),
+            Step::Kv { c, op } => self.kv(step, *c, *op),
             Step::Fill { c, partition, n, consume } => {
                 let items: Vec<Item> = (0..*n).map(|_| Item { partition: *partition, key: None }).collect();
                 let pushed = self.push(step, *c, &items, true);
@@ -1076,6 +1095,38 @@ impl<'a> Run<'a> {
 
     /// A step on a side queue. Any of them may wait for a delete of the queue or group that
     /// another transaction holds open (and a delete for them): a wait is rolled back.
+    /// A key/value operation: recorded when it applied. A write waits for a transaction that
+    /// holds the key (row lock): such a wait is no violation.
+    fn kv(&mut self, step: &Step, c: usize, op: KvOp) -> bool {
+        let one = match op {
+            KvOp::Incr(n) => json!({"op": "incr", "ns": KV_NAMESPACE, "key": format!("c{n}"), "forever": true}),
+            KvOp::Claim(n) => {
+                json!({"op": "putIfAbsent", "ns": KV_NAMESPACE, "key": format!("k{n}"), "value": c, "forever": true})
+            }
+            KvOp::Release(n) => json!({"op": "delete", "ns": KV_NAMESPACE, "key": format!("k{n}")}),
+        };
+        let r = self.exec(c, |k| {
+            k.query_one("SELECT r FROM queen_kv($1) AS r", &[&Value::Array(vec![one])]).map(|r| r.get::<_, Value>(0))
+        });
+        match r {
+            Ok(r) => {
+                if r["applied"] == json!(true) {
+                    let event = match op {
+                        KvOp::Incr(key) => Event::KvIncr { key, value: r["value"].as_i64().unwrap_or(-1) },
+                        KvOp::Claim(key) => Event::KvClaimed { key },
+                        KvOp::Release(key) => Event::KvReleased { key },
+                    };
+                    self.record(c, vec![event]);
+                }
+                true
+            }
+            Err(f) => {
+                self.failed(step, f, true);
+                false
+            }
+        }
+    }
+
     fn side(&mut self, step: &Step, c: usize, q: u8, op: &SideOp) -> bool {
         let queue = SIDE_QUEUES[q as usize];
         let group_name = |g: u8| format!("r{g}");
@@ -1823,6 +1874,8 @@ impl<'a> Run<'a> {
         self.violations.extend(violations);
         let side = check::side(&self, &mut drainer);
         self.violations.extend(side);
+        let kv = check::kv(&self, &mut drainer);
+        self.violations.extend(kv);
         let outcome = Outcome {
             violations: std::mem::take(&mut self.violations),
             steps: self.step,
@@ -2090,7 +2143,16 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
         930..=944 => Step::Sleep(if rng.random_bool(0.5) { 1100 } else { 150 }),
         945..=959 => Step::Terminate(c),
         960..=964 if cfg.other.is_some() => Step::Restore { ahead: rng.random_bool(0.3) },
-        490..=619 | 965..=979 | 990..=999 => {
+        490..=524 => {
+            let n = rng.random_range(0..KV_KEYS);
+            let op = match rng.random_range(0..100) {
+                0..=49 => KvOp::Incr(n),
+                50..=79 => KvOp::Claim(n),
+                _ => KvOp::Release(n),
+            };
+            Step::Kv { c, op }
+        }
+        525..=619 | 965..=979 | 990..=999 => {
             let q = rng.random_range(0..SIDE_QUEUES.len() as u8);
             let op = match rng.random_range(0..100) {
                 0..=34 => SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)),

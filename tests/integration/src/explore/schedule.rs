@@ -186,6 +186,15 @@ pub enum SideOp {
     FirstPop(u8),
 }
 
+/// A key/value operation (queen_kv) on namespace `ek`: an increment of counter `c{n}`, a
+/// claim (putIfAbsent) or a release (delete) of key `k{n}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvOp {
+    Incr(u8),
+    Claim(u8),
+    Release(u8),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     Begin(usize),
@@ -282,6 +291,10 @@ pub enum Step {
         ahead: bool,
     },
     /// A step on side queue `q` (`SIDE_QUEUES`).
+    Kv {
+        c: usize,
+        op: KvOp,
+    },
     Side {
         c: usize,
         q: u8,
@@ -310,7 +323,8 @@ impl Step {
             | Step::AckLease { c, .. }
             | Step::Seek { c, .. }
             | Step::Grant { c, .. }
-            | Step::Side { c, .. } => Some(*c),
+            | Step::Side { c, .. }
+            | Step::Kv { c, .. } => Some(*c),
             Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Move | Step::Restore { .. } => None,
         }
     }
@@ -384,6 +398,11 @@ impl fmt::Display for Step {
             Step::Crash => write!(f, "crash"),
             Step::Move => write!(f, "move"),
             Step::Restore { ahead } => write!(f, "restore {}", if *ahead { "ahead" } else { "behind" }),
+            Step::Kv { c, op } => match op {
+                KvOp::Incr(n) => write!(f, "{c} kv incr {n}"),
+                KvOp::Claim(n) => write!(f, "{c} kv claim {n}"),
+                KvOp::Release(n) => write!(f, "{c} kv release {n}"),
+            },
             Step::Side { c, q, op } => {
                 write!(f, "{c} side {} ", SIDE_QUEUES[*q as usize])?;
                 match op {
@@ -506,6 +525,16 @@ impl FromStr for Step {
                 },
             },
             "delete_group" => Step::DeleteGroup(c),
+            "kv" => {
+                let n = num(at(3)?)?;
+                let op = match at(2)? {
+                    "incr" => KvOp::Incr(n),
+                    "claim" => KvOp::Claim(n),
+                    "release" => KvOp::Release(n),
+                    other => return Err(format!("no kv operation {other}: {line}")),
+                };
+                Step::Kv { c, op }
+            }
             "side" => {
                 let name = at(2)?;
                 let q =
@@ -538,6 +567,9 @@ mod tests {
     fn steps_print_and_parse_back() {
         let steps = [
             Step::Side { c: 1, q: 0, op: SideOp::Push(1) },
+            Step::Kv { c: 2, op: KvOp::Incr(1) },
+            Step::Kv { c: 0, op: KvOp::Claim(0) },
+            Step::Kv { c: 1, op: KvOp::Release(2) },
             Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 2, auto: true } },
             Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 0, auto: false } },
             Step::Side { c: 0, q: 0, op: SideOp::Ack { pick: 1, dlq: true } },
