@@ -22,6 +22,23 @@ fn one(c: &mut Client, op: Value) -> Value {
     kv(c, json!([op])).remove(0)
 }
 
+/// Wait until the server's clock has passed the expiry of `keys` (a condition, not a fixed
+/// sleep; at most 10 s).
+fn await_expired(c: &mut Client, keys: &[&str]) {
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    for _ in 0..200 {
+        let gone: bool = c
+            .query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE key = ANY($1)", &[&keys])
+            .unwrap()
+            .get(0);
+        if gone {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("keys {keys:?} did not expire within 10 s");
+}
+
 #[test]
 fn operations_and_their_answers() {
     let db = TestDb::new("kv_ops");
@@ -176,16 +193,7 @@ fn an_expired_key_is_gone_at_once_and_maintenance_deletes_it() {
     assert_eq!(later["expiresAt"], window["expiresAt"]);
     assert_eq!(later["value"], json!(2));
     // Await the expiry by the server's clock (a condition, not a fixed sleep).
-    for _ in 0..100 {
-        let gone: bool = c
-            .query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE namespace = 'e'", &[])
-            .unwrap()
-            .get(0);
-        if gone {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    await_expired(&mut c, &["short", "window"]);
     assert_eq!(one(&mut c, json!({"op": "get", "ns": "e", "key": "short"}))["found"], json!(false));
     assert_eq!(one(&mut c, json!({"op": "getMany", "ns": "e", "keys": ["short"]}))["missing"], json!(["short"]));
     // The row is still there, and counts as nothing: putIfAbsent wins over it, and an incr of
@@ -198,16 +206,7 @@ fn an_expired_key_is_gone_at_once_and_maintenance_deletes_it() {
     assert_eq!(restarted["value"], json!(1));
     assert_ne!(restarted["expiresAt"], window["expiresAt"]);
     one(&mut c, json!({"op": "put", "ns": "e", "key": "dead", "value": 1, "ttlSeconds": 1}));
-    for _ in 0..100 {
-        let gone: bool = c
-            .query_one("SELECT bool_and(expires_at <= clock_timestamp()) FROM queen.kv WHERE key = 'dead'", &[])
-            .unwrap()
-            .get(0);
-        if gone {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    await_expired(&mut c, &["dead"]);
     let report: Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
     assert_eq!(report["kv_expired"], json!(1), "{report}");
     let left: i64 = c.query_one("SELECT count(*) FROM queen.kv WHERE namespace = 'e'", &[]).unwrap().get(0);
