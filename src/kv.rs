@@ -37,6 +37,7 @@ const KV_UPDATE: Query = Query { file: SQL, name: "kv_update", args: &[TEXT, TEX
 const KV_DELETE: Query = Query { file: SQL, name: "kv_delete", args: &[TEXT, TEXT] };
 const KV_GET_MANY: Query = Query { file: SQL, name: "kv_get_many", args: &[TEXT, TEXTS, TSTZ] };
 const KV_PREFIX: Query = Query { file: SQL, name: "kv_prefix", args: &[TEXT, TEXT, TSTZ, TEXT, INT8, BOOL] };
+const KV_PREFIX_OPEN: Query = Query { file: SQL, name: "kv_prefix_open", args: &[TEXT, TEXT, TSTZ, INT8, BOOL] };
 pub const KV_EXPIRE: Query = Query { file: SQL, name: "kv_expire", args: &[TSTZ, INT4] };
 
 /// Bounds of one call.
@@ -44,6 +45,8 @@ pub const MAX_OPS: usize = 1000;
 pub const MAX_NAMESPACE_CHARS: usize = 128;
 pub const MAX_KEY_CHARS: usize = 1024;
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
+/// The whole `operations` argument, as JSON text.
+pub const MAX_CALL_BYTES: usize = 16 << 20;
 pub const MAX_TTL_SECONDS: i64 = 100 * 365 * 86_400;
 pub const MAX_KEYS: usize = 1000;
 pub const DEFAULT_PAGE: i64 = 100;
@@ -426,6 +429,12 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
 
 /// The operations of a call, from its JSON text (an array of at most MAX_OPS objects).
 pub fn parse_all(text: &str) -> QueenResult<Vec<Parsed>> {
+    if text.len() > MAX_CALL_BYTES {
+        return Err(QueenError::invalid(
+            "argument \"operations\"",
+            format!("is {} bytes as JSON, the limit is {MAX_CALL_BYTES}", text.len()),
+        ));
+    }
     let v: Value = serde_json::from_str(text).map_err(|e| {
         QueenError::invalid(
             "argument \"operations\"",
@@ -460,15 +469,14 @@ pub struct Outcome {
 /// Run the operations in order, in the caller's transaction. Privileges are checked for all of
 /// them before anything is read or written.
 pub fn run(ops: &[Parsed]) -> QueenResult<Outcome> {
-    let mut needs: Vec<(&str, Privilege)> = Vec::new();
-    for p in ops {
-        let n = (p.op.namespace(), p.op.privilege());
-        if !needs.contains(&n) {
-            needs.push(n);
+    for privilege in [Privilege::KvRead, Privilege::KvWrite] {
+        let mut namespaces: Vec<&str> =
+            ops.iter().filter(|p| p.op.privilege() == privilege).map(|p| p.op.namespace()).collect();
+        namespaces.sort_unstable();
+        namespaces.dedup();
+        if !namespaces.is_empty() {
+            crate::privilege::require(&namespaces, privilege)?;
         }
-    }
-    for (ns, privilege) in &needs {
-        crate::privilege::require(&[ns], *privilege)?;
     }
     // SAFETY: GetCurrentTimestamp only reads the clock.
     let now: Micros = unsafe { pgrx::pg_sys::GetCurrentTimestamp() };
@@ -485,8 +493,9 @@ pub fn run(ops: &[Parsed]) -> QueenResult<Outcome> {
                 ),
                 Op::GetMany { ns, keys } => {
                     let rows = get_many(s, ns, keys, now);
-                    let missing: Vec<&String> =
-                        keys.iter().filter(|k| !rows.iter().any(|r| r.get("key") == Some(&json!(k)))).collect();
+                    let found: std::collections::HashSet<&str> =
+                        rows.iter().filter_map(|r| r.get("key").and_then(Value::as_str)).collect();
+                    let missing: Vec<&String> = keys.iter().filter(|k| !found.contains(k.as_str())).collect();
                     json!({"rows": rows, "missing": missing, "truncated": false})
                 }
                 Op::GetPrefix { ns, prefix, after, limit, keys_only } => {
@@ -532,7 +541,8 @@ fn get_many(s: &mut Spi, ns: &str, keys: &[String], now: Micros) -> Vec<Map<Stri
     let args: [DatumWithOid; 3] = [ns.into(), keys.to_vec().into(), crate::state::timestamp(now).into()];
     let mut rows: Vec<Map<String, Value>> = KV_GET_MANY.run(s, &args).map(|r| row_object(&r, false)).collect();
     // In the order asked for.
-    rows.sort_by_key(|r| keys.iter().position(|k| r.get("key") == Some(&json!(k))));
+    let order: std::collections::HashMap<&str, usize> = keys.iter().enumerate().map(|(i, k)| (k.as_str(), i)).collect();
+    rows.sort_by_key(|r| r.get("key").and_then(Value::as_str).and_then(|k| order.get(k).copied()));
     rows
 }
 
@@ -550,15 +560,18 @@ fn prefix_page(
         Some(a) if a >= prefix => (a, true),
         _ => (prefix, false),
     };
-    let args: [DatumWithOid; 6] = [
-        ns.into(),
-        from.into(),
-        crate::state::timestamp(now).into(),
-        prefix_end(prefix).into(),
-        (limit + 1).into(),
-        exclusive.into(),
-    ];
-    let mut rows: Vec<Map<String, Value>> = KV_PREFIX.run(s, &args).map(|r| row_object(&r, keys_only)).collect();
+    let at = crate::state::timestamp(now);
+    let mut rows: Vec<Map<String, Value>> = match prefix_end(prefix) {
+        Some(end) => {
+            let args: [DatumWithOid; 6] =
+                [ns.into(), from.into(), at.into(), end.into(), (limit + 1).into(), exclusive.into()];
+            KV_PREFIX.run(s, &args).map(|r| row_object(&r, keys_only)).collect()
+        }
+        None => {
+            let args: [DatumWithOid; 5] = [ns.into(), from.into(), at.into(), (limit + 1).into(), exclusive.into()];
+            KV_PREFIX_OPEN.run(s, &args).map(|r| row_object(&r, keys_only)).collect()
+        }
+    };
     let truncated = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
     let next = if truncated { rows.last().and_then(|r| r.get("key").cloned()) } else { None };

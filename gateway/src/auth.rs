@@ -263,9 +263,10 @@ pub fn parse_jwks(text: &str) -> Result<Vec<(Option<String>, Algorithm, Decoding
     let mut keys = Vec::new();
     for jwk in &set.keys {
         let alg = match (&jwk.common.key_algorithm, &jwk.algorithm) {
-            (Some(a), _) => match Algorithm::from_str_lossy(&format!("{a:?}")) {
-                Some(a) => a,
-                None => continue,
+            // The JWK's `alg` (KeyAlgorithm) by its name, when it is a signature algorithm.
+            (Some(a), _) => match format!("{a:?}").parse::<Algorithm>() {
+                Ok(a) => a,
+                Err(_) => continue,
             },
             (None, AlgorithmParameters::RSA(_)) => Algorithm::RS256,
             (None, AlgorithmParameters::EllipticCurve(ec)) => match format!("{:?}", ec.curve).as_str() {
@@ -288,16 +289,6 @@ pub fn parse_jwks(text: &str) -> Result<Vec<(Option<String>, Algorithm, Decoding
         return Err("the JWK Set has no usable public key (RSA, EC P-256/P-384, Ed25519)".into());
     }
     Ok(keys)
-}
-
-trait FromStrLossy: Sized {
-    fn from_str_lossy(s: &str) -> Option<Self>;
-}
-
-impl FromStrLossy for Algorithm {
-    fn from_str_lossy(s: &str) -> Option<Algorithm> {
-        s.parse().ok()
-    }
 }
 
 /// Where cross-site requests may come from, and the request checks of every `/api/v1` route.

@@ -39,15 +39,27 @@ SELECT key, value::text AS value_text, version,
 -- name: kv_prefix
 -- Live keys of namespace $1 from $2 (the prefix, or the page's last key when after it) below
 -- $4 (the first string past every key with the prefix), in key order, at most $5 rows. $6: the
--- page starts after $2 (exclusive) rather than at it.
+-- page starts after $2 (exclusive) rather than at it. Both bounds are conditions of the primary
+-- key's scan: a prefix with few keys reads those, not the rest of the namespace.
 SELECT key, value::text AS value_text, version,
        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS expires_text,
        to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_text
   FROM queen.kv
- WHERE namespace = $1 AND key >= $2 AND ($4 IS NULL OR key < $4) AND (NOT $6 OR key > $2)
+ WHERE namespace = $1 AND key >= $2 AND key < $4 AND (NOT $6 OR key > $2)
    AND (expires_at IS NULL OR expires_at > $3)
  ORDER BY key
  LIMIT $5;
+
+-- name: kv_prefix_open
+-- The same for a prefix of U+10FFFF only, which no string bounds from above.
+SELECT key, value::text AS value_text, version,
+       to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS expires_text,
+       to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_text
+  FROM queen.kv
+ WHERE namespace = $1 AND key >= $2 AND (NOT $5 OR key > $2)
+   AND (expires_at IS NULL OR expires_at > $3)
+ ORDER BY key
+ LIMIT $4;
 
 -- name: kv_expire
 -- Maintenance: at most $2 rows whose expiry passed before $1, skipping rows a writer holds.

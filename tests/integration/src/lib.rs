@@ -244,6 +244,7 @@ pub fn query_file(file: &str) -> &'static str {
         "cluster" => include_str!("../../../sql/queries/cluster.sql"),
         "configure" => include_str!("../../../sql/queries/configure.sql"),
         "discovery" => include_str!("../../../sql/queries/discovery.sql"),
+        "kv" => include_str!("../../../sql/queries/kv.sql"),
         "maintain" => include_str!("../../../sql/queries/maintain.sql"),
         "pop" => include_str!("../../../sql/queries/pop.sql"),
         "push" => include_str!("../../../sql/queries/push.sql"),

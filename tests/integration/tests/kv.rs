@@ -168,18 +168,19 @@ fn prefixes_page_in_key_order_and_take_metacharacters_as_data() {
         weird["rows"],
         json!([{"key": "walk%_:x", "version": weird["rows"][0]["version"], "expiresAt": weird["rows"][0]["expiresAt"], "updatedAt": weird["rows"][0]["updatedAt"]}])
     );
-    // The page is a range of the primary key, not a scan of the namespace.
+    // The page is a range of the primary key, both bounds in the index scan's condition, not a
+    // scan of the rest of the namespace: the kept (generic) plan, planned as queen plans.
+    queen_integration_tests::prepare_query(&mut c, "kv", "kv_prefix", &["text", "text", "timestamptz", "text", "bigint", "boolean"]);
+    c.batch_execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off").unwrap();
     let plan: String = c
-        .query(
-            "EXPLAIN (COSTS OFF) SELECT key FROM queen.kv WHERE namespace = 'p' AND key >= 'walk:' AND key < 'walk;' ORDER BY key LIMIT 3",
-            &[],
-        )
+        .query("EXPLAIN (COSTS OFF) EXECUTE kv_prefix ('p', 'walk:', now(), 'walk;', 3, false)", &[])
         .unwrap()
         .iter()
         .map(|r| r.get::<_, String>(0))
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(plan.contains("kv_pkey"), "{plan}");
+    let cond = plan.lines().find(|l| l.contains("Index Cond")).unwrap_or_else(|| panic!("{plan}"));
+    assert!(plan.contains("kv_pkey") && cond.contains("key >= $2") && cond.contains("key < $4"), "{plan}");
 }
 
 #[test]
@@ -348,6 +349,7 @@ fn bad_input_is_22023_and_changes_nothing() {
         (json!([{"op": "get", "ns": "a", "key": "k"}, {"op": "explode", "ns": "a"}]), "operations[1].op"),
         (json!({"op": "get"}), "must be a JSON array"),
         (Value::Array((0..1001).map(|_| json!({"op": "get", "ns": "a", "key": "k"})).collect()), "limit is 1000"),
+        (Value::Array((0..20).map(|_| json!({"op": "put", "ns": "a", "key": "k", "value": "x".repeat(1 << 20), "forever": true})).collect()), "bytes as JSON"),
     ];
     for (ops, why) in cases {
         let (code, msg) = kv_err(&mut c, ops);
