@@ -10,6 +10,8 @@
 --   call, and its worker's side on Citus, queen.shard_ack_lease.
 -- - queen_kv(operations, required_raises) (issue 24): key/value state in the caller's
 --   transaction (queen.kv, queen.kv_versions); grants kv_read and kv_write on namespaces.
+-- - Timers (issue 24): queen_schedule, queen_cancel_timer, queen_timers and queen.timers.
+-- - Locks and semaphores (issue 24): queen_lock, over key/value rows.
 -- The library refuses a schema of another version until this script has run.
 --
 -- Written by hand from the difference between the two versions' generated install scripts
@@ -540,3 +542,76 @@ CREATE  FUNCTION "queen_kv"(
 VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queen_kv_wrapper';
+
+-- Timers (src/timers.rs, queen_schedule): one row per pending timer, removed when it fires
+-- (its message pushed in the same transaction) or is cancelled. Kept by (queue, key); the
+-- queue by id, derived from its name, as everywhere. message_id is the id its message will
+-- have. timers_due serves the firing, earliest first.
+CREATE TABLE queen.timers (
+    queue_id       uuid        NOT NULL,
+    queue          text        NOT NULL,
+    timer_key      text COLLATE "C" NOT NULL,
+    partition      text        NOT NULL,
+    payload        jsonb       NOT NULL,
+    transaction_id text        NOT NULL,
+    message_id     uuid        NOT NULL,
+    trace_id       uuid,
+    deliver_at     timestamptz NOT NULL,
+    scheduled_at   timestamptz NOT NULL,
+    attempts       integer     NOT NULL DEFAULT 0,
+    last_error     text,
+    PRIMARY KEY (queue_id, timer_key)
+);
+CREATE INDEX timers_due ON queen.timers (deliver_at);
+SELECT pg_catalog.pg_extension_config_dump('queen.timers', '');
+-- Their result shapes (src/api/rows.rs).
+CREATE TYPE queen.timer_result AS (queue text, timer_key text, partition text, message_id uuid,
+                                  transaction_id text, deliver_at timestamptz, status text);
+CREATE TYPE queen.timer AS (queue text, timer_key text, partition text, payload jsonb, transaction_id text,
+                            message_id uuid, trace_id uuid, deliver_at timestamptz,
+                            scheduled_at timestamptz, attempts int, last_error text);
+
+-- queen::api::permits::queen_lock
+CREATE  FUNCTION "queen_lock"(
+	"operations" jsonb /* Option < Jsonb > */
+) RETURNS SETOF jsonb /* JsonB */
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_lock_wrapper';
+
+-- queen::api::timers::queen_schedule
+CREATE  FUNCTION "queen_schedule"(
+	"queue" TEXT, /* Option < & str > */
+	"timer_key" TEXT, /* Option < & str > */
+	"payload" jsonb, /* Option < Jsonb > */
+	"deliver_at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"partition" TEXT DEFAULT 'Default', /* Option < & str > */
+	"transaction_id" TEXT DEFAULT NULL, /* Option < & str > */
+	"trace_id" uuid DEFAULT NULL /* Option < Uuid > */
+) RETURNS queen.timer_result /* TimerResultRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_schedule_wrapper';
+
+-- queen::api::timers::queen_cancel_timer
+CREATE  FUNCTION "queen_cancel_timer"(
+	"queue" TEXT, /* Option < & str > */
+	"timer_key" TEXT /* Option < & str > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_cancel_timer_wrapper';
+
+-- queen::api::timers::queen_timers
+CREATE  FUNCTION "queen_timers"(
+	"queue" TEXT, /* Option < & str > */
+	"timer_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"after_key" TEXT DEFAULT NULL, /* Option < & str > */
+	"page" INT DEFAULT NULL /* Option < i32 > */
+) RETURNS SETOF queen.timer /* TimerRow */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_timers_wrapper';

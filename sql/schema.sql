@@ -355,6 +355,27 @@ CREATE TABLE queen.kv (
 );
 CREATE INDEX kv_expiry ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
 
+-- Timers (src/timers.rs, queen_schedule): one row per pending timer, removed when it fires
+-- (its message pushed in the same transaction) or is cancelled. Kept by (queue, key); the
+-- queue by id, derived from its name, as everywhere. message_id is the id its message will
+-- have. timers_due serves the firing, earliest first.
+CREATE TABLE queen.timers (
+    queue_id       uuid        NOT NULL,
+    queue          text        NOT NULL,
+    timer_key      text COLLATE "C" NOT NULL,
+    partition      text        NOT NULL,
+    payload        jsonb       NOT NULL,
+    transaction_id text        NOT NULL,
+    message_id     uuid        NOT NULL,
+    trace_id       uuid,
+    deliver_at     timestamptz NOT NULL,
+    scheduled_at   timestamptz NOT NULL,
+    attempts       integer     NOT NULL DEFAULT 0,
+    last_error     text,
+    PRIMARY KEY (queue_id, timer_key)
+);
+CREATE INDEX timers_due ON queen.timers (deliver_at);
+
 -- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
 -- The functions return them (src/api/rows.rs).
 CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,
@@ -365,6 +386,11 @@ CREATE TYPE queen.message AS (message_id uuid, transaction_id text, queue text, 
                               attempt int);
 CREATE TYPE queen.ack_result AS (idx int, message_id uuid, success boolean, error text,
                                  lease_released boolean, dead_lettered boolean);
+CREATE TYPE queen.timer_result AS (queue text, timer_key text, partition text, message_id uuid,
+                                  transaction_id text, deliver_at timestamptz, status text);
+CREATE TYPE queen.timer AS (queue text, timer_key text, partition text, payload jsonb, transaction_id text,
+                            message_id uuid, trace_id uuid, deliver_at timestamptz,
+                            scheduled_at timestamptz, attempts int, last_error text);
 
 -- Who may use which queue (SPEC §11, src/privilege.rs): one row per (role, queue, privilege);
 -- queue '*' is every queue, present and future. kv_read and kv_write name a key/value
@@ -420,3 +446,4 @@ SELECT pg_catalog.pg_extension_config_dump('queen.privileges', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.maintenance_totals', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.kv', '');
 SELECT pg_catalog.pg_extension_config_dump('queen.kv_versions', '');
+SELECT pg_catalog.pg_extension_config_dump('queen.timers', '');

@@ -127,6 +127,13 @@ impl Jsonb {
         }
     }
 
+    /// Its size in bytes, stored form, uncompressed (what a bound on a stored value counts).
+    pub fn size(self) -> usize {
+        // SAFETY: `self.0` is a live varlena datum (see `elements`); toast_raw_datum_size reads
+        // its header (and a TOAST pointer's, without fetching the value).
+        unsafe { pg_sys::toast_raw_datum_size(self.0) }
+    }
+
     /// The value as JSON text (Postgres's own output of it).
     pub fn to_text(self) -> String {
         // SAFETY: as in `elements`, `root` is a live jsonb container for this call;

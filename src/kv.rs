@@ -253,7 +253,7 @@ pub fn parse(i: usize, v: &Value) -> QueenResult<Parsed> {
     Ok(Parsed { op, required: flag(m, "required", &at("required"))? })
 }
 
-fn kind(v: &Value) -> &'static str {
+pub fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -546,7 +546,7 @@ fn get_many(s: &mut Spi, ns: &str, keys: &[String], now: Micros) -> Vec<Map<Stri
     rows
 }
 
-fn prefix_page(
+pub fn prefix_page(
     s: &mut Spi,
     ns: &str,
     prefix: &str,
@@ -581,7 +581,7 @@ fn prefix_page(
 /// A write: decide on the key's row, locked, and apply. A new key whose insert finds the key
 /// created meanwhile (by a transaction that committed since the lock found nothing) is decided
 /// again on that row.
-fn write(s: &mut Spi, op: &Op, now: Micros) -> QueenResult<Value> {
+pub fn write(s: &mut Spi, op: &Op, now: Micros) -> QueenResult<Value> {
     let (ns, key) = match op {
         Op::Put { ns, key, .. } | Op::Delete { ns, key, .. } | Op::Incr { ns, key, .. } | Op::Check { ns, key, .. } => {
             (ns.as_str(), key.as_str())

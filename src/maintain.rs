@@ -83,6 +83,9 @@ struct Report {
     statistics_refreshed: Vec<String>,
     /// Key/value rows past their expiry, deleted (kv.rs).
     kv_expired: i64,
+    /// Timers whose message was pushed, and timers whose push failed (tried again later).
+    timers_fired: i64,
+    timers_retried: i64,
 }
 
 /// How a pass runs its units of work: `queen_maintain()` runs them all in the caller's
@@ -150,6 +153,8 @@ impl Report {
             "completed_retention_deferred": self.completed_retention_deferred,
             "statistics_refreshed": self.statistics_refreshed,
             "kv_expired": self.kv_expired,
+            "timers_fired": self.timers_fired,
+            "timers_retried": self.timers_retried,
         })
     }
 }
@@ -216,6 +221,16 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
             let deleted = unit(units, |s| crate::kv::expire(s, now, KV_EXPIRE_CHUNK))?;
             r.kv_expired += deleted;
             if deleted < KV_EXPIRE_CHUNK as i64 {
+                break;
+            }
+        }
+        // Timers that are due (timers.rs; the worker fires them at their time, a pass catches
+        // what it has not), a chunk a unit.
+        loop {
+            let fired = unit(units, |_| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK))?;
+            r.timers_fired += fired.fired;
+            r.timers_retried += fired.retried;
+            if !fired.more {
                 break;
             }
         }

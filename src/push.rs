@@ -240,6 +240,22 @@ fn new_result(idx: usize, it: &PushItem, t: &Target, shard: Option<i32>) -> Push
 /// every item's partition has, in the worker that holds it (api/push.rs routes the calls);
 /// None on one server.
 pub fn push(items: Vec<PushItem>, payloads: Payloads, shard: Option<i32>) -> QueenResult<Vec<PushResult>> {
+    push_preset(items, payloads, shard, None)
+}
+
+/// [`push`] on one server with the message ids the items are to have (a timer's, promised
+/// when it was scheduled: timers.rs), one per item.
+pub fn push_with_ids(items: Vec<PushItem>, payloads: Payloads, ids: Vec<uuid::Uuid>) -> QueenResult<Vec<PushResult>> {
+    assert_eq!(items.len(), ids.len(), "queen: one message id per item");
+    push_preset(items, payloads, None, Some(ids))
+}
+
+fn push_preset(
+    items: Vec<PushItem>,
+    payloads: Payloads,
+    shard: Option<i32>,
+    ids: Option<Vec<uuid::Uuid>>,
+) -> QueenResult<Vec<PushResult>> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
@@ -256,6 +272,11 @@ pub fn push(items: Vec<PushItem>, payloads: Payloads, shard: Option<i32>) -> Que
         .collect();
     let mut results: Vec<PushResult> =
         items.iter().zip(&targets).enumerate().map(|(i, (it, t))| new_result(i, it, t, shard)).collect();
+    if let Some(ids) = ids {
+        for (r, id) in results.iter_mut().zip(ids) {
+            r.message_id = to_pg(id);
+        }
+    }
 
     // Shared locks of the queues written (locks.rs): a queen_delete_queue that is open is
     // waited for, and one that comes later waits for this transaction. In id order: two

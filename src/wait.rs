@@ -165,6 +165,7 @@ unsafe extern "C-unwind" fn on_utility(
         drop(in_flight);
         if commit_prepared {
             wake_database();
+            crate::worker::poke();
         }
     }
 }
@@ -253,6 +254,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::route::at_end(true);
             crate::cache::at_commit();
             crate::discovery::at_commit();
+            crate::worker::at_end(true);
             drain(&TAKEN);
             let touched: Vec<(u64, Option<[u8; 16]>)> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
             wake_hinting(&touched);
@@ -261,6 +263,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::route::at_end(false);
             crate::cache::at_abort();
             crate::discovery::at_abort();
+            crate::worker::at_end(false);
             TOUCHED.with(|t| t.borrow_mut().clear());
             wake(&drain(&TAKEN));
         }
@@ -270,6 +273,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::route::at_end(false);
             crate::cache::at_abort();
             crate::discovery::at_abort();
+            crate::worker::at_end(false);
             TOUCHED.with(|t| t.borrow_mut().clear());
             drain(&TAKEN);
         }

@@ -47,10 +47,96 @@ static WORKER_SLOTS: PgLwLock<WorkerSlots> = unsafe { PgLwLock::new(c"queen_work
 /// Whether the slots exist (the library was preloaded).
 static READY: AtomicBool = AtomicBool::new(false);
 
+/// What a worker knows of its database's timers (timers.rs): when the earliest is due, and
+/// where a commit that schedules an earlier one finds the worker's latch. One slot per worker.
+#[derive(Clone, Copy)]
+pub struct TimerSlot {
+    db: u32,
+    /// The worker's PGPROC number + 1 (0: no worker).
+    procno: i32,
+    /// When the earliest pending timer is due (microseconds; i64::MAX: none), as the worker
+    /// last read it, or earlier as a commit that scheduled one told it.
+    next_due: i64,
+    /// The worker is reading `next_due` from the table: every commit that schedules sets its
+    /// latch, so that it reads again rather than keep what it read before that commit.
+    reading: bool,
+}
+
+impl Default for TimerSlot {
+    fn default() -> Self {
+        TimerSlot { db: 0, procno: 0, next_due: i64::MAX, reading: false }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct TimerSlots([TimerSlot; SLOTS]);
+
+impl Default for TimerSlots {
+    fn default() -> Self {
+        TimerSlots([TimerSlot::default(); SLOTS])
+    }
+}
+
+// SAFETY: plain integers, no pointers: valid in any process that maps the segment.
+unsafe impl PGRXSharedMemory for TimerSlots {}
+
+// SAFETY: the name is queen's own; no other shared memory of this library uses it.
+static TIMER_SLOTS: PgLwLock<TimerSlots> = unsafe { PgLwLock::new(c"queen_timer_slots") };
+
+thread_local! {
+    /// The earliest due time this transaction scheduled a timer for, to tell the worker at
+    /// commit.
+    static SCHEDULED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
 /// Called from `_PG_init` when preloading.
 pub fn init_shared() {
     pgrx::pg_shmem_init!(WORKER_SLOTS);
+    pgrx::pg_shmem_init!(TIMER_SLOTS);
     READY.store(true, Ordering::Relaxed);
+}
+
+/// Remember that this transaction scheduled a timer due at `due` (timers.rs).
+pub fn timer_scheduled(due: i64) {
+    if READY.load(Ordering::Relaxed) {
+        SCHEDULED.with(|s| s.set(Some(s.get().map_or(due, |d| d.min(due)))));
+    }
+}
+
+/// At commit (wait.rs): a timer this transaction scheduled is due before the time the
+/// database's worker sleeps until: wake it. At abort: forget.
+pub fn at_end(committed: bool) {
+    let Some(due) = SCHEDULED.with(|s| s.take()) else {
+        return;
+    };
+    if !committed || !READY.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: a plain read of a backend global set when the backend connected.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let mut slots = TIMER_SLOTS.exclusive();
+    for slot in slots.0.iter_mut().filter(|t| t.db == db && t.procno > 0) {
+        if slot.reading || due < slot.next_due {
+            slot.next_due = slot.next_due.min(due);
+            // SAFETY: ProcGlobal lives in shared memory for the server's life; procno - 1 is a
+            // PGPROC number the worker stored (below allProcCount), and any process may set
+            // another's latch (a worker that exited leaves a spurious wake-up to whoever owns
+            // that PGPROC now, which every latch user tolerates).
+            unsafe {
+                let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
+                pg_sys::SetLatch(&mut (*proc_).procLatch);
+            }
+        }
+    }
+}
+
+/// The worker's timer slot (`index` < SLOTS), changed by `f`.
+fn timer_slot<R>(index: usize, f: impl FnOnce(&mut TimerSlot) -> R) -> Option<R> {
+    if index >= SLOTS || !READY.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut slots = TIMER_SLOTS.exclusive();
+    Some(f(&mut slots.0[index]))
 }
 
 fn count(index: usize, f: impl FnOnce(&mut Unrecorded)) {
@@ -134,16 +220,37 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
         }
     });
     log!("queen: maintenance worker for database \"{db}\" started");
+    // SAFETY: a worker's MyProc points to its PGPROC from InitProcess on; MyDatabaseId is set
+    // since it connected.
+    let (procno, db_oid) = unsafe { ((*pg_sys::MyProc).pgprocno + 1, pg_sys::MyDatabaseId.to_u32()) };
+    timer_slot(index, |t| *t = TimerSlot { db: db_oid, procno, next_due: i64::MAX, reading: false });
+    let mut next_pass = std::time::Instant::now();
     loop {
         let interval = Duration::from_secs(gucs::MAINTENANCE_INTERVAL.get().max(1) as u64);
-        if !BackgroundWorker::wait_latch(Some(interval)) {
+        // Sleep until the next pass or the earliest timer, whichever is first (a commit that
+        // schedules an earlier timer sets the latch: at_end).
+        let until_pass = next_pass.saturating_duration_since(std::time::Instant::now());
+        let due = timer_slot(index, |t| t.next_due).unwrap_or(i64::MAX);
+        // SAFETY: GetCurrentTimestamp only reads the clock.
+        let until_due =
+            Duration::from_micros((due.saturating_sub(unsafe { pg_sys::GetCurrentTimestamp() })).max(0) as u64);
+        let sleep = until_pass.min(until_due);
+        if !sleep.is_zero() && !BackgroundWorker::wait_latch(Some(sleep)) {
             break; // SIGTERM, or the postmaster died
+        }
+        if BackgroundWorker::sigterm_received() {
+            break;
         }
         if BackgroundWorker::sighup_received() {
             // SAFETY: between passes the worker is in no transaction and holds no lock, which
             // is where a process's main loop re-reads the configuration files on SIGHUP.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
+        fire_timers(&db, index, interval);
+        if std::time::Instant::now() < next_pass {
+            continue;
+        }
+        next_pass = std::time::Instant::now() + interval;
         // SAFETY: between passes, as above. A background worker has no idle loop that reports
         // for it: without these, pg_stat_activity showed it idle during its passes and, worse,
         // the rows retention deleted never reached pg_stat_all_tables (n_dead_tup) until the
@@ -251,6 +358,66 @@ fn pass(db: &str, index: usize) {
         note_failure(&e, index);
     })
     .execute();
+}
+
+/// How soon the worker looks again at a timer that was due but held by an open transaction.
+const RECHECK_MICROS: i64 = 50_000;
+
+/// Wake the database's worker to fire and read its timers again (after `COMMIT PREPARED`,
+/// whose transaction's timers nobody remembers).
+pub fn poke() {
+    SCHEDULED.with(|s| s.set(Some(i64::MIN)));
+    at_end(true);
+}
+
+/// Fire the database's due timers (timers.rs), a chunk a transaction, and read when the next
+/// is due. An error is logged and rolled back, and the timers are looked at again after
+/// `retry` (the next pass fires them too).
+fn fire_timers(db: &str, index: usize, retry: Duration) {
+    timer_slot(index, |t| t.reading = true);
+    let next = PgTryBuilder::new(|| {
+        let ready = in_transaction(|| {
+            Spi::get_one::<bool>(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'queen') \
+                 AND pg_catalog.to_regclass('queen.timers') IS NOT NULL",
+            )
+            .ok()
+            .flatten()
+            .unwrap_or(false)
+        });
+        if !ready {
+            return None;
+        }
+        loop {
+            // SAFETY: GetCurrentTimestamp only reads the clock.
+            let now = unsafe { pg_sys::GetCurrentTimestamp() };
+            let fired = in_transaction(|| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK));
+            if fired.fired + fired.retried > 0 {
+                debug1!("queen: timers of \"{db}\": {fired:?}");
+            }
+            if !fired.more {
+                break;
+            }
+        }
+        // A due timer left behind (an open transaction that reschedules or cancels it holds
+        // its row) is looked at again shortly, not in a loop: that transaction's commit wakes
+        // the worker if it moved the timer earlier still.
+        // SAFETY: GetCurrentTimestamp only reads the clock.
+        let soon = unsafe { pg_sys::GetCurrentTimestamp() } + RECHECK_MICROS;
+        in_transaction(crate::timers::next_due).map(|due| due.max(soon))
+    })
+    .catch_others(|e| {
+        warning!("queen: firing timers of database \"{db}\" failed, will retry: {e:?}");
+        // SAFETY: as in `pass`: the error was caught and flushed; this rolls its transaction back.
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        // SAFETY: GetCurrentTimestamp only reads the clock.
+        Some(unsafe { pg_sys::GetCurrentTimestamp() } + retry.as_micros() as i64)
+    })
+    .execute();
+    timer_slot(index, |t| {
+        t.next_due = next.unwrap_or(i64::MAX);
+        t.reading = false;
+    });
 }
 
 /// Count the failed pass in queen.maintenance_stats, in a transaction of its own. If that

@@ -162,6 +162,7 @@ WITH existed AS MATERIALIZED (
 ), m AS (DELETE FROM queen.messages WHERE queue_id = $1 AND shard = $2
 ), p AS (DELETE FROM queen.partitions WHERE queue_id = $1 AND shard = $2
 ), q AS (DELETE FROM queen.queues WHERE queue_id = $1 -- [one server]
+), tm AS (DELETE FROM queen.timers WHERE queue_id = $1 -- [one server]
 ), c AS (DELETE FROM queen.cursors WHERE queue_id = $1 AND shard = $2
 ), s AS (DELETE FROM queen.subscriptions WHERE queue_id = $1 AND shard = $2
 ), d AS (DELETE FROM queen.dead_letters WHERE queue_id = $1 AND shard = $2
@@ -174,6 +175,8 @@ SELECT e AS existed FROM existed;
 
 -- name: delete_queue_registry
 -- On Citus, after every shard's part: the queue's registry rows (a reference table, written by
--- the coordinator); whether there were any.
-WITH q AS (DELETE FROM queen.queues WHERE queue_id = $1 RETURNING 1)
+-- the coordinator), and its pending timers (a table of the coordinator's); whether there were
+-- any registry rows.
+WITH q AS (DELETE FROM queen.queues WHERE queue_id = $1 RETURNING 1),
+     tm AS (DELETE FROM queen.timers WHERE queue_id = $1)
 SELECT EXISTS (SELECT 1 FROM q) AS existed;

@@ -125,3 +125,33 @@ result_row!(
         dead_lettered: bool,
     }
 );
+
+result_row!(
+    /// `queen.timer_result`.
+    TimerResultRow = "queen.timer_result" {
+        queue: String,
+        timer_key: String,
+        partition: String,
+        message_id: Uuid,
+        transaction_id: String,
+        deliver_at: TimestampWithTimeZone,
+        status: &'static str,
+    }
+);
+
+result_row!(
+    /// `queen.timer`.
+    TimerRow = "queen.timer" {
+        queue: String,
+        timer_key: String,
+        partition: String,
+        payload: pgrx::JsonB,
+        transaction_id: String,
+        message_id: Uuid,
+        trace_id: Option<Uuid>,
+        deliver_at: TimestampWithTimeZone,
+        scheduled_at: TimestampWithTimeZone,
+        attempts: i32,
+        last_error: Option<String>,
+    }
+);

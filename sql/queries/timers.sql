@@ -1,0 +1,86 @@
+-- Queries of timers (src/timers.rs). Sections are prepared once per backend.
+
+-- name: timer_upsert
+-- Schedule (or reschedule) the timer of key $3 in queue $1 ($2 its name): a new row, or the
+-- row of that key rewritten whole (a rescheduled timer is a new timer under an old name: its
+-- attempts start again). The message id $7 is the one the message will have; the transaction
+-- id defaults to it. `inserted`: no row of that key was pending.
+INSERT INTO queen.timers AS t (queue_id, queue, timer_key, partition, payload, transaction_id, message_id,
+                               trace_id, deliver_at, scheduled_at, attempts, last_error)
+VALUES ($1, $2, $3, $4, $5, COALESCE($6, $7::text), $7, $8, $9, clock_timestamp(), 0, NULL)
+    ON CONFLICT (queue_id, timer_key) DO UPDATE
+   SET queue = EXCLUDED.queue, partition = EXCLUDED.partition, payload = EXCLUDED.payload,
+       transaction_id = EXCLUDED.transaction_id, message_id = EXCLUDED.message_id,
+       trace_id = EXCLUDED.trace_id, deliver_at = EXCLUDED.deliver_at,
+       scheduled_at = EXCLUDED.scheduled_at, attempts = 0, last_error = NULL
+RETURNING (t.xmax::text = '0') AS inserted, t.transaction_id, t.deliver_at;
+
+-- name: timer_cancel
+-- The pending timer of key $2 in queue $1, removed; its transaction id, or no row.
+DELETE FROM queen.timers WHERE queue_id = $1 AND timer_key = $2 RETURNING transaction_id;
+
+-- name: timer_get
+-- The pending timer of key $2 in queue $1.
+SELECT queue, timer_key, partition, payload, transaction_id, message_id, trace_id, deliver_at,
+       scheduled_at, attempts, last_error
+  FROM queen.timers WHERE queue_id = $1 AND timer_key = $2;
+
+-- name: timer_page
+-- Pending timers of queue $1 after key $2 ('' for the first page: keys are not empty), in key
+-- order, at most $3: a range of the primary key.
+SELECT queue, timer_key, partition, payload, transaction_id, message_id, trace_id, deliver_at,
+       scheduled_at, attempts, last_error
+  FROM queen.timers WHERE queue_id = $1 AND timer_key > $2
+ ORDER BY timer_key
+ LIMIT $3;
+
+-- name: timers_take
+-- Up to $2 timers due at $1, earliest first, removed: the rows a transaction that is changing
+-- them (a reschedule, a cancel, another firing) holds are left for later. As one batch of
+-- queen_push items (Queen's wire shape), with their message ids and keys in the same order.
+WITH due AS (
+    SELECT queue_id, timer_key FROM queen.timers
+     WHERE deliver_at <= $1
+     ORDER BY deliver_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), taken AS (
+    DELETE FROM queen.timers t USING due
+     WHERE t.queue_id = due.queue_id AND t.timer_key = due.timer_key
+    RETURNING t.*
+)
+SELECT count(*) AS taken,
+       COALESCE(jsonb_agg(jsonb_build_object('queue', queue, 'partition', partition, 'payload', payload,
+                                             'transactionId', transaction_id, 'traceId', trace_id)
+                          ORDER BY deliver_at, queue_id, timer_key), '[]') AS items,
+       COALESCE(array_agg(message_id ORDER BY deliver_at, queue_id, timer_key), '{}') AS message_ids,
+       COALESCE(array_agg(queue_id ORDER BY deliver_at, queue_id, timer_key), '{}') AS queue_ids,
+       COALESCE(array_agg(timer_key ORDER BY deliver_at, queue_id, timer_key), '{}') AS timer_keys
+  FROM taken;
+
+-- name: timer_take_one
+-- The timer of key $2 in queue $1 if it still is the one with message id $3, removed, as a
+-- batch of one queen_push item.
+WITH taken AS (
+    DELETE FROM queen.timers WHERE queue_id = $1 AND timer_key = $2 AND message_id = $3
+    RETURNING *
+)
+SELECT jsonb_build_array(jsonb_build_object('queue', queue, 'partition', partition, 'payload', payload,
+                                            'transactionId', transaction_id, 'traceId', trace_id)) AS items
+  FROM taken;
+
+-- name: timer_failed
+-- A timer whose message could not be pushed ($4 why): tried again at $5 (a backoff), its
+-- attempts counted. Only if it still is the one with message id $3.
+UPDATE queen.timers
+   SET attempts = attempts + 1, last_error = $4, deliver_at = $5
+ WHERE queue_id = $1 AND timer_key = $2 AND message_id = $3
+RETURNING attempts;
+
+-- name: timers_next
+-- When the earliest pending timer is due (NULL: none).
+SELECT min(deliver_at) AS next_due FROM queen.timers;
+
+-- name: timers_of_queue_delete
+-- A deleted queue's pending timers.
+DELETE FROM queen.timers WHERE queue_id = $1;

@@ -1,0 +1,358 @@
+//! Timers (issue 24): a message scheduled for a time, kept by key until then, that can be
+//! rescheduled or cancelled by that key — what pg-boss and River users schedule jobs with,
+//! and what Queen MQ's `/api/v1/timers` offers.
+//!
+//! - `queen_schedule` writes a row of `queen.timers` in the caller's transaction: it commits or
+//!   rolls back with the caller's other writes (a timer scheduled with an ack exists only if
+//!   the ack committed). Scheduling a key that is pending replaces it whole (a rescheduled
+//!   timer is a new timer under an old name: new message id, attempts from zero).
+//! - When it is due, the timer *fires*: its row is removed and its message pushed, in one
+//!   transaction — the maintenance worker does it (worker.rs wakes at the earliest due time,
+//!   and a commit that schedules an earlier one wakes it), and so does every maintenance pass
+//!   (`queen_maintain()`, for servers without the worker). The message is an ordinary push:
+//!   it takes its place in its partition when it fires, not when it was scheduled, and a
+//!   transaction id already in the partition makes it a duplicate (nothing stored).
+//! - A timer that the transaction changing it holds (an open reschedule or cancel) is left for
+//!   the next firing: a cancel that commits wins, one that rolls back leaves it to fire.
+//!   `cancel` answers false when no timer of the key is pending — it may have fired already.
+//! - A timer whose message cannot be pushed (its queue at `maxSize`) stays pending, tried
+//!   again after a backoff ([`backoff`]), with its attempts and the error kept; the other
+//!   timers of the same firing are not held back.
+//!
+//! The rules are plain Rust, table-tested below; [`fire_due`] and the calls read and write rows.
+
+use crate::error::{shorten, QueenError, QueenResult};
+use crate::jsonb::Jsonb;
+use crate::names::{self, from_pg, to_pg};
+use crate::privilege::{self, Privilege};
+use crate::push::{self, Payloads};
+use crate::spi::types::{INT8, JSONB, TEXT, TSTZ, UUID};
+use crate::spi::{self, Query, Row};
+use crate::state::{self, Micros};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::Uuid;
+
+const SQL: &str = include_str!("../sql/queries/timers.sql");
+const UPSERT: Query =
+    Query { file: SQL, name: "timer_upsert", args: &[UUID, TEXT, TEXT, TEXT, JSONB, TEXT, UUID, UUID, TSTZ] };
+const CANCEL: Query = Query { file: SQL, name: "timer_cancel", args: &[UUID, TEXT] };
+const GET: Query = Query { file: SQL, name: "timer_get", args: &[UUID, TEXT] };
+const PAGE: Query = Query { file: SQL, name: "timer_page", args: &[UUID, TEXT, INT8] };
+const TAKE: Query = Query { file: SQL, name: "timers_take", args: &[TSTZ, INT8] };
+const TAKE_ONE: Query = Query { file: SQL, name: "timer_take_one", args: &[UUID, TEXT, UUID] };
+const FAILED: Query = Query { file: SQL, name: "timer_failed", args: &[UUID, TEXT, UUID, TEXT, TSTZ] };
+const NEXT: Query = Query { file: SQL, name: "timers_next", args: &[] };
+
+/// The longest timer key, in characters.
+pub const MAX_KEY_CHARS: usize = 1024;
+/// The largest payload a timer keeps until it fires, in bytes (stored form).
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+/// How far from now a timer may be due, either way (100 years).
+pub const MAX_DISTANCE_SECONDS: i64 = 100 * 365 * 86_400;
+/// Timers listed per call by default, and at most.
+pub const DEFAULT_PAGE: i64 = 100;
+pub const MAX_PAGE: i64 = 1000;
+/// Timers one firing takes at once.
+pub const FIRE_CHUNK: i64 = 1000;
+/// The longest wait before a timer whose push failed is tried again.
+pub const MAX_BACKOFF_SECONDS: i64 = 300;
+
+/// How long after its `attempts`-th failed push a timer is tried again: 1 s, doubled per
+/// failure, at most [`MAX_BACKOFF_SECONDS`].
+pub fn backoff(attempts: i32) -> Micros {
+    let exp = attempts.clamp(0, 16) as u32;
+    (1i64 << exp).min(MAX_BACKOFF_SECONDS) * 1_000_000
+}
+
+/// Check a timer key (`what` names the argument).
+pub fn check_key(what: &str, key: &str) -> QueenResult<()> {
+    if key.is_empty() {
+        return Err(QueenError::invalid(what, "must not be empty"));
+    }
+    let n = key.chars().count();
+    if n > MAX_KEY_CHARS {
+        return Err(QueenError::invalid(
+            what,
+            format!("is {n} characters long, the limit is {MAX_KEY_CHARS}: \"{}\"", shorten(key)),
+        ));
+    }
+    Ok(())
+}
+
+/// Check a due time against the clock `now`.
+pub fn check_due(what: &str, due: Micros, now: Micros) -> QueenResult<()> {
+    if (due - now).abs() > MAX_DISTANCE_SECONDS * 1_000_000 {
+        return Err(QueenError::invalid(what, format!("must be within {MAX_DISTANCE_SECONDS} seconds of now")));
+    }
+    Ok(())
+}
+
+/// The page size asked for, checked (None: the default).
+pub fn page_size(what: &str, page: Option<i64>) -> QueenResult<i64> {
+    match page {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(n) => Err(QueenError::invalid(what, format!("must be from 1 to {MAX_PAGE}, got {n}"))),
+    }
+}
+
+/// A timer to schedule, its arguments checked by [`schedule`].
+pub struct Schedule<'a> {
+    pub queue: &'a str,
+    pub key: &'a str,
+    pub partition: &'a str,
+    pub payload: Jsonb,
+    pub deliver_at: Micros,
+    pub transaction_id: Option<&'a str>,
+    pub trace_id: Option<Uuid>,
+}
+
+/// What `schedule` did.
+pub struct Scheduled {
+    /// A timer of that key was pending and is replaced.
+    pub rescheduled: bool,
+    pub message_id: Uuid,
+    pub transaction_id: String,
+    pub deliver_at: TimestampWithTimeZone,
+}
+
+/// Schedule (or reschedule) a timer in the caller's transaction. Needs `push` on the queue.
+pub fn schedule(t: Schedule<'_>) -> QueenResult<Scheduled> {
+    check_key("argument \"timer_key\"", t.key)?;
+    if let Some(id) = t.transaction_id {
+        push::check_transaction_id("argument \"transaction_id\"", id)?;
+    }
+    let size = t.payload.size();
+    if size > MAX_PAYLOAD_BYTES {
+        return Err(QueenError::invalid(
+            "argument \"payload\"",
+            format!("is {size} bytes stored, the limit for a timer is {MAX_PAYLOAD_BYTES}"),
+        ));
+    }
+    privilege::require(&[t.queue], Privilege::Push)?;
+    let queue_id = to_pg(names::queue_id(t.queue));
+    // As a push: a queen_delete_queue that is open is waited for, and one that comes later
+    // waits for this transaction (and then removes the timer with the queue).
+    crate::locks::writing(queue_id, Some(t.queue), None)?;
+    let message_id = to_pg(crate::shards::new_message_id(None));
+    let done = spi::connect(|s| -> QueenResult<Scheduled> {
+        check_due("argument \"deliver_at\"", t.deliver_at, state::now(s))?;
+        let args: [DatumWithOid; 9] = [
+            queue_id.into(),
+            t.queue.into(),
+            t.key.into(),
+            t.partition.into(),
+            t.payload.into(),
+            t.transaction_id.into(),
+            message_id.into(),
+            t.trace_id.into(),
+            state::timestamp(t.deliver_at).into(),
+        ];
+        let r = UPSERT.run(s, &args).first();
+        Ok(Scheduled {
+            rescheduled: !r.req::<bool>("inserted"),
+            message_id,
+            transaction_id: r.req("transaction_id"),
+            deliver_at: r.req("deliver_at"),
+        })
+    })?;
+    crate::worker::timer_scheduled(t.deliver_at);
+    Ok(done)
+}
+
+/// Cancel the pending timer of `key` in `queue`: its transaction id, or None when none is
+/// pending (never scheduled, cancelled, or fired already). Needs `push` on the queue.
+pub fn cancel(queue: &str, key: &str) -> QueenResult<Option<String>> {
+    check_key("argument \"timer_key\"", key)?;
+    privilege::require(&[queue], Privilege::Push)?;
+    let queue_id = to_pg(names::queue_id(queue));
+    crate::locks::writing(queue_id, Some(queue), None)?;
+    Ok(spi::connect(|s| CANCEL.run(s, &[queue_id.into(), key.into()]).next().map(|r| r.req("transaction_id"))))
+}
+
+/// A pending timer as listed.
+pub struct Pending {
+    pub queue: String,
+    pub key: String,
+    pub partition: String,
+    pub payload: pgrx::JsonB,
+    pub transaction_id: String,
+    pub message_id: Uuid,
+    pub trace_id: Option<Uuid>,
+    pub deliver_at: TimestampWithTimeZone,
+    pub scheduled_at: TimestampWithTimeZone,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+}
+
+impl Pending {
+    fn from_row(r: &Row<'_>) -> Pending {
+        Pending {
+            queue: r.req("queue"),
+            key: r.req("timer_key"),
+            partition: r.req("partition"),
+            payload: r.req("payload"),
+            transaction_id: r.req("transaction_id"),
+            message_id: r.req("message_id"),
+            trace_id: r.get("trace_id"),
+            deliver_at: r.req("deliver_at"),
+            scheduled_at: r.req("scheduled_at"),
+            attempts: r.req("attempts"),
+            last_error: r.get("last_error"),
+        }
+    }
+}
+
+/// The pending timers of `queue`: the one of `key`, or a page of `page` in key order after
+/// `after` (exclusive). Needs `read` on the queue.
+pub fn pending(queue: &str, key: Option<&str>, after: Option<&str>, page: i64) -> QueenResult<Vec<Pending>> {
+    if let Some(k) = key {
+        check_key("argument \"timer_key\"", k)?;
+    }
+    if let Some(a) = after {
+        check_key("argument \"after_key\"", a)?;
+    }
+    privilege::require(&[queue], Privilege::Read)?;
+    let queue_id = to_pg(names::queue_id(queue));
+    Ok(spi::connect(|s| match key {
+        Some(k) => GET.run(s, &[queue_id.into(), k.into()]).map(|r| Pending::from_row(&r)).collect(),
+        None => {
+            let args: [DatumWithOid; 3] = [queue_id.into(), after.unwrap_or("").into(), page.into()];
+            PAGE.run(s, &args).map(|r| Pending::from_row(&r)).collect()
+        }
+    }))
+}
+
+/// What a firing did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Fired {
+    /// Timers whose message was pushed (or was a duplicate of one in its partition).
+    pub fired: i64,
+    /// Timers whose push failed: tried again after their backoff.
+    pub retried: i64,
+    /// Timers were due past the chunk: call again.
+    pub more: bool,
+}
+
+/// Fire up to `limit` timers due at `now`, in the caller's transaction: each chunk's pushes in
+/// a subtransaction; when that fails, timer by timer, so that one that cannot be pushed is
+/// tried again later and the others fire.
+pub fn fire_due(now: Micros, limit: i64) -> Fired {
+    let mut taken: Vec<(Uuid, String, Uuid)> = Vec::new();
+    let at = state::timestamp(now);
+    let whole = crate::subxact::attempt(|| {
+        spi::connect(|s| -> QueenResult<i64> {
+            let args: [DatumWithOid; 2] = [at.into(), limit.into()];
+            let r = TAKE.run(s, &args).first();
+            let n = r.req::<i64>("taken");
+            if n == 0 {
+                return Ok(0);
+            }
+            let ids: Vec<Uuid> = r.req("message_ids");
+            let queues: Vec<Uuid> = r.req("queue_ids");
+            let keys: Vec<String> = r.req("timer_keys");
+            taken = queues.into_iter().zip(keys).zip(ids.iter().copied()).map(|((q, k), m)| (q, k, m)).collect();
+            push_items(r.req::<Jsonb>("items"), ids)?;
+            Ok(n)
+        })
+    });
+    match whole {
+        Ok(n) => Fired { fired: n, retried: 0, more: n >= limit },
+        Err(_) => {
+            let mut out = Fired { more: taken.len() as i64 >= limit, ..Fired::default() };
+            for (queue_id, key, message_id) in &taken {
+                let one = crate::subxact::attempt(|| {
+                    spi::connect(|s| -> QueenResult<bool> {
+                        let args: [DatumWithOid; 3] = [(*queue_id).into(), key.as_str().into(), (*message_id).into()];
+                        let Some(r) = TAKE_ONE.run(s, &args).next() else {
+                            return Ok(false); // changed or gone meanwhile
+                        };
+                        push_items(r.req::<Jsonb>("items"), vec![*message_id])?;
+                        Ok(true)
+                    })
+                });
+                match one {
+                    Ok(true) => out.fired += 1,
+                    Ok(false) => {}
+                    Err(why) => {
+                        out.retried += 1;
+                        spi::connect(|s| {
+                            let attempts = GET
+                                .run(s, &[(*queue_id).into(), key.as_str().into()])
+                                .next()
+                                .map_or(0, |r| r.req::<i32>("attempts"));
+                            let args: [DatumWithOid; 5] = [
+                                (*queue_id).into(),
+                                key.as_str().into(),
+                                (*message_id).into(),
+                                shorten(&why).into(),
+                                state::timestamp(now + backoff(attempts)).into(),
+                            ];
+                            FAILED.run(s, &args);
+                        });
+                    }
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Push a firing's items (Queen's wire shape) with the message ids their timers promised.
+fn push_items(items: Jsonb, ids: Vec<Uuid>) -> QueenResult<()> {
+    let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array)?;
+    let parsed = push::parse_items(&elements)?;
+    push::push_with_ids(parsed, Payloads::Items(items), ids.into_iter().map(from_pg).collect())?;
+    Ok(())
+}
+
+/// When the earliest pending timer is due (None: none is).
+pub fn next_due() -> Option<Micros> {
+    spi::connect(|s| NEXT.run(s, &[]).first().get::<TimestampWithTimeZone>("next_due").map(state::micros))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_bound() {
+        let table = [(0, 1), (1, 2), (2, 4), (5, 32), (8, 256), (9, 300), (40, 300), (-3, 1)];
+        for (attempts, seconds) in table {
+            assert_eq!(backoff(attempts), seconds * 1_000_000, "attempts {attempts}");
+        }
+    }
+
+    #[test]
+    fn keys_are_bounded() {
+        assert!(check_key("k", "a").is_ok());
+        assert!(check_key("k", &"é".repeat(MAX_KEY_CHARS)).is_ok());
+        let long = check_key("k", &"x".repeat(MAX_KEY_CHARS + 1)).unwrap_err().to_string();
+        assert!(long.contains("1025 characters") && long.contains("limit is 1024"), "{long}");
+        assert!(check_key("k", "").unwrap_err().to_string().contains("must not be empty"));
+    }
+
+    #[test]
+    fn due_times_are_bounded_both_ways() {
+        let now = 1_000_000_000_000;
+        let year = 365 * 86_400 * 1_000_000i64;
+        for (due, ok) in [
+            (now, true),
+            (now - 1, true),
+            (now + 99 * year, true),
+            (now + 101 * year, false),
+            (now - 101 * year, false),
+        ] {
+            assert_eq!(check_due("d", due, now).is_ok(), ok, "due {due}");
+        }
+    }
+
+    #[test]
+    fn pages_are_bounded() {
+        assert_eq!(page_size("p", None).unwrap(), DEFAULT_PAGE);
+        assert_eq!(page_size("p", Some(1)).unwrap(), 1);
+        assert_eq!(page_size("p", Some(MAX_PAGE)).unwrap(), MAX_PAGE);
+        assert!(page_size("p", Some(0)).is_err());
+        assert!(page_size("p", Some(MAX_PAGE + 1)).is_err());
+    }
+}
