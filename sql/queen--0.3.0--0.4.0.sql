@@ -12,6 +12,7 @@
 --   transaction (queen.kv, queen.kv_versions); grants kv_read and kv_write on namespaces.
 -- - Timers (issue 24): queen_schedule, queen_cancel_timer, queen_timers and queen.timers.
 -- - Locks and semaphores (issue 24): queen_lock, over key/value rows.
+-- - queen_message(partition_id, transaction_id) (issue 24): one message and its groups' state.
 -- The library refuses a schema of another version until this script has run.
 --
 -- Written by hand from the difference between the two versions' generated install scripts
@@ -615,3 +616,13 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queen_timers_wrapper';
+
+-- queen::api::admin::queen_message
+CREATE  FUNCTION "queen_message"(
+	"partition_id" uuid, /* Option < Uuid > */
+	"transaction_id" TEXT /* Option < & str > */
+) RETURNS jsonb /* Option < pgrx :: JsonB > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_message_wrapper';

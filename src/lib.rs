@@ -21,6 +21,7 @@ mod kv;
 mod locks;
 mod maintain;
 mod max_wait;
+mod message;
 mod names;
 mod options;
 mod permits;

@@ -111,7 +111,8 @@ pub struct Schedule<'a> {
 pub struct Scheduled {
     /// A timer of that key was pending and is replaced.
     pub rescheduled: bool,
-    pub message_id: Uuid,
+    /// The id its message will have (None on Citus: the worker that stores it mints one).
+    pub message_id: Option<Uuid>,
     pub transaction_id: String,
     pub deliver_at: TimestampWithTimeZone,
 }
@@ -151,7 +152,7 @@ pub fn schedule(t: Schedule<'_>) -> QueenResult<Scheduled> {
         let r = UPSERT.run(s, &args).first();
         Ok(Scheduled {
             rescheduled: !r.req::<bool>("inserted"),
-            message_id,
+            message_id: (!crate::shards::planning_for_citus()).then_some(message_id),
             transaction_id: r.req("transaction_id"),
             deliver_at: r.req("deliver_at"),
         })
@@ -298,12 +299,15 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
     }
 }
 
-/// Push a firing's items (Queen's wire shape) with the message ids their timers promised.
+/// Push a firing's items (Queen's wire shape) with the message ids their timers promised (on
+/// Citus, where a worker mints a message's id, with new ones).
 fn push_items(items: Jsonb, ids: Vec<Uuid>) -> QueenResult<()> {
     let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array)?;
     let parsed = push::parse_items(&elements)?;
-    push::push_with_ids(parsed, Payloads::Items(items), ids.into_iter().map(from_pg).collect())?;
-    Ok(())
+    match crate::route::distributed() {
+        Some(layout) => crate::route::push_batch(&layout, parsed, items).map(|_| ()),
+        None => push::push_with_ids(parsed, Payloads::Items(items), ids.into_iter().map(from_pg).collect()).map(|_| ()),
+    }
 }
 
 /// When the earliest pending timer is due (None: none is).

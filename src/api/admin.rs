@@ -180,3 +180,15 @@ mod queen {
         within(shard, || admin::delete_queue(queue)).or_report(F)
     }
 }
+
+/// `queen_message(partition_id, transaction_id)`: one message and each consumer group's state
+/// of it (message.rs; Queen's message detail), or NULL when there is none the caller may read.
+/// `RETURNS jsonb`.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn queen_message(partition_id: Option<Uuid>, transaction_id: Option<&str>) -> Option<pgrx::JsonB> {
+    const F: &str = "queen_message";
+    let partition_id = partition_id.ok_or(QueenError::NullValue { argument: "partition_id" }).or_report(F);
+    let transaction_id = transaction_id.ok_or(QueenError::NullValue { argument: "transaction_id" }).or_report(F);
+    crate::message::detail(partition_id, transaction_id).or_report(F).map(pgrx::JsonB)
+}

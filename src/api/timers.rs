@@ -84,7 +84,8 @@ fn queen_timers(
         partition: p.partition,
         payload: p.payload,
         transaction_id: p.transaction_id,
-        message_id: p.message_id,
+        // On Citus the message's id is minted when it fires.
+        message_id: (!crate::shards::planning_for_citus()).then_some(p.message_id),
         trace_id: p.trace_id,
         deliver_at: p.deliver_at,
         scheduled_at: p.scheduled_at,

@@ -5,10 +5,13 @@ pub mod ack;
 pub mod configure;
 pub mod kv;
 pub mod lease;
+pub mod locks;
+pub mod messages;
 pub mod ops;
 pub mod pop;
 pub mod push;
 pub mod resources;
+pub mod timers;
 pub mod transaction;
 
 use std::sync::Arc;
@@ -49,6 +52,13 @@ pub fn router(state: AppState, args: &Args) -> Router {
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/transaction", post(transaction::transaction))
         .route("/api/v1/kv", post(kv::kv))
+        .route("/api/v1/timers", post(timers::batch))
+        .route("/api/v1/timers/{queue}", get(timers::list))
+        .route("/api/v1/timers/{queue}/{*key}", get(timers::peek).delete(timers::cancel))
+        .route("/api/v1/locks", post(locks::locks))
+        .route("/api/v1/messages/{partition}/{transaction}", get(messages::message))
+        .route("/api/v1/fetch", post(ops::offset_reads))
+        .route("/api/v1/partitions/changed", post(ops::offset_reads))
         .route("/api/v1/lease/{lease}/extend", post(lease::extend))
         .route("/api/v1/configure", post(configure::configure))
         .route("/api/v1/resources/queues", get(resources::list_queues))

@@ -66,3 +66,20 @@ pub async fn trace(body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
     );
     Ok((StatusCode::CREATED, Json(json!({"success": true, "stored": false, "logged": true}))))
 }
+
+/// `POST /api/v1/fetch` and `POST /api/v1/partitions/changed` (Queen's reads by offset):
+/// refused, 400 with `code: "offset_reads_unsupported"`. queen orders a partition by its
+/// messages' transactions (SPEC §6.1): a transaction that began earlier may commit after later
+/// ones, so a position handed out when a message is written is not the order messages become
+/// visible in, and a reader that went on from offset N could skip a message that appears below
+/// N afterwards. Consumer groups (or a group per reader, with `seek`) give the same reads with
+/// nothing skipped (docs/gateway.md, "Offset reads").
+pub async fn offset_reads() -> ApiError {
+    let mut e = ApiError::bad_request(
+        "reads by offset (fetch, partitions/changed) are not supported by queen: a partition's order is its \
+         messages' commit order, which offsets fixed at write time cannot follow without skipping messages; \
+         read with a consumer group instead (docs/gateway.md, \"Offset reads\")",
+    );
+    e.extra.get_or_insert_with(Default::default).insert("code".into(), json!("offset_reads_unsupported"));
+    e
+}

@@ -1,4 +1,5 @@
-//! `POST /api/v1/transaction`: pushes and acks in one database transaction, all or nothing.
+//! `POST /api/v1/transaction`: pushes and acks, then key/value operations and timers (Queen's
+//! `kv` and `timers` riders), in one database transaction, all or nothing.
 //!
 //! Queen's clients send the acks of a transaction without their lease ids and list the leases
 //! apart, in `requiredLeases`. Queen's server ignores that list, so an ack whose lease ran out
@@ -23,6 +24,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::routes::ack::{self, AckIn, AckResult, QueenAck};
 use crate::routes::kv;
 use crate::routes::push::{self, QueenItem};
+use crate::routes::timers;
 use crate::routes::AppState;
 use crate::wire::{self, Raw};
 
@@ -32,7 +34,7 @@ struct TxBody<'a> {
     operations: Raw<'a>,
     #[serde(borrow, rename = "requiredLeases")]
     required_leases: Raw<'a>,
-    /// Queen's key/value and timer riders (queen-mq 1.3+): kv applied, timers refused.
+    /// Queen's key/value and timer riders (queen-mq 1.3+), applied after the pushes and acks.
     #[serde(borrow)]
     kv: Raw<'a>,
     #[serde(borrow)]
@@ -55,12 +57,15 @@ enum Op<'a> {
 
 pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes) -> ApiResult<Json<Value>> {
     let b: TxBody = wire::body(&body)?;
-    // Timers are not applied yet: a body with a timer part is refused whole (issue 24).
-    if b.timers.is_some_and(|p| p.get().trim() != "null" && p.get().trim() != "[]") {
-        return Err(ApiError::bad_request(
-            "transaction \"timers\" operations are not supported by this gateway yet: nothing of the transaction was applied",
-        ));
-    }
+    // The timers part, applied last in the same database transaction.
+    let timer_ops = match b.timers.map(|p| p.get().trim()).filter(|p| *p != "null" && *p != "[]") {
+        None => Vec::new(),
+        Some(text) => {
+            let v: Value = serde_json::from_str(text)
+                .map_err(|_| timers::coded(ApiError::bad_request("timers must be an array of operations")))?;
+            timers::parse_ops(&v).map_err(timers::coded)?
+        }
+    };
     // The key/value part, applied after the pushes and acks in the same database transaction.
     let kv = match b.kv.map(|p| p.get().trim()).filter(|p| *p != "null" && *p != "[]") {
         None => None,
@@ -79,8 +84,8 @@ pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes
     };
     let ops = match wire::array(b.operations) {
         Some(ops) if !ops.is_empty() => ops,
-        // A bundle of key/value operations alone.
-        None | Some(_) if kv.is_some() => Vec::new(),
+        // A bundle of key/value or timer operations alone.
+        None | Some(_) if kv.is_some() || !timer_ops.is_empty() => Vec::new(),
         None => return Err(ApiError::bad_request("operations array required")),
         Some(_) => return Err(ApiError::bad_request("operations array cannot be empty")),
     };
@@ -145,6 +150,12 @@ pub async fn transaction(State(st): State<AppState>, caller: Caller, body: Bytes
                 refusal["transactionId"] = json!(id);
                 return Ok(Json(refusal));
             }
+        }
+    }
+    if !timer_ops.is_empty() {
+        for mut r in timers::run(&tx, &timer_ops).await.map_err(timers::coded)? {
+            r["type"] = json!("timer");
+            results.push(r);
         }
     }
     tx.commit().await?;
