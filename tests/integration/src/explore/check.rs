@@ -702,3 +702,145 @@ pub(super) fn kv(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     }
     out
 }
+
+/// Timers (issue 24, `kv schedule` / `kv cancel` steps), by key in commit order: no message
+/// of queue `et` but of a committed schedule; a schedule that a later committed reschedule
+/// replaced, or a committed cancel removed, never fired; one that was gone when the next
+/// schedule of its key committed (answered 'scheduled') fired; and the last schedule of a key
+/// not cancelled after it is pending or fired, the pending row of a key being that one.
+pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
+    #[derive(Debug)]
+    enum Op {
+        Schedule { txn: String, replaced: bool },
+        Cancel,
+    }
+    let mut by_key: BTreeMap<u8, Vec<(usize, usize, Op)>> = BTreeMap::new();
+    for t in &run.history {
+        for (i, e) in t.events.iter().enumerate() {
+            match e {
+                Event::TimerScheduled { key, txn, replaced } => {
+                    by_key.entry(*key).or_default().push((t.commit, i, Op::Schedule { txn: txn.clone(), replaced: *replaced }))
+                }
+                Event::TimerCancelled { key } => by_key.entry(*key).or_default().push((t.commit, i, Op::Cancel)),
+                _ => {}
+            }
+        }
+    }
+    let fired: std::collections::HashSet<String> = k
+        .query(
+            "SELECT DISTINCT m.transaction_id FROM queen.messages m JOIN queen.queues q USING (queue_id)
+              WHERE q.name = $1",
+            &[&super::TIMER_QUEUE],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let pending: HashMap<String, String> = k
+        .query("SELECT timer_key, transaction_id FROM queen.timers WHERE queue = $1", &[&super::TIMER_QUEUE])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut out = Vec::new();
+    let committed: std::collections::HashSet<&str> = by_key
+        .values()
+        .flatten()
+        .filter_map(|(_, _, op)| match op {
+            Op::Schedule { txn, .. } => Some(txn.as_str()),
+            Op::Cancel => None,
+        })
+        .collect();
+    for txn in fired.iter().filter(|t| !committed.contains(t.as_str())) {
+        out.push(Violation { kind: "timer fired uncommitted", detail: format!("message {txn} of a schedule that never committed") });
+    }
+    for key in 0..super::KV_KEYS {
+        let mut ops = by_key.remove(&key).unwrap_or_default();
+        ops.sort_by_key(|o| (o.0, o.1));
+        for (j, (commit, _, op)) in ops.iter().enumerate() {
+            let Op::Schedule { txn, .. } = op else { continue };
+            let was_fired = fired.contains(txn);
+            match ops.get(j + 1).map(|o| &o.2) {
+                Some(Op::Schedule { replaced: true, .. }) | Some(Op::Cancel) if was_fired => out.push(Violation {
+                    kind: "timer fired after it was replaced",
+                    detail: format!("timer t{key}: {txn} (committed at step {commit}) fired, though the next committed operation of its key found it pending and removed it"),
+                }),
+                Some(Op::Schedule { replaced: false, .. }) if !was_fired => out.push(Violation {
+                    kind: "timer lost",
+                    detail: format!("timer t{key}: {txn} (committed at step {commit}) was gone when the next schedule of its key committed, and never fired"),
+                }),
+                None if !was_fired && pending.get(&format!("t{key}")) != Some(txn) => out.push(Violation {
+                    kind: "timer lost",
+                    detail: format!("timer t{key}: {txn}, its last schedule (step {commit}), neither fired nor pending (pending: {:?})", pending.get(&format!("t{key}"))),
+                }),
+                _ => {}
+            }
+        }
+        let last_live = match ops.last().map(|o| &o.2) {
+            Some(Op::Schedule { txn, .. }) if !fired.contains(txn) => Some(txn),
+            _ => None,
+        };
+        if let Some(p) = pending.get(&format!("t{key}")) {
+            if Some(p) != last_live {
+                out.push(Violation {
+                    kind: "timer pending wrong",
+                    detail: format!("timer t{key}: {p} is pending; the committed history leaves {last_live:?}"),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Locks (issue 24, `kv acquire` / `kv unlock` steps), by slot in commit order: acquires and
+/// releases alternate, starting with an acquire (never two holders of a slot); a release gives
+/// back the token the last acquire took; tokens only rise; and the table ends as they say.
+pub(super) fn locks(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
+    let mut by_slot: BTreeMap<i64, Vec<(usize, usize, bool, i64)>> = BTreeMap::new();
+    for t in &run.history {
+        for (i, e) in t.events.iter().enumerate() {
+            match e {
+                Event::LockAcquired { slot, token } => by_slot.entry(*slot).or_default().push((t.commit, i, true, *token)),
+                Event::LockReleased { slot, token } => by_slot.entry(*slot).or_default().push((t.commit, i, false, *token)),
+                _ => {}
+            }
+        }
+    }
+    let stored: HashMap<String, i64> = k
+        .query("SELECT key, version FROM queen.kv WHERE namespace = 'queen-locks' AND key LIKE $1", &[&format!("{}#%", super::LOCK_NAME)])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let mut out = Vec::new();
+    if let Some(bad) = by_slot.keys().find(|s| !(0..super::LOCK_LIMIT).contains(*s)) {
+        out.push(Violation { kind: "lock over its limit", detail: format!("a permit of slot {bad} of a lock of {}", super::LOCK_LIMIT) });
+    }
+    for slot in 0..super::LOCK_LIMIT {
+        let mut ops = by_slot.remove(&slot).unwrap_or_default();
+        ops.sort_by_key(|o| (o.0, o.1));
+        let mut held: Option<i64> = None;
+        let mut last_token = 0;
+        for &(commit, _, acquire, token) in &ops {
+            match (acquire, held) {
+                (true, None) if token > last_token => held = Some(token),
+                (false, Some(h)) if h == token => held = None,
+                _ => out.push(Violation {
+                    kind: "lock two holders",
+                    detail: format!(
+                        "slot {slot}: a {} with token {token} committed at step {commit} while the slot was {held:?} (last token {last_token})",
+                        if acquire { "acquire" } else { "release" }
+                    ),
+                }),
+            }
+            if acquire {
+                last_token = last_token.max(token);
+            }
+        }
+        let row = stored.get(&format!("{}#{slot}", super::LOCK_NAME)).copied();
+        if row != held {
+            out.push(Violation { kind: "lock two holders", detail: format!("slot {slot}: the table holds token {row:?}, the committed history {held:?}") });
+        }
+    }
+    out
+}

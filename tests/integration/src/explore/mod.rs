@@ -193,6 +193,26 @@ pub enum Event {
     KvReleased {
         key: u8,
     },
+    /// A timer of key `t{key}` scheduled (committed with its transaction id; `replaced`: the
+    /// answer was 'rescheduled', a pending timer of the key was replaced), and a cancel that
+    /// found one pending.
+    TimerScheduled {
+        key: u8,
+        txn: String,
+        replaced: bool,
+    },
+    TimerCancelled {
+        key: u8,
+    },
+    /// A permit of lock `el` taken (slot, token), and one given back by its token.
+    LockAcquired {
+        slot: i64,
+        token: i64,
+    },
+    LockReleased {
+        slot: i64,
+        token: i64,
+    },
 }
 
 /// A side queue's delivery a connection received: what side acks pick from.
@@ -334,6 +354,8 @@ pub struct Run<'a> {
     /// When steps began (step, seconds since the epoch by this machine's clock, which the
     /// server shares): a lower bound of when what a step committed became visible.
     step_times: Vec<(usize, f64)>,
+    /// Permits of the lock steps taken (slot, token), oldest first, not given back yet.
+    permits: Vec<(i64, i64)>,
 }
 
 fn connect_retrying(info: &str) -> Client {
@@ -386,6 +408,10 @@ fn classify(e: &postgres::Error) -> Failure {
 /// The key/value namespace of the explorer's kv steps, and how many keys of each kind.
 pub const KV_NAMESPACE: &str = "ek";
 pub const KV_KEYS: u8 = 3;
+/// The queue of the timer steps, and the lock (of LOCK_LIMIT slots) of the lock steps.
+pub const TIMER_QUEUE: &str = "et";
+pub const LOCK_NAME: &str = "el";
+pub const LOCK_LIMIT: i64 = 2;
 
 const FINGERPRINT: &str = "
     SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) FROM (
@@ -399,6 +425,7 @@ const FINGERPRINT: &str = "
         UNION ALL SELECT 'q' || q::text FROM queen.queues q
         UNION ALL SELECT 't' || t::text FROM queen.partitions t
         UNION ALL SELECT 'k' || k::text FROM queen.kv k
+        UNION ALL SELECT 'x' || x::text FROM queen.timers x
         UNION ALL SELECT 'a' || a::text FROM applied a) AS u(x)";
 
 fn fingerprint(c: &mut Client) -> Option<String> {
@@ -436,7 +463,9 @@ impl<'a> Run<'a> {
         c.batch_execute(&format!(
             "SELECT queen_configure('{QUEUE}', '{{\"leaseTime\": 1, \"retryLimit\": 2, \"retryDelay\": 100}}');
              SELECT queen_grant('{QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop']);
-             SELECT queen_grant('{KV_NAMESPACE}', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);"
+             SELECT queen_grant('{KV_NAMESPACE}', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);
+             SELECT queen_grant('{TIMER_QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop', 'read']);
+             SELECT queen_grant('queen-locks', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);"
         ))
         .unwrap();
         for (q, _) in SIDE_QUEUES.iter().enumerate() {
@@ -469,6 +498,7 @@ impl<'a> Run<'a> {
             scan_limit: 0,
             side_gone: Vec::new(),
             step_times: Vec::new(),
+            permits: Vec::new(),
             first_pop: None,
             side_deliveries: Vec::new(),
             passes: 0,
@@ -1098,12 +1128,18 @@ impl<'a> Run<'a> {
     /// A key/value operation: recorded when it applied. A write waits for a transaction that
     /// holds the key (row lock): such a wait is no violation.
     fn kv(&mut self, step: &Step, c: usize, op: KvOp) -> bool {
+        match op {
+            KvOp::Schedule { .. } | KvOp::Cancel(_) => return self.timer(step, c, op),
+            KvOp::Acquire | KvOp::Unlock => return self.lock(step, c, op),
+            _ => {}
+        }
         let one = match op {
             KvOp::Incr(n) => json!({"op": "incr", "ns": KV_NAMESPACE, "key": format!("c{n}"), "forever": true}),
             KvOp::Claim(n) => {
                 json!({"op": "putIfAbsent", "ns": KV_NAMESPACE, "key": format!("k{n}"), "value": c, "forever": true})
             }
             KvOp::Release(n) => json!({"op": "delete", "ns": KV_NAMESPACE, "key": format!("k{n}")}),
+            _ => unreachable!("timer and lock steps are run apart"),
         };
         let r = self.exec(c, |k| {
             k.query_one("SELECT r FROM queen_kv($1) AS r", &[&Value::Array(vec![one])]).map(|r| r.get::<_, Value>(0))
@@ -1115,8 +1151,81 @@ impl<'a> Run<'a> {
                         KvOp::Incr(key) => Event::KvIncr { key, value: r["value"].as_i64().unwrap_or(-1) },
                         KvOp::Claim(key) => Event::KvClaimed { key },
                         KvOp::Release(key) => Event::KvReleased { key },
+                        _ => unreachable!("timer and lock steps are run apart"),
                     };
                     self.record(c, vec![event]);
+                }
+                true
+            }
+            Err(f) => {
+                self.failed(step, f, true);
+                false
+            }
+        }
+    }
+
+    /// A timer step: recorded when it committed as answered. A schedule or cancel waits for a
+    /// transaction that holds the timer (a reschedule, a cancel, a firing maintenance pass).
+    fn timer(&mut self, step: &Step, c: usize, op: KvOp) -> bool {
+        let txn = format!("x{}", self.step);
+        let r = self.exec(c, |k| match op {
+            KvOp::Schedule { key, now } => k
+                .query_one(
+                    "SELECT status FROM queen_schedule($1, $2, '1'::jsonb,
+                            clock_timestamp() + CASE WHEN $4 THEN interval '0' ELSE interval '1 hour' END,
+                            transaction_id => $3)",
+                    &[&TIMER_QUEUE, &format!("t{key}"), &txn, &now],
+                )
+                .map(|r| Some(r.get::<_, String>(0) == "rescheduled")),
+            KvOp::Cancel(key) => k
+                .query_one("SELECT queen_cancel_timer($1, $2)", &[&TIMER_QUEUE, &format!("t{key}")])
+                .map(|r| r.get::<_, bool>(0).then_some(true)),
+            _ => unreachable!(),
+        });
+        match r {
+            Ok(answer) => {
+                match (op, answer) {
+                    (KvOp::Schedule { key, .. }, Some(replaced)) => {
+                        self.record(c, vec![Event::TimerScheduled { key, txn, replaced }])
+                    }
+                    (KvOp::Cancel(key), Some(_)) => self.record(c, vec![Event::TimerCancelled { key }]),
+                    _ => {}
+                }
+                true
+            }
+            Err(f) => {
+                self.failed(step, f, true);
+                false
+            }
+        }
+    }
+
+    /// A lock step: acquire a permit of `el`, or give back the oldest permit any connection
+    /// took (by its token; a permit whose acquire rolled back is answered lost). Recorded when
+    /// it applied.
+    fn lock(&mut self, step: &Step, c: usize, op: KvOp) -> bool {
+        let call = match op {
+            KvOp::Acquire => json!({"op": "acquire", "name": LOCK_NAME, "ttlSeconds": 3600, "limit": LOCK_LIMIT}),
+            _ => match self.permits.first() {
+                Some(&(slot, token)) => json!({"op": "release", "name": LOCK_NAME, "token": token, "slot": slot}),
+                None => return true,
+            },
+        };
+        let r = self.exec(c, |k| {
+            k.query_one("SELECT r FROM queen_lock($1) AS r", &[&Value::Array(vec![call.clone()])])
+                .map(|r| r.get::<_, Value>(0))
+        });
+        match r {
+            Ok(r) => {
+                let (slot, token) = (r["slot"].as_i64().unwrap_or(-1), r["token"].as_i64().unwrap_or(-1));
+                if r["acquired"] == json!(true) {
+                    self.permits.push((slot, token));
+                    self.record(c, vec![Event::LockAcquired { slot, token }]);
+                } else if op == KvOp::Unlock {
+                    let (slot, token) = self.permits.remove(0);
+                    if r["released"] == json!(true) {
+                        self.record(c, vec![Event::LockReleased { slot, token }]);
+                    }
                 }
                 true
             }
@@ -1876,6 +1985,10 @@ impl<'a> Run<'a> {
         self.violations.extend(side);
         let kv = check::kv(&self, &mut drainer);
         self.violations.extend(kv);
+        let timers = check::timers(&self, &mut drainer);
+        self.violations.extend(timers);
+        let locks = check::locks(&self, &mut drainer);
+        self.violations.extend(locks);
         let outcome = Outcome {
             violations: std::mem::take(&mut self.violations),
             steps: self.step,
@@ -2143,16 +2256,20 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
         930..=944 => Step::Sleep(if rng.random_bool(0.5) { 1100 } else { 150 }),
         945..=959 => Step::Terminate(c),
         960..=964 if cfg.other.is_some() => Step::Restore { ahead: rng.random_bool(0.3) },
-        490..=524 => {
+        490..=559 => {
             let n = rng.random_range(0..KV_KEYS);
             let op = match rng.random_range(0..100) {
-                0..=49 => KvOp::Incr(n),
-                50..=79 => KvOp::Claim(n),
-                _ => KvOp::Release(n),
+                0..=24 => KvOp::Incr(n),
+                25..=39 => KvOp::Claim(n),
+                40..=49 => KvOp::Release(n),
+                50..=69 => KvOp::Schedule { key: n, now: rng.random_bool(0.7) },
+                70..=79 => KvOp::Cancel(n),
+                80..=89 => KvOp::Acquire,
+                _ => KvOp::Unlock,
             };
             Step::Kv { c, op }
         }
-        525..=619 | 965..=979 | 990..=999 => {
+        560..=619 | 965..=979 | 990..=999 => {
             let q = rng.random_range(0..SIDE_QUEUES.len() as u8);
             let op = match rng.random_range(0..100) {
                 0..=34 => SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)),

@@ -187,12 +187,19 @@ pub enum SideOp {
 }
 
 /// A key/value operation (queen_kv) on namespace `ek`: an increment of counter `c{n}`, a
-/// claim (putIfAbsent) or a release (delete) of key `k{n}`.
+/// claim (putIfAbsent) or a release (delete) of key `k{n}`. And the states built on key/value
+/// rows and kept the same way (issue 24): a timer of key `t{n}` on queue `et` scheduled due now
+/// or in an hour (queen_schedule), or cancelled; a permit of lock `el` (two slots) acquired,
+/// or the connection's oldest permit released by its token (queen_lock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvOp {
     Incr(u8),
     Claim(u8),
     Release(u8),
+    Schedule { key: u8, now: bool },
+    Cancel(u8),
+    Acquire,
+    Unlock,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -402,6 +409,10 @@ impl fmt::Display for Step {
                 KvOp::Incr(n) => write!(f, "{c} kv incr {n}"),
                 KvOp::Claim(n) => write!(f, "{c} kv claim {n}"),
                 KvOp::Release(n) => write!(f, "{c} kv release {n}"),
+                KvOp::Schedule { key, now } => write!(f, "{c} kv schedule {key} {}", if *now { "now" } else { "later" }),
+                KvOp::Cancel(n) => write!(f, "{c} kv cancel {n}"),
+                KvOp::Acquire => write!(f, "{c} kv acquire 0"),
+                KvOp::Unlock => write!(f, "{c} kv unlock 0"),
             },
             Step::Side { c, q, op } => {
                 write!(f, "{c} side {} ", SIDE_QUEUES[*q as usize])?;
@@ -531,6 +542,10 @@ impl FromStr for Step {
                     "incr" => KvOp::Incr(n),
                     "claim" => KvOp::Claim(n),
                     "release" => KvOp::Release(n),
+                    "schedule" => KvOp::Schedule { key: n, now: at(4)? == "now" },
+                    "cancel" => KvOp::Cancel(n),
+                    "acquire" => KvOp::Acquire,
+                    "unlock" => KvOp::Unlock,
                     other => return Err(format!("no kv operation {other}: {line}")),
                 };
                 Step::Kv { c, op }
@@ -570,6 +585,11 @@ mod tests {
             Step::Kv { c: 2, op: KvOp::Incr(1) },
             Step::Kv { c: 0, op: KvOp::Claim(0) },
             Step::Kv { c: 1, op: KvOp::Release(2) },
+            Step::Kv { c: 1, op: KvOp::Schedule { key: 2, now: true } },
+            Step::Kv { c: 3, op: KvOp::Schedule { key: 0, now: false } },
+            Step::Kv { c: 0, op: KvOp::Cancel(1) },
+            Step::Kv { c: 2, op: KvOp::Acquire },
+            Step::Kv { c: 2, op: KvOp::Unlock },
             Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 2, auto: true } },
             Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 0, auto: false } },
             Step::Side { c: 0, q: 0, op: SideOp::Ack { pick: 1, dlq: true } },
