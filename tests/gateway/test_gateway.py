@@ -5,6 +5,8 @@ cancelled when its client goes away, the DLQ's filters, seek, configure's replac
 is checked directly (QUEEN_TEST_PG_DSN, as the superuser)."""
 
 import asyncio
+import base64
+import json
 import os
 import uuid
 from datetime import datetime
@@ -276,13 +278,50 @@ async def test_queen_shapes_of_acks_leases_and_transactions(http, db):
     r = await http.post("/api/v1/ack", json=ack_of(m2))
     assert r.json()[0]["success"] is True and "noop" not in r.json()[0], r.text
     assert await db.fetchval("SELECT count(*) FROM queen.dead_letters_view WHERE queue = $1", q) == 0
-    # A transaction with a timer part is refused whole (timers are not applied yet).
+    # A transaction whose timer part is malformed is refused whole, its push too.
     other = name("shapes-tx")
     r = await http.post("/api/v1/transaction", json={
         "operations": [{"type": "push", "items": [{"queue": other, "payload": {"n": 1}}]}],
         "timers": [{"op": "set", "queue": other, "key": "t", "at": "2030-01-01T00:00:00Z"}]})
-    assert r.status_code == 400 and "not supported" in r.json()["error"], r.text
+    assert r.status_code == 400 and r.json()["code"] == "timers_bad_request", r.text
     assert await pop(http, other) == []
+
+
+def b64(value):
+    return base64.b64encode(json.dumps(value).encode()).decode()
+
+
+async def test_timers_ride_the_transaction_and_offset_reads_are_refused(http, db):
+    q, ns = name("timer-tx"), name("timer-ns")
+    timer = {"op": "schedule", "queue": q, "timerKey": "later", "payload": b64({"t": 1}), "delayMs": 3_600_000}
+    # Committed with the push and the key: all three exist.
+    r = await http.post("/api/v1/transaction", json={
+        "operations": [{"type": "push", "items": [{"queue": q, "payload": {"n": 1}}]}],
+        "kv": [{"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": 60}],
+        "timers": [timer]})
+    assert r.status_code == 200 and r.json()["results"][-1]["type"] == "timer", r.text
+    assert r.json()["results"][-1]["status"] == "scheduled", r.text
+    assert await db.fetchval("SELECT count(*) FROM queen_timers($1)", q) == 1
+    # A required key/value check that fails rolls back the timer part with everything else.
+    r = await http.post("/api/v1/transaction", json={
+        "operations": [{"type": "push", "items": [{"queue": q, "payload": {"n": 2}}]}],
+        "kv": [{"op": "check", "ns": ns, "key": "k", "expect": 0, "required": True}],
+        "timers": [{**timer, "timerKey": "never"}]})
+    assert r.status_code == 200 and r.json()["reason"] == "kv_precondition", r.text
+    assert await db.fetchval("SELECT count(*) FROM queen_timers($1)", q) == 1
+    assert [m["data"] for m in await pop(http, q)] == [{"n": 1}]
+    # A server-owned field is refused, never dropped; a cancel of nothing is absent, not ok.
+    r = await http.post("/api/v1/timers", json={"operations": [{**timer, "deliverAt": 1}]})
+    assert r.status_code == 400 and r.json()["code"] == "timers_bad_request", r.text
+    r = await http.delete(f"/api/v1/timers/{q}/nothing", params={"txn": "x"})
+    assert r.json() == {"ok": False, "status": "absent", "queue": q, "timerKey": "nothing", "txn": "x"}, r.text
+    # Offset reads: refused with the reason, 4xx (a client does not retry it).
+    for route in ("/api/v1/fetch", "/api/v1/partitions/changed"):
+        r = await http.post(route, json={"entries": []})
+        assert r.status_code == 400 and r.json()["code"] == "offset_reads_unsupported", r.text
+    # A message no role may see (or none at all) is 404 (on Citus the route is refused, 400).
+    r = await http.get(f"/api/v1/messages/{uuid.uuid4()}/nope")
+    assert r.status_code == (400 if os.environ.get("QUEEN_TEST_CITUS") else 404), r.text
 
 
 async def test_kv_and_its_transaction_rider(http, db):

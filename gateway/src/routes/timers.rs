@@ -218,7 +218,7 @@ fn timer_json(r: &tokio_postgres::Row) -> Value {
         "payload": base64::engine::general_purpose::STANDARD.encode(payload.as_bytes()),
         "encrypted": false,
         "txn": r.get::<_, String>("transaction_id"),
-        "messageId": r.get::<_, uuid::Uuid>("message_id"),
+        "messageId": r.get::<_, Option<uuid::Uuid>>("message_id"),
         "deliverAt": r.get::<_, String>("deliver_at"),
         "scheduledAt": r.get::<_, String>("scheduled_at"),
         "attempts": r.get::<_, i32>("attempts"),
