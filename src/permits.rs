@@ -404,7 +404,8 @@ mod tests {
             let e = parse(0, &v).unwrap_err().to_string();
             assert!(e.contains(want), "{v}: {e}");
         }
-        assert!(parse_all(&json!([{"op": "get", "name": "a"}; 101])).unwrap_err().to_string().contains("limit is 100"));
+        let many = Value::Array(vec![json!({"op": "get", "name": "a"}); 101]);
+        assert!(parse_all(&many).unwrap_err().to_string().contains("limit is 100"));
     }
 
     #[test]
