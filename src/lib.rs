@@ -16,6 +16,7 @@ mod decide;
 mod discovery;
 mod error;
 mod gucs;
+mod hooks;
 mod jsonb;
 mod kv;
 mod locks;
@@ -47,12 +48,13 @@ mod worker;
 pub extern "C-unwind" fn _PG_init() {
     error::init();
     gucs::init();
-    wait::init_backend();
+    hooks::init_backend();
     // SAFETY: a plain read of a Postgres global bool, which only this process writes (the
     // postmaster sets it while it loads shared_preload_libraries); _PG_init runs on the
     // process's only thread.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         wait::init_shared();
+        hooks::init_shared();
         cache::init_shared();
         worker::init_shared();
         worker::register();

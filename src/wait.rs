@@ -3,7 +3,8 @@
 //! With the library in `shared_preload_libraries`, a table of waiting backends lives in shared
 //! memory: a waiting pop registers its backend, its database and its queue, then sleeps on its
 //! own latch (no lock held, no polling). What makes a message deliverable wakes the waiters of
-//! its queue in its database, after it is visible to them, never before:
+//! its queue in its database, after it is visible to them, never before (hooks.rs hands these
+//! events here):
 //! - a transaction that pushed, or released a lease (an ack), at its commit;
 //! - a transaction (or subtransaction) that leased messages, when it rolls back;
 //! - `COMMIT PREPARED`, after it committed (every waiter of the database: which queues the
@@ -47,7 +48,10 @@ pub struct Waiters {
     pushes: [u64; PUSH_COUNTERS],
 }
 
-#[derive(Copy, Clone, Default)]
+/// The longest queue name a slot keeps, in bytes (255 characters of up to 4 bytes).
+const NAME_BYTES: usize = 1020;
+
+#[derive(Copy, Clone)]
 struct Slot {
     /// The waiting backend's PGPROC number + 1 and pid (0: free).
     procno: i32,
@@ -58,6 +62,9 @@ struct Slot {
     queue: u64,
     /// The queue's id, for the `queen.waiting_pops` view.
     queue_id: [u8; 16],
+    /// And its name (`name_len` bytes of UTF-8): the queue may not exist yet.
+    name: [u8; NAME_BYTES],
+    name_len: u16,
     /// When the wait began (microseconds since the Postgres epoch), and how often a commit
     /// woke it.
     since: i64,
@@ -66,6 +73,24 @@ struct Slot {
     /// first (pop.rs), before it reads the queue's log.
     hint: [u8; 16],
     hinted: bool,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            procno: 0,
+            pid: 0,
+            db: 0,
+            queue: 0,
+            queue_id: [0; 16],
+            name: [0; NAME_BYTES],
+            name_len: 0,
+            since: 0,
+            wakeups: 0,
+            hint: [0; 16],
+            hinted: false,
+        }
+    }
 }
 
 impl Default for Waiters {
@@ -94,80 +119,10 @@ thread_local! {
     static TAKEN: RefCell<HashSet<u64>> = RefCell::new(HashSet::new());
 }
 
-/// Called from `_PG_init` when preloading: ask for the shared memory, and watch
-/// `COMMIT PREPARED`.
+/// Called from `_PG_init` when preloading: ask for the shared memory.
 pub fn init_shared() {
     pgrx::pg_shmem_init!(WAITERS);
     READY.store(true, Ordering::Relaxed);
-    // SAFETY: called once, from _PG_init in the postmaster while it loads
-    // shared_preload_libraries: single-threaded, before any backend exists to run the hook,
-    // and PREV_UTILITY is written only here. The previous hook is kept and chained.
-    #[cfg(not(feature = "pg13"))]
-    unsafe {
-        PREV_UTILITY = pg_sys::ProcessUtility_hook;
-        pg_sys::ProcessUtility_hook = Some(on_utility);
-    }
-}
-
-/// Called from `_PG_init` in every backend that loads the library.
-pub fn init_backend() {
-    // SAFETY: the callbacks are `'static` functions with the signatures Postgres expects, and
-    // they ignore their `arg`, so a null one is fine; _PG_init runs once per process, so each
-    // is registered once.
-    unsafe {
-        pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(on_subxact), std::ptr::null_mut());
-    }
-}
-
-#[cfg(not(feature = "pg13"))]
-static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
-
-/// After `COMMIT PREPARED`: wake every waiter of this database (the prepared transaction may
-/// have pushed to any queue). (PostgreSQL 13's hook has another signature: there, waiters of a
-/// prepared push wake at their deadline.)
-///
-/// # Safety
-///
-/// Only Postgres calls it, as `ProcessUtility_hook` (installed by `init_shared`), with the
-/// arguments of `ProcessUtility`: `pstmt` a valid PlannedStmt, the others as that function
-/// takes them (they are passed on unchanged).
-#[cfg(not(feature = "pg13"))]
-#[pg_guard]
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C-unwind" fn on_utility(
-    pstmt: *mut pg_sys::PlannedStmt,
-    query: *const std::os::raw::c_char,
-    read_only_tree: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
-) {
-    // SAFETY: `pstmt` is valid (caller); `utilityStmt` is checked for null and cast to a
-    // TransactionStmt only when its node tag says it is one. PREV_UTILITY was set once in
-    // _PG_init before this hook could run, and is only read here; the arguments go on to the
-    // previous hook, or to standard_ProcessUtility, as they came.
-    unsafe {
-        let node = (*pstmt).utilityStmt;
-        let commit_prepared = !node.is_null()
-            && (*node).type_ == pg_sys::NodeTag::T_TransactionStmt
-            && (*(node as *mut pg_sys::TransactionStmt)).kind
-                == pg_sys::TransactionStmtKind::TRANS_STMT_COMMIT_PREPARED;
-        // The prepared transaction may have changed cached state: in flight from before its
-        // commit is visible until after (cache.rs), also when the commit fails.
-        let in_flight = commit_prepared.then(crate::cache::in_flight);
-        match PREV_UTILITY {
-            Some(prev) => prev(pstmt, query, read_only_tree, context, params, env, dest, qc),
-            None => pg_sys::standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc),
-        }
-        drop(in_flight);
-        if commit_prepared {
-            wake_database();
-            crate::worker::poke();
-        }
-    }
 }
 
 /// The key of a queue in the table.
@@ -223,85 +178,38 @@ fn drain(set: &'static std::thread::LocalKey<RefCell<HashSet<u64>>>) -> Vec<u64>
     set.with(|t| t.borrow_mut().drain().collect())
 }
 
-/// # Safety
-///
-/// Only Postgres calls it, as the transaction callback `init_backend` registers. It reads no
-/// argument pointer, so nothing more is required; it is `unsafe` to have the callback's type.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::os::raw::c_void) {
-    if matches!(
-        event,
-        pg_sys::XactEvent::XACT_EVENT_COMMIT
-            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
-            | pg_sys::XactEvent::XACT_EVENT_ABORT
-            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
-            | pg_sys::XactEvent::XACT_EVENT_PREPARE
-    ) {
-        crate::visit::release_all();
-        crate::cluster::at_end();
-    }
-    match event {
-        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_PRE_COMMIT => {
-            // First: its check may read (cache.rs counts this commit in flight after).
-            crate::cluster::at_pre_commit();
-            crate::cache::at_pre_commit();
-        }
-        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
-            crate::cluster::at_pre_commit();
-        }
-        pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT => {
-            crate::gucs::debug_after_commit();
-            crate::route::at_end(true);
-            crate::cache::at_commit();
-            crate::discovery::at_commit();
-            crate::worker::at_end(true);
-            drain(&TAKEN);
-            let touched: Vec<(u64, Option<[u8; 16]>)> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
-            wake_hinting(&touched);
-        }
-        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
-            crate::route::at_end(false);
-            crate::cache::at_abort();
-            crate::discovery::at_abort();
-            crate::worker::at_end(false);
-            TOUCHED.with(|t| t.borrow_mut().clear());
-            wake(&drain(&TAKEN));
-        }
-        pg_sys::XactEvent::XACT_EVENT_PREPARE => {
-            // Whoever runs COMMIT PREPARED wakes the database's waiters and retires cached
-            // subscriptions (on_utility).
-            crate::route::at_end(false);
-            crate::cache::at_abort();
-            crate::discovery::at_abort();
-            crate::worker::at_end(false);
-            TOUCHED.with(|t| t.borrow_mut().clear());
-            drain(&TAKEN);
-        }
-        _ => {}
-    }
+/// The transaction committed (hooks.rs): wake the waiters of the queues it gave work to, after
+/// its commit is visible.
+pub fn at_commit() {
+    drain(&TAKEN);
+    let touched: Vec<(u64, Option<[u8; 16]>)> = TOUCHED.with(|t| t.borrow_mut().drain().collect());
+    wake_hinting(&touched);
 }
 
-/// A subtransaction that leased messages rolled back: they are deliverable again (and the
-/// visit marks it held go).
-///
-/// # Safety
-///
-/// Only Postgres calls it, as the subtransaction callback `init_backend` registers. It reads
-/// no argument pointer, so nothing more is required; it is `unsafe` to have the callback's
-/// type.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subxact(
-    event: pg_sys::SubXactEvent::Type,
-    sub: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::os::raw::c_void,
-) {
-    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        crate::visit::release_from(sub);
-        crate::discovery::at_subabort();
-        let queues: Vec<u64> = TAKEN.with(|t| t.borrow().iter().copied().collect());
-        wake(&queues);
-    }
+/// The transaction rolled back (hooks.rs): what it leased is deliverable again.
+pub fn at_abort() {
+    TOUCHED.with(|t| t.borrow_mut().clear());
+    wake(&drain(&TAKEN));
+}
+
+/// The transaction was prepared (hooks.rs): whoever runs COMMIT PREPARED wakes the database.
+pub fn at_prepare() {
+    TOUCHED.with(|t| t.borrow_mut().clear());
+    drain(&TAKEN);
+}
+
+/// A subtransaction rolled back (hooks.rs): what the transaction leased may be deliverable
+/// again.
+pub fn at_subabort() {
+    let queues: Vec<u64> = TAKEN.with(|t| t.borrow().iter().copied().collect());
+    wake(&queues);
+}
+
+/// A prepared transaction committed (hooks.rs): wake every waiter of this database, and count
+/// a push to every queue (which queues it pushed to died with its backend).
+#[cfg(not(feature = "pg13"))]
+pub fn at_commit_prepared() {
+    wake_database();
 }
 
 fn my_database() -> u32 {
@@ -411,7 +319,7 @@ impl Drop for Registration {
 
 /// Register this backend as waiting on `queue`. Without shared memory, or with every slot
 /// taken, the registration is empty and the wait polls.
-pub fn register(queue_id: &uuid::Uuid) -> Registration {
+pub fn register(queue_id: &uuid::Uuid, name: &str) -> Registration {
     let queue = queue_key(queue_id);
     if !READY.load(Ordering::Relaxed) {
         return Registration { slot: None };
@@ -430,15 +338,29 @@ pub fn register(queue_id: &uuid::Uuid) -> Registration {
             // SAFETY: GetCurrentTimestamp only reads the system clock.
             let since = unsafe { pg_sys::GetCurrentTimestamp() };
             let db = my_database();
-            w.slots[i] = Slot { procno, pid: me, db, queue, queue_id: *queue_id.as_bytes(), since, ..Slot::default() };
+            let mut slot =
+                Slot { procno, pid: me, db, queue, queue_id: *queue_id.as_bytes(), since, ..Slot::default() };
+            let n = name.len().min(NAME_BYTES);
+            slot.name[..n].copy_from_slice(&name.as_bytes()[..n]);
+            slot.name_len = n as u16;
+            w.slots[i] = slot;
             Registration { slot: Some(i) }
         }
         None => Registration { slot: None },
     }
 }
 
-/// The waiting pops of this database: pid, queue id, since when, how often woken.
-pub fn waiting() -> Vec<(i32, uuid::Uuid, i64, i64)> {
+/// A waiting pop of this database, as the table holds it.
+pub struct Waiting {
+    pub pid: i32,
+    pub queue_id: uuid::Uuid,
+    pub queue: String,
+    pub since: i64,
+    pub wakeups: i64,
+}
+
+/// The waiting pops of this database: pid, queue id and name, since when, how often woken.
+pub fn waiting() -> Vec<Waiting> {
     if !READY.load(Ordering::Relaxed) {
         return Vec::new();
     }
@@ -447,7 +369,13 @@ pub fn waiting() -> Vec<(i32, uuid::Uuid, i64, i64)> {
     w.slots
         .iter()
         .filter(|s| s.procno > 0 && s.db == db)
-        .map(|s| (s.pid, uuid::Uuid::from_bytes(s.queue_id), s.since, s.wakeups))
+        .map(|s| Waiting {
+            pid: s.pid,
+            queue_id: uuid::Uuid::from_bytes(s.queue_id),
+            queue: String::from_utf8_lossy(&s.name[..s.name_len as usize]).into_owned(),
+            since: s.since,
+            wakeups: s.wakeups,
+        })
         .collect()
 }
 
