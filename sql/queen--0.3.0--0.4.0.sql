@@ -13,6 +13,8 @@
 -- - Timers (issue 24): queen_schedule, queen_cancel_timer, queen_timers and queen.timers.
 -- - Locks and semaphores (issue 24): queen_lock, over key/value rows.
 -- - queen_message(partition_id, transaction_id) (issue 24): one message and its groups' state.
+-- - queen_waiting_pops() returns the queue's name (issue 25): queen.waiting_pops shows it for a
+--   queue that does not exist yet.
 -- The library refuses a schema of another version until this script has run.
 --
 -- Written by hand from the difference between the two versions' generated install scripts
@@ -25,7 +27,24 @@ ALTER VIEW queen.queue_stats SET (security_barrier = true);
 ALTER VIEW queen.group_lag SET (security_barrier = true);
 ALTER VIEW queen.dead_letters_view SET (security_barrier = true);
 ALTER VIEW queen.grants SET (security_barrier = true);
-ALTER VIEW queen.waiting_pops SET (security_barrier = true);
+-- queen.waiting_pops shows the queue's name also for a queue that does not exist yet (the
+-- waiting pop keeps it): queen_waiting_pops() returns it.
+DROP VIEW queen.waiting_pops;
+DROP FUNCTION queen_waiting_pops();
+CREATE  FUNCTION "queen_waiting_pops"() RETURNS TABLE (
+	"pid" INT,  /* i32 */
+	"queue_id" uuid,  /* Uuid */
+	"queue" TEXT,  /* String */
+	"since" timestamp with time zone,  /* TimestampWithTimeZone */
+	"wakeups" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_waiting_pops_wrapper';
+CREATE VIEW queen.waiting_pops WITH (security_barrier) AS
+SELECT w.pid, w.queue, w.since, w.wakeups FROM queen_waiting_pops() w;
+GRANT SELECT ON queen.waiting_pops TO pg_monitor;
 
 -- queen::api::locks::queen::lock_pair
 CREATE  FUNCTION queen."lock_pair"(

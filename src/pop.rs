@@ -555,7 +555,7 @@ pub fn pop_with(
         }
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(req.wait_ms.max(0) as u64);
-    let waiting = (req.wait_ms > 0).then(|| crate::wait::register(&names::queue_id(&req.queue)));
+    let waiting = (req.wait_ms > 0).then(|| crate::wait::register(&names::queue_id(&req.queue), &req.queue));
     let mut req = req.clone();
     loop {
         if waiting.is_some() {

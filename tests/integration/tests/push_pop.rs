@@ -578,6 +578,18 @@ fn waiting_pops() {
         assert!(Instant::now() < deadline);
         thread::yield_now();
     }
+    // queen.waiting_pops names the queue, which does not exist yet.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let queues: Vec<Option<String>> =
+            c.query("SELECT queue FROM queen.waiting_pops", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        if !queues.is_empty() {
+            assert_eq!(queues, vec![Some("later".to_string())]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the waiting pop never showed in queen.waiting_pops");
+        thread::yield_now();
+    }
     push(&mut c, "later", "p", json!("hello"));
     let (got, took) = waiter.join().unwrap();
     assert_eq!(got, vec![json!("hello")], "a waiting pop on a queue that did not exist gets its first message");
