@@ -123,3 +123,87 @@ fn signatures_are_read_across_lines_and_code_spans() {
         ]
     );
 }
+
+/// The test names the docs cite (a code span of five or more lowercase words joined by `_`)
+/// exist: a `fn` of tests/integration or a `def` of tests/gateway. A renamed test makes the
+/// docs point at nothing otherwise (issue 25, item 10). A few such spans are not tests: listed.
+#[test]
+fn the_tests_the_docs_cite_exist() {
+    const NOT_TESTS: &[&str] = &[
+        "hash_search_with_hash_value",
+        "idle_in_transaction_session_timeout",
+        "queen_gateway_messages_popped_total",
+        "queen_gateway_messages_pushed_total",
+    ];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut docs = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        docs.push(e.unwrap().path());
+    }
+    let mut sources = String::new();
+    let mut dirs = vec![root.join("tests/integration"), root.join("tests/gateway")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if !p.ends_with("target") {
+                    dirs.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "rs" || x == "py") {
+                sources.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let mut cited = 0;
+    for doc in docs.iter().filter(|p| p.extension().is_some_and(|x| x == "md")) {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for span in text.split('`').skip(1).step_by(2) {
+            let words: Vec<&str> = span.split('_').collect();
+            let a_name = words.len() >= 5
+                && words.iter().all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+            if !a_name || NOT_TESTS.contains(&span) {
+                continue;
+            }
+            cited += 1;
+            if !sources.contains(&format!("fn {span}(")) && !sources.contains(&format!("def {span}(")) {
+                missing.push(format!("{}: {span}", doc.file_name().unwrap().to_string_lossy()));
+            }
+        }
+    }
+    assert!(cited >= 20, "too few test names found in the docs: {cited}");
+    assert!(missing.is_empty(), "the docs cite tests that do not exist:\n  {}", missing.join("\n  "));
+}
+
+/// Every SQLSTATE queen's one error type raises (src/error.rs) is in docs/api.md's list of
+/// errors, and the list names no queen SQLSTATE the code does not have.
+#[test]
+fn the_documented_sqlstates_are_those_queen_raises() {
+    const CODES: &[(&str, &str)] = &[
+        ("ERRCODE_CHECK_VIOLATION", "23514"),
+        ("ERRCODE_CONFIGURATION_LIMIT_EXCEEDED", "53400"),
+        ("ERRCODE_FEATURE_NOT_SUPPORTED", "0A000"),
+        ("ERRCODE_INSUFFICIENT_PRIVILEGE", "42501"),
+        ("ERRCODE_INVALID_PARAMETER_VALUE", "22023"),
+        ("ERRCODE_INVALID_TEXT_REPRESENTATION", "22P02"),
+        ("ERRCODE_LOCK_NOT_AVAILABLE", "55P03"),
+        ("ERRCODE_NULL_VALUE_NOT_ALLOWED", "22004"),
+        ("ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE", "55000"),
+        ("ERRCODE_PROGRAM_LIMIT_EXCEEDED", "54000"),
+        ("ERRCODE_T_R_SERIALIZATION_FAILURE", "40001"),
+    ];
+    let source = include_str!("../../../src/error.rs");
+    let doc = include_str!("../../../docs/api.md");
+    // The opening paragraph lists the errors (up to the first section).
+    let list = &doc[..doc.find("\n## ").unwrap()];
+    let mut raised: Vec<&str> = source.split("PgSqlErrorCode::").skip(1).map(|s| s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap()).collect();
+    raised.sort_unstable();
+    raised.dedup();
+    for name in &raised {
+        let code = CODES.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("src/error.rs raises {name}: add its SQLSTATE here"));
+        assert!(list.contains(&format!("`{}`", code.1)), "docs/api.md does not list {} ({name})", code.1);
+    }
+    for (name, code) in CODES {
+        assert!(raised.contains(name), "{code} ({name}) is listed here but src/error.rs no longer raises it");
+    }
+}

@@ -222,7 +222,8 @@ fn sql_blocks(markdown: &str) -> Vec<String> {
     blocks
 }
 
-/// The README's quickstart, the examples of docs/api.md and examples/quickstart.sql work as a
+/// The README's quickstart, the examples of docs/api.md and docs/concepts.md, and
+/// examples/quickstart.sql work as a
 /// new user pastes them — twice in a row, as a user trying them again would.
 #[test]
 fn the_documented_examples_run_as_pasted_twice() {
@@ -231,13 +232,17 @@ fn the_documented_examples_run_as_pasted_twice() {
     let docs = [
         ("README.md", sql_blocks(include_str!("../../../README.md"))),
         ("docs/api.md", sql_blocks(include_str!("../../../docs/api.md"))),
+        ("docs/concepts.md", sql_blocks(include_str!("../../../docs/concepts.md"))),
         ("examples/quickstart.sql", vec![include_str!("../../../examples/quickstart.sql").to_string()]),
     ];
     assert!(docs.iter().all(|(_, blocks)| !blocks.is_empty()));
     for round in 0..2 {
         for (file, blocks) in &docs {
             for block in blocks {
-                c.batch_execute(block).unwrap_or_else(|e| panic!("{file}, round {round}: {e}\n{block}"));
+                c.batch_execute(block).unwrap_or_else(|e| {
+                    let why = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string());
+                    panic!("{file}, round {round}: {why}\n{block}")
+                });
             }
         }
     }
