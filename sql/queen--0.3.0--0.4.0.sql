@@ -6,7 +6,7 @@
 --   text) for the seek's query, closed to PUBLIC.
 -- - queen.maintenance_stats adds what the worker could not record (queen_worker_unrecorded():
 --   failures, and passes skipped because another was running).
--- - queen_ack_lease(lease_id, status, error) (issue 23, SPEC §3.4): a whole lease acked in one
+-- - queen_ack_lease(lease_id, status, error) (issue 23, semantics §3.4): a whole lease acked in one
 --   call, and its worker's side on Citus, queen.shard_ack_lease.
 -- - queen_kv(operations, required_raises) (issue 24): key/value state in the caller's
 --   transaction (queen.kv, queen.kv_versions); grants kv_read and kv_write on namespaces.
@@ -211,7 +211,7 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_ack_lease_wrapper';
 
--- queen::api::ack::queen_ack_lease (SPEC §3.4)
+-- queen::api::ack::queen_ack_lease (semantics §3.4)
 CREATE  FUNCTION "queen_ack_lease"(
 	"lease_id" uuid, /* Option < Uuid > */
 	"status" TEXT DEFAULT 'completed', /* Option < & str > */

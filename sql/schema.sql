@@ -1,9 +1,9 @@
--- queen: the broker's private state (SPEC §2). Users read it through the views (SPEC §9) and
+-- queen: the broker's private state (semantics §2). Users read it through the views (semantics §9) and
 -- change it only through the queen_* functions.
 --
 -- Three rules shape every table here (docs/design.md explains them at length):
 --
--- 1. Nothing a producer writes may make another transaction wait (SPEC §3.1). Producers run
+-- 1. Nothing a producer writes may make another transaction wait (semantics §3.1). Producers run
 --    inside users' business transactions, which may stay open for minutes. So the registry
 --    tables (queues, partitions, subscriptions) have NO unique index: queue and partition ids
 --    are derived from their names (UUIDv5), a message can be written before any registry row
@@ -13,7 +13,7 @@
 -- 2. Messages are insert-only and ordered by (txid, seq): the pushing transaction's top-level
 --    xid8 (stored as bigint) and a per-backend counter. Commit order is not insert order, so consumer state
 --    remembers the transactions that were still running when its cursor passed them
---    ("pending" xids) and picks their messages up when they commit (SPEC §6.1, §6.2).
+--    ("pending" xids) and picks their messages up when they commit (semantics §6.1, §6.2).
 -- 3. Hot consumer rows are narrow, have no index on the columns that change (HOT updates) and
 --    leave room on their pages (fillfactor).
 --
@@ -44,7 +44,7 @@ INSERT INTO queen.cluster (system_identifier, xid_offset, verified)
 SELECT system_identifier, 0, true FROM pg_catalog.pg_control_system();
 
 -- One row per queue (duplicates possible, see rule 1). Option columns are NULL until
--- queen_configure sets them; NULL means the default of SPEC §4. The effective row is the one
+-- queen_configure sets them; NULL means the default of semantics §4. The effective row is the one
 -- configured last (options_updated_at DESC NULLS LAST), then the oldest.
 CREATE TABLE queen.queues (
     queue_id                    uuid        NOT NULL,
@@ -116,7 +116,7 @@ ALTER TABLE queen.messages ALTER COLUMN txid SET STATISTICS 0;
 -- visible at subscription: start_xmax and start_xip are that snapshot's xmax and in-progress
 -- list (the subscribing transaction's own xid among them). Several rows when first pops ran at
 -- once (rule 1): effective_subscriptions says what they add up to. `seek`: the row a
--- queen_seek wrote, which replaces every subscription of the group that began before it (SPEC
+-- queen_seek wrote, which replaces every subscription of the group that began before it (semantics
 -- §3.2) — also a first pop's row that was not visible to the seek and commits after it.
 -- On Citus a group has its rows in every shard (src/shards.rs), each shard's on its own.
 CREATE TABLE queen.subscriptions (
@@ -132,7 +132,7 @@ CREATE TABLE queen.subscriptions (
 );
 CREATE INDEX subscriptions_queue_group ON queen.subscriptions (queue_id, consumer_group, created_at);
 
--- What a group's subscription rows add up to (SPEC §3.2). The rows that count: the latest
+-- What a group's subscription rows add up to (semantics §3.2). The rows that count: the latest
 -- seek's alone, if the group has one (a row beside it was written by a first pop that did not
 -- see the seek: it began before the seek, and the seek replaces it); otherwise every first
 -- pop's row, and then the oldest row's mode, and for 'new' the earliest point of all — a
@@ -174,7 +174,7 @@ SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS s
 -- pop of that partition (a subscribed group has a logical cursor on every partition; the row
 -- appears when it is first needed), and keeps the start it was made with: a first pop that
 -- subscribed earlier and commits later never adds to a partition messages that come before
--- ones already delivered there (SPEC §3.2, order wins). Unique: claiming a partition is exactly the place where
+-- ones already delivered there (semantics §3.2, order wins). Unique: claiming a partition is exactly the place where
 -- one of two competitors must lose, and pops take it without waiting (SKIP LOCKED, advisory
 -- try-locks).
 --   done_txid/done_seq  frontier: every message at or before it is finished...
@@ -193,7 +193,7 @@ SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS s
 --   last_lease_id,      the last lease that ended here, and whether it ran out (settled by a
 --   last_lease_expired    pop) rather than being released: a late ack of it still acks for the
 --                       lease's group ('already acknowledged'), and hears 'lease expired' or
---                       'lease not held' as SPEC §3.3 says
+--                       'lease not held' as semantics §3.3 says
 CREATE TABLE queen.cursors (
     partition_id     uuid        NOT NULL,
     consumer_group   text        NOT NULL,
@@ -376,7 +376,7 @@ CREATE TABLE queen.timers (
 );
 CREATE INDEX timers_due ON queen.timers (deliver_at);
 
--- Composite types of the SPEC's result shapes, for users' PL/pgSQL (`DECLARE m queen.message`).
+-- Composite types of the result shapes of docs/semantics.md §3, for users' PL/pgSQL (`DECLARE m queen.message`).
 -- The functions return them (src/api/rows.rs).
 CREATE TYPE queen.push_result AS (idx int, message_id uuid, transaction_id text, queue text,
                                   partition text, partition_id uuid, status text);
@@ -392,7 +392,7 @@ CREATE TYPE queen.timer AS (queue text, timer_key text, partition text, payload 
                             message_id uuid, trace_id uuid, deliver_at timestamptz,
                             scheduled_at timestamptz, attempts int, last_error text);
 
--- Who may use which queue (SPEC §11, src/privilege.rs): one row per (role, queue, privilege);
+-- Who may use which queue (semantics §11, src/privilege.rs): one row per (role, queue, privilege);
 -- queue '*' is every queue, present and future. kv_read and kv_write name a key/value
 -- namespace instead (src/kv.rs), '*' every namespace. Read through the view queen.grants. A role is
 -- kept by oid (regrole: pg_dump writes its name, and a restore finds the role by name); drop a
@@ -428,7 +428,7 @@ CREATE TABLE queen.maintenance_totals (
     last_error                  text
 );
 
--- Every table's rows are data (SPEC §12): pg_dump dumps them, pg_restore restores them. The
+-- Every table's rows are data (semantics §12): pg_dump dumps them, pg_restore restores them. The
 -- one row CREATE EXTENSION inserts (queen.cluster) is dumped too: restored next to the new
 -- one, it unsettles the mapping, which the first queen call has settled (src/cluster.rs).
 SELECT pg_catalog.pg_extension_config_dump('queen.cluster', '');

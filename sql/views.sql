@@ -1,4 +1,4 @@
--- queen's views and what other roles may use (SPEC §9, §11). Created after the functions
+-- queen's views and what other roles may use (semantics §9, §11). Created after the functions
 -- (the views call queen.allowed): the last part of the install script.
 --
 -- The views read the tables as their owner, the extension's owner, and show a role only the

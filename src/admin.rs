@@ -1,4 +1,4 @@
-//! The functions that operate on consumer state (SPEC §3.4): `queen_renew`, `queen_seek`,
+//! The functions that operate on consumer state (semantics §3.4): `queen_renew`, `queen_seek`,
 //! `queen_delete_group`, `queen_delete_queue`. Each is one statement of
 //! `sql/queries/admin.sql`, on the rows of one shard key (`shards::current()`: on Citus, a
 //! worker's call for its shard, route.rs; 0 on one server).

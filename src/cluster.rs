@@ -1,4 +1,4 @@
-//! Stored transaction ids and the transaction counter they belong to (SPEC §12).
+//! Stored transaction ids and the transaction counter they belong to (semantics §12).
 //!
 //! queen orders messages and keeps cursors by transaction ids (xid8): `queen.messages.txid`,
 //! the pending lists, subscription points, hints. They mean something only next to the counter

@@ -1,4 +1,4 @@
-//! `queen_configure` (SPEC §3.4, §4): create a queue if needed and change the options a patch
+//! `queen_configure` (semantics §3.4, §4): create a queue if needed and change the options a patch
 //! names. Validation is `options::StoredOptions::patched`; this module reads and writes rows.
 
 use crate::error::QueenResult;

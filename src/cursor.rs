@@ -3,7 +3,7 @@
 //! Messages of a partition are ordered by their key `(txid, seq)`: the pushing transaction's
 //! id and a per-backend counter. Keys are assigned when a message is written, not when it
 //! becomes visible, so a transaction that started earlier may commit later than messages the
-//! group has already passed (the commit-order hazard, SPEC §6.1). The cursor therefore is:
+//! group has already passed (the commit-order hazard, semantics §6.1). The cursor therefore is:
 //!
 //! * a **frontier** `done`: every message with a key at or before it is finished, except
 //! * the messages of the **pending** transactions: those that were still running when the
@@ -11,7 +11,7 @@
 //!   When such a transaction commits its messages are delivered; if it aborted it is dropped.
 //! * **ahead**: messages beyond the frontier (or beyond a pending transaction's position)
 //!   that are finished already: completed out of order within a lease, or dead-lettered.
-//!   They are never delivered again (a completion once applied is never undone, SPEC §5).
+//!   They are never delivered again (a completion once applied is never undone, semantics §5).
 //! * **fail**: the first unfinished message and the failures charged to it.
 //! * the **lease** batch: the keys delivered to the lease holder, in delivery order, and the
 //!   transactions the popping snapshot saw running inside the batch's range (they become
@@ -228,7 +228,7 @@ impl Cursor {
     }
 
     /// An expired lease counts as a failure of the first unfinished message of its batch
-    /// (SPEC §5). Returns the charge, if there was an unfinished message. The lease is gone
+    /// (semantics §5). Returns the charge, if there was an unfinished message. The lease is gone
     /// afterwards.
     pub fn expire(&mut self, retry_limit: i32) -> Option<Charge> {
         let first = self.first_unfinished();
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn release_keeps_completions_and_returns_the_rest() {
-        // The figure of SPEC §5 for separate acks: m3 completed, then m2 fails.
+        // The figure of semantics §5 for separate acks: m3 completed, then m2 fails.
         let mut c = leased(&[(1, 1), (1, 2), (1, 3), (1, 4)], &[]);
         c.finish((1, 1));
         c.finish((1, 3));

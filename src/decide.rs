@@ -1,4 +1,4 @@
-//! What a pop does at one partition (SPEC §3.2, §4, §5), in plain Rust.
+//! What a pop does at one partition (semantics §3.2, §4, §5), in plain Rust.
 //!
 //! A pop visits a partition as **look → decide → apply**: pop.rs looks (state.rs reads the
 //! group's cursor row and the next messages, locking nothing), hands what it saw to
@@ -29,7 +29,7 @@ pub struct Seen<'a> {
     pub held: bool,
 }
 
-/// The queue options that hold messages back (SPEC §4), in seconds.
+/// The queue options that hold messages back (semantics §4), in seconds.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timing {
     pub delayed_processing: i32,
@@ -45,7 +45,7 @@ pub enum Action {
     Idle,
     /// Take the cursor row in the version looked at (never waiting), then decide again.
     Claim,
-    /// The lease ran out: charge a failure to its first unfinished message (SPEC §5, expired
+    /// The lease ran out: charge a failure to its first unfinished message (semantics §5, expired
     /// lease), then look again.
     Expire,
     /// Deliver the first `n` messages read: a prefix, so order holds.

@@ -1,5 +1,5 @@
 //! How a consumer group finds the partitions that have new messages for it, without looking
-//! at the partitions that have none (SPEC §3.2: a pop costs O(batch + log n)).
+//! at the partitions that have none (semantics §3.2: a pop costs O(batch + log n)).
 //!
 //! The messages themselves, indexed by (queue, txid, seq), are the queue's activity log. A
 //! group keeps a *discovery point* in that log plus the transactions that were still running

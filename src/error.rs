@@ -1,4 +1,4 @@
-//! The one error type of the extension, and its mapping to the SQLSTATEs of SPEC §7.
+//! The one error type of the extension, and its mapping to the SQLSTATEs of semantics §7.
 //!
 //! Core modules return `Result<_, QueenError>` and know nothing of Postgres error reporting;
 //! the SQL-facing wrappers in `api/` turn an error into an `ERROR` with [`QueenError::report`].
@@ -20,7 +20,7 @@ pub enum QueenError {
     QueueFull { queue: String, max_size: i64 },
     /// 0A000: a waiting pop outside READ COMMITTED.
     WaitNotSupported { isolation: String },
-    /// 42501: the calling role lacks a privilege on a queue (SPEC §11).
+    /// 42501: the calling role lacks a privilege on a queue (semantics §11).
     PermissionDenied { queue: String, privilege: &'static str },
     /// 42501: a function for superusers and the extension's owner (and, for diagnostics,
     /// members of pg_monitor).
@@ -155,7 +155,7 @@ impl fmt::Display for QueenError {
     }
 }
 
-/// Called from `_PG_init`: errors reach users without a Rust backtrace (SPEC §11). pgrx's
+/// Called from `_PG_init`: errors reach users without a Rust backtrace (semantics §11). pgrx's
 /// panic hook captures one into every error's DETAIL when the server's environment has
 /// RUST_BACKTRACE set (a developer's shell often does); RUST_LIB_BACKTRACE=0 turns capturing
 /// off for this process, unless it is set already (to debug queen, start the server with

@@ -18,7 +18,7 @@ pub static WORKER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CStrin
 /// Seconds a partition must be empty and idle before maintenance removes it.
 pub static PARTITION_IDLE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
-/// The longest lease a pop, a queue's `leaseTime` or a renewal may give (SPEC §3.2): a role
+/// The longest lease a pop, a queue's `leaseTime` or a renewal may give (semantics §3.2): a role
 /// that may pop a queue must not be able to hold a partition for decades. Only superusers (or
 /// postgresql.conf, ALTER DATABASE/ROLE by a superuser) change it.
 pub static MAX_LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(86_400);

@@ -43,7 +43,7 @@ impl Jsonb {
     /// The elements of a JSON array read from the binary jsonb with Postgres' own lookups,
     /// each object holding only the fields named in `keys`: the fields queen reads of a batch
     /// (a push's items, an ack batch), so that payloads are never turned into text or parsed,
-    /// and any valid jsonb is accepted as it is (SPEC §10: nesting beyond serde_json's
+    /// and any valid jsonb is accepted as it is (semantics §10: nesting beyond serde_json's
     /// recursion limit, numbers beyond f64). Err is the JSON type of an argument that is not an
     /// array.
     pub fn elements(self, keys: &[&str]) -> Result<Vec<Element>, &'static str> {

@@ -49,7 +49,7 @@ pub enum Kind {
     GroupWrite = 1_364_542_803,
     /// A transaction that subscribes a group to a queue (a first pop, a seek), shared; a pass
     /// of completed retention, exclusive, never waiting: while a subscription of the queue is
-    /// not committed, completed retention leaves the queue alone (SPEC §4, item 7).
+    /// not committed, completed retention leaves the queue alone (semantics §4, item 7).
     Subscribe = 1_364_542_804,
 }
 

@@ -1,4 +1,4 @@
-//! Maintenance (SPEC §8): one pass over every queue of the database. `queen_maintain()` runs
+//! Maintenance (semantics §8): one pass over every queue of the database. `queen_maintain()` runs
 //! it on demand; the background worker (worker.rs) runs it every `queen.maintenance_interval`.
 //!
 //! A pass, per queue: bring the message count of `queue_stats` up to date; delete messages
@@ -452,7 +452,7 @@ fn retention_chunk<'a>(s: &'a mut Spi, which: Retention, queue_id: Uuid, cutoff:
 
 /// Run a retention (messages older than `secs`) chunk after chunk, each a unit, until a chunk
 /// deletes nothing, at most `chunks` times; how many it deleted in all. Completed retention runs
-/// only while no subscription of the queue is open (locks.rs Subscribe; SPEC §4: a group whose
+/// only while no subscription of the queue is open (locks.rs Subscribe; semantics §4: a group whose
 /// first pop has not committed counts): None when one is, and the queue is left to the next pass.
 fn retain_in_chunks(
     units: &mut dyn Units,
@@ -549,7 +549,7 @@ fn max_wait_file(
     if !held || look.row.lease_active(look.now) {
         return 0;
     }
-    // An expired lease (an active one was left alone above) ends as a pop ends it (SPEC §5): a
+    // An expired lease (an active one was left alone above) ends as a pop ends it (semantics §5): a
     // failure of its first unfinished message, counted in that message's attempts (filed as
     // 'lease expired' if that spent them); a late ack of it hears 'lease expired'. Then the
     // partition is read again from the settled row. (0.3.0 left any row with a lease alone:

@@ -1,4 +1,4 @@
-//! When a message has waited `maxWaitTimeSeconds` (SPEC §4, docs/api.md "Max wait").
+//! When a message has waited `maxWaitTimeSeconds` (semantics §4, docs/api.md "Max wait").
 //!
 //! A message waits from the moment its push commits: before that no group can see it, and a
 //! push held open for an hour must not reach its consumers as an hour-old dead letter. The

@@ -3,12 +3,12 @@
 //! Ids are UUIDv5 of the name (partition ids: of the queue id and the partition name), so any
 //! backend can compute them without reading or writing a registry row first. That is what
 //! lets a push into a brand-new partition proceed without waiting for another transaction
-//! that is creating the same partition (SPEC §3.1; docs/design.md).
+//! that is creating the same partition (semantics §3.1; docs/design.md).
 
 use crate::error::{shorten, QueenError, QueenResult};
 use uuid::Uuid;
 
-/// Names count characters, not bytes (SPEC §7).
+/// Names count characters, not bytes (semantics §7).
 pub const MAX_NAME_CHARS: usize = 255;
 
 /// The reserved consumer-group name under which queue mode (a NULL group) is stored.

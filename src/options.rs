@@ -1,8 +1,8 @@
-//! Queue options (SPEC §4): their names, defaults, ranges, and how a `queen_configure` patch
+//! Queue options (semantics §4): their names, defaults, ranges, and how a `queen_configure` patch
 //! applies to them. Plain Rust, no server needed.
 //!
 //! A stored option is `None` until it is set; `None` means the default. A patch changes only
-//! the options it names (Queen itself resets every option not sent; SPEC §3.4 does not).
+//! the options it names (Queen itself resets every option not sent; semantics §3.4 does not).
 
 use crate::error::{shorten, QueenError, QueenResult};
 use serde_json::{Map, Value};
@@ -54,7 +54,7 @@ impl Default for QueueOptions {
     }
 }
 
-/// A lease of `seconds` (SPEC §3.2): 1 or more, and at most `queen.max_lease_seconds`; `what`
+/// A lease of `seconds` (semantics §3.2): 1 or more, and at most `queen.max_lease_seconds`; `what`
 /// names where the length came from.
 pub fn check_lease(what: &str, seconds: i32) -> QueenResult<()> {
     lease_in_bounds(what, seconds, crate::gucs::MAX_LEASE_SECONDS.get())
@@ -76,7 +76,7 @@ enum Kind {
     Bool,
 }
 
-/// Every option of SPEC §4 in the order `queen_configure` reports them.
+/// Every option of semantics §4 in the order `queen_configure` reports them.
 const OPTIONS: &[(&str, Kind)] = &[
     ("leaseTime", Kind::Int { min: 1, max: i32::MAX as i64 }),
     ("retryLimit", Kind::Int { min: 0, max: i32::MAX as i64 }),
@@ -174,7 +174,7 @@ impl StoredOptions {
 }
 
 impl QueueOptions {
-    /// Every option with its value, by its SPEC §4 name, in SPEC order.
+    /// Every option with its value, by its semantics §4 name, in that section's order.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("leaseTime".into(), self.lease_time.into());

@@ -1,4 +1,4 @@
-//! `queen_pop` (SPEC §3.2): claiming partitions for a consumer group, leases, and delivery.
+//! `queen_pop` (semantics §3.2): claiming partitions for a consumer group, leases, and delivery.
 //!
 //! A pop looks at candidate partitions (hinted by discovery.rs, oldest hint first) without
 //! locking anything, and locks a partition's cursor row (`FOR UPDATE SKIP LOCKED`, or a
@@ -73,7 +73,7 @@ pub struct Popped {
     pub attempt: i32,
 }
 
-/// Check a request's arguments (SPEC §3.2, §7).
+/// Check a request's arguments (semantics §3.2, §7).
 pub fn check(
     batch: Option<i32>,
     partitions: Option<i32>,
@@ -450,7 +450,7 @@ impl Pop<'_> {
         }
     }
 
-    /// Settle an expired lease: a failure of its first unfinished message (SPEC §5).
+    /// Settle an expired lease: a failure of its first unfinished message (semantics §5).
     fn expire(&self, s: &mut Spi, partition: Uuid, row: &mut CursorRow) {
         if let Some(charge) = row.cursor.expire(self.opts.retry_limit) {
             if charge.spent && self.opts.dead_letter_queue {

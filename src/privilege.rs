@@ -1,4 +1,4 @@
-//! Who may do what on which queue (SPEC §11), and running queen's own SQL as the extension's
+//! Who may do what on which queue (semantics §11), and running queen's own SQL as the extension's
 //! owner.
 //!
 //! **The model.** queen's tables are closed: only the extension's owner (and superusers) can
@@ -202,7 +202,7 @@ fn has_privs_of_role(member: pg_sys::Oid, role: pg_sys::Oid) -> bool {
 /// The extension's owner: every query of queen runs as this role. Read once per backend (and
 /// again after the extension was re-created: the schema's oid changes).
 ///
-/// The installed schema must be the version this library was built for (SPEC §12): a library
+/// The installed schema must be the version this library was built for (semantics §12): a library
 /// installed over an older schema refuses every call, telling to run `ALTER EXTENSION queen
 /// UPDATE`, rather than run queries against tables that are not what it expects. Only a
 /// matching version is remembered, so the first call after the update goes through.

@@ -1,4 +1,4 @@
-//! `queen_push` (SPEC §3.1): checking what producers send, and writing messages.
+//! `queen_push` (semantics §3.1): checking what producers send, and writing messages.
 //!
 //! A push writes only new rows: registry rows for a partition nobody has registered yet, and
 //! the messages. It never updates a shared row, so a producer inside a long business
@@ -423,7 +423,7 @@ fn register(s: &mut Spi, targets: &[(&PushItem, &Target)]) -> Vec<Uuid> {
 
 /// Caps are checked after the insert, so that a producer pushing one transaction after
 /// another never overshoots; pushes in flight in other transactions are not visible and may
-/// (SPEC §4 maxSize).
+/// (semantics §4 maxSize).
 fn check_cap(s: &mut Spi, queue: &str, queue_id: Uuid, max: i64) -> QueenResult<()> {
     let args: [DatumWithOid; 2] = [queue_id.into(), max.saturating_add(1).into()];
     let n = COUNT_QUEUE.run(s, &args).first().get::<i64>("messages").unwrap_or(0);

@@ -41,7 +41,7 @@ pub fn at_end(committed: bool) {
 }
 
 /// Before a group's pop: its subscription in every shard, as its first pop on one server
-/// makes it for the whole queue (SPEC §3.2): a group that consumes one partition at a time
+/// makes it for the whole queue (semantics §3.2): a group that consumes one partition at a time
 /// would otherwise subscribe in a shard only at its first pop there, and `'new'` would skip what
 /// that shard received since the group's first pop. Once per (queue, group) per backend (after
 /// a commit); each shard's call makes the row only if the group has none there.

@@ -99,7 +99,7 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
 }
 
 /// Create the row of (partition, group) in state `c` (where the group's subscription starts
-/// it: the row keeps that start, SPEC §3.2); false when it exists already. The caller holds
+/// it: the row keeps that start, semantics §3.2); false when it exists already. The caller holds
 /// the pair's lock (locks.rs).
 pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
     let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();

@@ -1,4 +1,4 @@
-//! A consumer group's subscription to a queue (SPEC §3.2): fixed at its first pop (or seek),
+//! A consumer group's subscription to a queue (semantics §3.2): fixed at its first pop (or seek),
 //! several rows when first pops ran at once (`queen.effective_subscriptions` adds them up), and
 //! where a group that never popped a partition starts there. Read by pop, ack and maintenance;
 //! created by a group's first pop, or by an ack without a lease that applies.
@@ -24,7 +24,7 @@ const CITUS_SUBSCRIPTION_POINT: Query = Query { file: SQL, name: "citus_subscrip
 const CITUS_SUBSCRIBE: Query =
     Query { file: SQL, name: "citus_subscribe", args: &[UUID, TEXT, TEXT, TSTZ, INT8, INT8S, INT4] };
 
-/// A group's effective subscription to a queue (SPEC §3.2): what its subscription rows add up
+/// A group's effective subscription to a queue (semantics §3.2): what its subscription rows add up
 /// to (`queen.effective_subscriptions`).
 #[derive(Debug, Clone)]
 pub struct Subscription {
@@ -37,7 +37,7 @@ pub struct Subscription {
 }
 
 /// The state a group starts with on a partition it has no cursor row for, by its subscription.
-/// (A cursor row created in this state keeps it: SPEC §3.2.)
+/// (A cursor row created in this state keeps it: semantics §3.2.)
 pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
     match sub.mode.as_str() {
         "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
@@ -96,7 +96,7 @@ pub fn subscribe(
         return Ok(existing);
     }
     // A subscription not committed yet holds completed retention off the queue (locks.rs
-    // Subscribe): nothing it will be owed once it commits is deleted meanwhile (SPEC §4).
+    // Subscribe): nothing it will be owed once it commits is deleted meanwhile (semantics §4).
     let waited = crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
         "the queue's completed retention".to_string()
     })?;

@@ -1,4 +1,4 @@
-//! Waiting pops (SPEC §3.2 `wait_ms`) and the events that wake them.
+//! Waiting pops (semantics §3.2 `wait_ms`) and the events that wake them.
 //!
 //! With the library in `shared_preload_libraries`, a table of waiting backends lives in shared
 //! memory: a waiting pop registers its backend, its database and its queue, then sleeps on its
@@ -20,7 +20,7 @@
 //! the earliest of its group's hints (pop.rs).
 //!
 //! Without preloading there is no shared memory: a waiting pop looks again every `POLL_MS`
-//! (SPEC §10: a committed message is returned within 100 ms).
+//! (semantics §10: a committed message is returned within 100 ms).
 
 use pgrx::lwlock::PgLwLock;
 use pgrx::pg_guard;

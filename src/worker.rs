@@ -1,4 +1,4 @@
-//! The maintenance background worker (SPEC §8): with the library preloaded, one worker per
+//! The maintenance background worker (semantics §8): with the library preloaded, one worker per
 //! database of `queen.databases` runs a maintenance pass (maintain.rs) every
 //! `queen.maintenance_interval` seconds. A database without the extension is skipped; a pass
 //! that fails is logged and rolled back, and the next interval tries again; SIGTERM (server
@@ -162,7 +162,7 @@ pub fn unrecorded() -> (i64, i64) {
 }
 
 /// The settings a pass depends on, whatever ALTER DATABASE / ALTER ROLE ... SET say (a
-/// database owner may set them; SPEC §11: the worker never runs user code, and must not be
+/// database owner may set them; semantics §11: the worker never runs user code, and must not be
 /// stopped by a setting either): a fixed search_path (every query of queen names its schema,
 /// and nothing on another path is called), read-write transactions in READ COMMITTED, and no
 /// timeout that would cut a pass short. Set for the session, before the first pass.

@@ -398,7 +398,7 @@ const RAW_NEXT: &str = "WITH next AS (
      SELECT count(*) FROM next";
 const QUEEN_POP_ACK: &str = "SELECT count(*) FILTER (WHERE success) FROM queen_ack(
          coalesce((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('bench', $1, batch => 100) m), '[]'))";
-/// A worker's whole batch acknowledged in one call (SPEC §3.4); an empty pop acks the nil lease,
+/// A worker's whole batch acknowledged in one call (semantics §3.4); an empty pop acks the nil lease,
 /// which no row holds: no rows.
 const QUEEN_POP_ACK_LEASE: &str = "SELECT count(*) FILTER (WHERE success) FROM queen_ack_lease(
          coalesce((SELECT lease_id FROM queen_pop('bench', $1, batch => 100) LIMIT 1),

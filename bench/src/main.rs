@@ -642,7 +642,7 @@ fn bookkeeping(c: &mut Client, seconds: u64) {
     }
 }
 
-/// What the privilege check costs (SPEC §11, issue 11): the same calls, interleaved, by the
+/// What the privilege check costs (semantics §11, issue 11): the same calls, interleaved, by the
 /// superuser (who is never checked) and by an ordinary role granted the queue (checked against
 /// its cached grants on every call). Both run the functions with their fixed search_path and
 /// as the extension's owner; only the check differs.

@@ -35,7 +35,7 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
     }
 
-    /// The status for an error from the database, by SQLSTATE (queen's are listed in SPEC §7).
+    /// The status for an error from the database, by SQLSTATE (queen's are listed in semantics §7).
     pub fn from_db(e: &tokio_postgres::Error) -> ApiError {
         let Some(db) = e.as_db_error() else {
             // No SQLSTATE: the connection broke or the server went away; a retry may succeed.
@@ -60,7 +60,7 @@ pub fn status_for(code: &SqlState) -> StatusCode {
         // only fail again: 409, which clients do not retry.
         StatusCode::CONFLICT
     } else if c.starts_with("22") || *code == SqlState::FEATURE_NOT_SUPPORTED {
-        // Data exceptions: a bad argument or JSON field, a malformed uuid, a NULL (SPEC §7).
+        // Data exceptions: a bad argument or JSON field, a malformed uuid, a NULL (semantics §7).
         StatusCode::BAD_REQUEST
     } else if c.starts_with("08")
         || c.starts_with("40")

@@ -48,7 +48,7 @@ SELECT (SELECT e FROM new) AS expires_at, secs.s AS seconds, EXISTS (SELECT 1 FR
 -- Move group $2's cursor in every partition of queue $1 to just before the first message
 -- created at or after $3 (NULL: after the last stored message), keeping as pending the
 -- transactions running now below that point (the caller's own among them, whose messages do
--- not count as stored: SPEC §3.1); release the group's leases on the queue; make the position
+-- not count as stored: semantics §3.1); release the group's leases on the queue; make the position
 -- the group's subscription (for partitions created later): a seek's row, which replaces every
 -- subscription of the group that began before it (effective_subscriptions) — also the row of
 -- a first pop still open now, which this statement cannot delete; restart its discovery there,

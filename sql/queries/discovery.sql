@@ -11,7 +11,7 @@
 -- (discovery.rs), used when it is ahead of the stored one (carried = true).
 -- The snapshot as queen reads it (every query that reads one does the same): the caller's own
 -- transaction counts as running — in xip, and xmin no later than it — because
--- pg_current_snapshot() leaves it out (SPEC §3.1); so its own messages are neither read nor
+-- pg_current_snapshot() leaves it out (semantics §3.1); so its own messages are neither read nor
 -- passed, and its xid becomes pending like any other running transaction's.
 WITH snap AS MATERIALIZED (
     SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,

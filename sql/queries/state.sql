@@ -12,7 +12,7 @@
 -- (ahead) left out. With them, what the reading snapshot says (own transaction as running,
 -- see discovery_scan): its running transactions, which pending transactions are visible and
 -- which still have messages left, and the partition's newest message time.
--- A row keeps the start it was made with, whatever the group's subscription reads now (SPEC
+-- A row keeps the start it was made with, whatever the group's subscription reads now (semantics
 -- §3.2: order wins over a first pop that commits later with an earlier point; a seek rewrote
 -- the rows it replaced).
 -- $1 partition, $2 group, $7 limit, $8 lease seconds, $9 shard (src/shards.rs: 0 on one server).

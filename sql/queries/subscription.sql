@@ -48,7 +48,7 @@ SELECT o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
 -- name: subscribe
 -- Subscribe the group to the queue (if the queue exists and the group has no subscription this
 -- statement can see), with this statement's snapshot as the point of mode 'new': its xmax,
--- and its running transactions with the caller's own among them (SPEC §3.1: the caller's own
+-- and its running transactions with the caller's own among them (semantics §3.1: the caller's own
 -- pushes are new too). No unique index (schema.sql, rule 1): the first pops of a group never
 -- wait on each other; effective_subscriptions merges their rows.
 -- $1 queue id, $2 group, $3 mode, $4 from_ts, $5 shard
@@ -85,7 +85,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7);
 -- name: queue_from_position
 -- Where a 'from' subscription starts reading the queue log: just before the first message
 -- created at or after $2, or after the last one; with the transactions running now below it.
--- The caller's own messages are not stored yet as far as positions go (SPEC §3.1), and its
+-- The caller's own messages are not stored yet as far as positions go (semantics §3.1), and its
 -- transaction is among the running ones kept below the position.
 WITH snap AS MATERIALIZED (
     SELECT ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
@@ -107,7 +107,7 @@ SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < po
 
 -- name: partition_from_position
 -- The same for one partition: where a 'from' subscriber's cursor starts.
--- The caller's own messages are not stored yet as far as positions go (SPEC §3.1), and its
+-- The caller's own messages are not stored yet as far as positions go (semantics §3.1), and its
 -- transaction is among the running ones kept below the position.
 WITH snap AS MATERIALIZED (
     SELECT ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)

@@ -1,4 +1,4 @@
-//! Applying what the rules decide (SPEC §5): a target's cursor row locked — or, for a group
+//! Applying what the rules decide (semantics §5): a target's cursor row locked — or, for a group
 //! that never popped the partition, started and created only if an entry applies — judged by
 //! rule.rs, and written with its dead letters, hints and the lease it ended; and the rows of a
 //! lease whose messages retention deleted, settled.
@@ -77,7 +77,7 @@ impl Group<'_> {
 
     /// The row a group that never popped the partition starts with there (its subscription's
     /// start, or 'all' if it has none: an ack without a lease subscribes its group, as a pop
-    /// would), not stored: it is created only if an entry applies (SPEC §10, a refused ack
+    /// would), not stored: it is created only if an entry applies (semantics §10, a refused ack
     /// leaves no trace).
     fn virtual_row(&mut self) -> (Locked, Option<Subscription>) {
         let (sub, opts) = match crate::subscription::subscription(self.s, self.queue_id, self.group) {

@@ -1,4 +1,4 @@
-//! What the entries of an ack name, found (SPEC §3.3, §3.4): per (partition, group), one
+//! What the entries of an ack name, found (semantics §3.3, §3.4): per (partition, group), one
 //! [`Target`] — the entries acked there with their messages, the leases they name as the
 //! partition knows them, and the cursor row when the way of finding locked it already —
 //! whichever way they were found:
@@ -360,7 +360,7 @@ pub(super) fn gone(entries: &[AckEntry], ids: &[Option<Uuid>]) -> Vec<Uuid> {
     gone
 }
 
-/// The group an entry acks for (SPEC §3.3): its lease's group when the lease is known, which
+/// The group an entry acks for (semantics §3.3): its lease's group when the lease is known, which
 /// `consumerGroup`, if given, must name (None: it names another, and the ack is refused with
 /// 'lease not held'); otherwise the group given (queue mode without one).
 fn group_of(e: &AckEntry, lease: Option<&LeaseRow>) -> Option<String> {
@@ -459,7 +459,7 @@ pub(super) struct LeaseBatch {
     read: Read,
 }
 
-/// The rows holding `lease` (`queen_ack_lease`, SPEC §3.4), found through `cursors_lease` and
+/// The rows holding `lease` (`queen_ack_lease`, semantics §3.4), found through `cursors_lease` and
 /// locked in partition order, with their batches' message ids, in one statement. A lease no
 /// row holds any more (released, or taken over by a pop after it ran out) no longer knows its
 /// batch: no rows, as for an unknown lease. To a role that holds no privilege on the lease's

@@ -1,4 +1,4 @@
-//! `queen_ack` (SPEC §3.3, §5): what each answer does to a group's cursor, its lease, retries
+//! `queen_ack` (semantics §3.3, §5): what each answer does to a group's cursor, its lease, retries
 //! and dead letters.
 //!
 //! - `completed`: the message is finished; the cursor moves over the finished prefix of the
@@ -13,7 +13,7 @@
 //! In one call, the entries of one (partition, group) are applied in delivery order; at the
 //! first that comes back (or a `failed` whose retries are spent), the lease is released and the
 //! rest are `superseded`: not applied,
-//! delivered again (reference/000: "In a batch, the cursor stops at the first message that
+//! delivered again (semantics §5, the batch rule: "In a batch, the cursor stops at the first message that
 //! comes back"). A refused ack is a result, not an error, and changes nothing.
 //!
 //! An ack is built as a pop is: **parse → find → judge → apply**. parse.rs checks the wire
@@ -76,7 +76,7 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
     })
 }
 
-/// `queen_ack_lease` (SPEC §3.4): every message lease `lease` delivered and not finished yet,
+/// `queen_ack_lease` (semantics §3.4): every message lease `lease` delivered and not finished yet,
 /// acknowledged with `status` (and `error`) as a batch of one entry per message would be —
 /// another way to find the entries; the rules are rule.rs's. The rows that hold the lease are
 /// found through `cursors_lease` and locked in partition order, with their batches' message

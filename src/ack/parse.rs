@@ -1,4 +1,4 @@
-//! The wire forms of `queen_ack` (SPEC §3.3): the statuses, and a batch's entries as JSON —
+//! The wire forms of `queen_ack` (semantics §3.3): the statuses, and a batch's entries as JSON —
 //! Queen's shape (camelCase) or rows of `queen_pop` turned into JSON (snake_case) — checked,
 //! each in its place.
 

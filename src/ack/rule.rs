@@ -1,4 +1,4 @@
-//! What acknowledgements do to one (partition, group) (SPEC §5), in plain Rust.
+//! What acknowledgements do to one (partition, group) (semantics §5), in plain Rust.
 //!
 //! An ack is **find → judge → apply**: find.rs finds what the entries name and gathers them by
 //! (partition, group); apply.rs locks (or starts) that pair's cursor row and hands it, with the
@@ -84,7 +84,7 @@ fn lease_refusal(row: &CursorRow, now: Micros, lease: Uuid, e: &Entry<'_>) -> Op
     }
 }
 
-/// Judge the entries of one (partition, group) against its row (SPEC §5), in delivery order,
+/// Judge the entries of one (partition, group) against its row (semantics §5), in delivery order,
 /// changing the row as they apply: one verdict per entry, in the order given, and what else
 /// is to be written. Writes nothing.
 pub fn judge(row: &mut CursorRow, now: Micros, opts: &QueueOptions, entries: &[Entry<'_>]) -> (Vec<Verdict>, Outcome) {
@@ -133,7 +133,7 @@ pub fn judge(row: &mut CursorRow, now: Micros, opts: &QueueOptions, entries: &[E
             AckStatus::Failed => {
                 let charge = row.cursor.charge(k, opts.retry_limit);
                 if charge.spent {
-                    // Filed, and the lease released all the same (SPEC §5): a worker that gives
+                    // Filed, and the lease released all the same (semantics §5): a worker that gives
                     // up on its batch after a failure leaves nothing leased until expiry; the
                     // messages after it come back at the next pop, uncharged.
                     dead_letter(charge.attempt, v);
@@ -350,7 +350,7 @@ mod tests {
                 ..case("failed without a retry delay comes back at once")
             },
             // failed with retries spent: a dead letter, finished, and the lease released all
-            // the same (SPEC §5); the rest comes back uncharged.
+            // the same (semantics §5); the rest comes back uncharged.
             Case {
                 acks: &[((1, 1), Failed, Held), ((1, 2), Completed, Held)],
                 retry_limit: 0,

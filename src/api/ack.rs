@@ -18,7 +18,7 @@ fn row(r: AckResult) -> AckRow {
     }
 }
 
-/// `queen_ack(message_id, lease_id, status, error, consumer_group)`: SPEC §3.3, one message.
+/// `queen_ack(message_id, lease_id, status, error, consumer_group)`: semantics §3.3, one message.
 /// A refused ack is a row with `success = false` and the reason, not an error.
 /// `RETURNS queen.ack_result`.
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
@@ -39,7 +39,7 @@ fn queen_ack_one(
     row(ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry"))
 }
 
-/// The arguments of the one-message form, checked, as an entry (SPEC §3.3, §7).
+/// The arguments of the one-message form, checked, as an entry (semantics §3.3, §7).
 fn checked_one(
     message_id: Option<Uuid>,
     lease_id: Option<Uuid>,
@@ -72,7 +72,7 @@ fn checked_batch(acks: Option<Jsonb>) -> (Vec<AckEntry>, Jsonb) {
     (ack::parse_acks_jsonb(acks).or_report(F), acks)
 }
 
-/// `queen_ack(acks)`: SPEC §3.3, a batch; one result per entry, in input order;
+/// `queen_ack(acks)`: semantics §3.3, a batch; one result per entry, in input order;
 /// `RETURNS SETOF queen.ack_result`.
 /// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
@@ -88,7 +88,7 @@ fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
     SetOfIterator::new(results.into_iter().map(row))
 }
 
-/// `queen_ack_lease(lease_id, status, error)`: SPEC §3.4, every message the lease delivered
+/// `queen_ack_lease(lease_id, status, error)`: semantics §3.4, every message the lease delivered
 /// and not finished yet, in delivery order; `RETURNS SETOF queen.ack_result`.
 /// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_ack_lease", volatile, parallel_unsafe)]
@@ -111,7 +111,7 @@ fn queen_ack_lease(
     SetOfIterator::new(results.into_iter().map(row))
 }
 
-/// The arguments of `queen_ack_lease`, checked (SPEC §7).
+/// The arguments of `queen_ack_lease`, checked (semantics §7).
 fn checked_lease(lease_id: Option<Uuid>, status: Option<&str>) -> (uuid::Uuid, AckStatus) {
     const F: &str = "queen_ack_lease";
     let lease_id = lease_id.ok_or(QueenError::NullValue { argument: "lease_id" }).or_report(F);

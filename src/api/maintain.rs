@@ -2,7 +2,7 @@ use crate::gucs;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
-/// `queen_maintain()`: run one maintenance pass now (SPEC §8) and report what it did. The
+/// `queen_maintain()`: run one maintenance pass now (semantics §8) and report what it did. The
 /// background worker runs the same pass.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]

@@ -6,7 +6,7 @@ use crate::privilege::{self, Privilege};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-/// `queen_pop(...)`: SPEC §3.2. Claims partitions for the group and returns their next messages;
+/// `queen_pop(...)`: semantics §3.2. Claims partitions for the group and returns their next messages;
 /// `RETURNS SETOF queen.message`. (Under queen's search_path without a SET clause:
 /// gucs::with_fixed_search_path.)
 #[allow(clippy::too_many_arguments)]
@@ -48,7 +48,7 @@ fn queen_pop(
     SetOfIterator::new(rows.into_iter().map(message_row))
 }
 
-/// The arguments of a pop, checked (SPEC §3.2, §7).
+/// The arguments of a pop, checked (semantics §3.2, §7).
 #[allow(clippy::too_many_arguments)]
 fn checked_request(
     queue: Option<&str>,

@@ -55,7 +55,7 @@ fn privileges(function: &'static str, privileges: Option<Vec<Option<String>>>) -
     list.into_iter().map(|p| p.ok_or(QueenError::NullValue { argument: "privileges" }).or_report(function)).collect()
 }
 
-/// `queen_grant(queue, role, privileges)`: SPEC §11. Let `role` (and the roles that have its
+/// `queen_grant(queue, role, privileges)`: semantics §11. Let `role` (and the roles that have its
 /// privileges) use `queue` (`'*'`: every queue, present and future) as `privileges` say:
 /// `push`, `pop` (with ack and renew), `configure` (configure, seek, delete group, delete
 /// queue), `read` (its rows in the views). For superusers and the extension's owner. Returns

@@ -20,7 +20,7 @@ fn row(r: PushResult) -> PushRow {
     }
 }
 
-/// `queen_push(queue, payload, partition, transaction_id, trace_id)`: SPEC §3.1, one message;
+/// `queen_push(queue, payload, partition, transaction_id, trace_id)`: semantics §3.1, one message;
 /// `RETURNS queen.push_result`.
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
@@ -43,9 +43,9 @@ fn queen_push_one(
     row(results.pop().expect("queen: one result per item"))
 }
 
-/// `queen_push(items)`: SPEC §3.1, a batch in Queen's wire shape; one result per item, in
+/// `queen_push(items)`: semantics §3.1, a batch in Queen's wire shape; one result per item, in
 /// order; `RETURNS SETOF queen.push_result`. The items are read from the binary jsonb (the
-/// payloads go to the table as they are), so any valid jsonb payload is accepted (SPEC §10).
+/// payloads go to the table as they are), so any valid jsonb payload is accepted (semantics §10).
 /// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
 fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
@@ -63,7 +63,7 @@ fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
     SetOfIterator::new(results.into_iter().map(row))
 }
 
-/// The arguments of the one-message form, checked (SPEC §3.1, §7).
+/// The arguments of the one-message form, checked (semantics §3.1, §7).
 fn checked_one(
     queue: Option<&str>,
     payload: Option<Jsonb>,

@@ -1,6 +1,6 @@
-//! The result types of SPEC §3 (`queen.push_result`, `queen.message`, `queen.ack_result`,
+//! The result types of semantics §3 (`queen.push_result`, `queen.message`, `queen.ack_result`,
 //! created by sql/schema.sql) as Rust return types, so that the functions are declared
-//! `RETURNS queen.push_result` and `RETURNS SETOF queen.push_result` as the SPEC writes them
+//! `RETURNS queen.push_result` and `RETURNS SETOF queen.push_result` as docs/semantics.md writes them
 //! (pgrx's `TableIterator` can only declare `RETURNS TABLE (...)`).
 //!
 //! A row is returned as a composite datum of the function's declared result type: the tuple

@@ -69,7 +69,7 @@ pub async fn trace(body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
 
 /// `POST /api/v1/fetch` and `POST /api/v1/partitions/changed` (Queen's reads by offset):
 /// refused, 400 with `code: "offset_reads_unsupported"`. queen orders a partition by its
-/// messages' transactions (SPEC §6.1): a transaction that began earlier may commit after later
+/// messages' transactions (semantics §6.1): a transaction that began earlier may commit after later
 /// ones, so a position handed out when a message is written is not the order messages become
 /// visible in, and a reader that went on from offset N could skip a message that appears below
 /// N afterwards. Consumer groups (or a group per reader, with `seek`) give the same reads with

@@ -340,7 +340,7 @@ pub fn waiter(
 /// (clock_timestamp(), now(), pg_current_snapshot(), hashtext(), `=` on bigint and uuid, `||`
 /// on text), each recording its call in `schema.calls` and then doing what the original does:
 /// with `schema` before pg_catalog on a search_path, they would be called instead of the
-/// originals (SPEC §11). `spy_calls` counts what they recorded.
+/// originals (semantics §11). `spy_calls` counts what they recorded.
 pub fn plant_spies(c: &mut Client, schema: &str) {
     let spy = |name: &str, args: &str, ret: &str, body: &str| {
         format!(

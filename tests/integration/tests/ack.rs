@@ -1,5 +1,5 @@
 //! queen_ack and the functions on consumer state, over real connections: every rule of
-//! SPEC §5, the exactly-once effect of §6.5, and the views of §9.
+//! semantics §5, the exactly-once effect of §6.5, and the views of §9.
 
 use postgres::Client;
 use queen_integration_tests::{connect, sqlstate, TestDb};
@@ -54,7 +54,7 @@ fn ack_one(c: &mut Client, row: &Value, status: &str) -> (bool, Option<String>, 
     (r.get(0), r.get(1), r.get(2), r.get(3))
 }
 
-/// The figure of reference/000: a batch of four acked completed, failed, completed, completed
+/// The batch rule's example (semantics §5): a batch of four acked completed, failed, completed, completed
 /// in one call leaves the cursor after the first; the other three come back, in order.
 #[test]
 fn the_cursor_stops_at_the_first_message_that_comes_back() {
@@ -157,7 +157,7 @@ fn spent_retries_file_a_dead_letter_and_the_count_starts_afresh() {
     assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'h', auto_ack => true)")), vec![0]);
 }
 
-/// SPEC §5 (2026-12-01): a `failed` ack whose retries are spent files its dead letter and
+/// semantics §5 (2026-12-01): a `failed` ack whose retries are spent files its dead letter and
 /// releases the lease all the same: the rest of the batch comes back at once, uncharged (it
 /// stayed leased until expiry before, and the expiry then charged the next message). In a batch,
 /// the entries after it are superseded.
@@ -534,7 +534,7 @@ fn oldest_pending_is_the_first_unfinished_message() {
     assert_eq!(lag(&mut c), (0, None));
 }
 
-/// SPEC §6.5: consumers that do their writes and their `completed` ack in one transaction see
+/// semantics §6.5: consumers that do their writes and their `completed` ack in one transaction see
 /// each message's effect applied exactly once per group, through rollbacks and lease expiries.
 #[test]
 fn exactly_once_effect_with_a_transactional_ack() {

@@ -1,4 +1,4 @@
-//! queen_ack_lease (SPEC §3.4): a worker that processed its whole batch acks it in one call —
+//! queen_ack_lease (semantics §3.4): a worker that processed its whole batch acks it in one call —
 //! every message of the lease not finished yet, with the batch rule of §5.
 
 use postgres::Client;

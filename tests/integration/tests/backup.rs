@@ -1,4 +1,4 @@
-//! SPEC §12: pg_dump of a database with queen, restored with pg_restore into a fresh database —
+//! semantics §12: pg_dump of a database with queen, restored with pg_restore into a fresh database —
 //! of the same cluster, and of another cluster whose transaction counter is far lower — keeps
 //! every queue, option, message, cursor, lease, subscription and dead letter: consumers go on
 //! where they left off, and new pushes come after every restored message.

@@ -1,4 +1,4 @@
-//! SPEC §6.6: a crash of the server (kill -9 of the postmaster) loses no committed push, ack,
+//! semantics §6.6: a crash of the server (kill -9 of the postmaster) loses no committed push, ack,
 //! cursor move or dead letter. This test runs a cluster of its own (scripts/cluster), since it
 //! kills it.
 

@@ -128,7 +128,7 @@ fn configure_is_transactional() {
     assert!(err.as_db_error().unwrap().message().contains("\"nope\""), "{err}");
 }
 
-/// SPEC §3: the result types as the SPEC writes them, read from pg_proc (scalar forms return
+/// semantics §3: the result types as docs/semantics.md writes them, read from pg_proc (scalar forms return
 /// one composite row, batch forms and pop a set of it).
 #[test]
 fn functions_return_the_spec_result_types() {
@@ -178,7 +178,7 @@ fn functions_return_the_spec_result_types() {
     assert!(a.get::<_, bool>(0));
 }
 
-/// SPEC §11: errors reach users with a clear message and SQLSTATE, never a Rust backtrace
+/// semantics §11: errors reach users with a clear message and SQLSTATE, never a Rust backtrace
 /// (the test cluster runs with RUST_BACKTRACE=1, as a developer's shell often has it).
 #[test]
 fn errors_carry_no_backtrace() {

@@ -151,9 +151,9 @@ fn ack(c: &mut Client, m: uuid::Uuid, lease: Option<uuid::Uuid>, group: Option<&
     (r.get(0), r.get(1))
 }
 
-/// Item 4 and SPEC §3.3: an ack with a lease takes its group from the lease, so leaving out
+/// Item 4 and semantics §3.3: an ack with a lease takes its group from the lease, so leaving out
 /// `consumer_group` acks for the lease's group; naming another group is refused, and a refused
-/// ack writes nothing: no subscription, cursor, hint or lease row (SPEC §10).
+/// ack writes nothing: no subscription, cursor, hint or lease row (semantics §10).
 #[test]
 fn an_ack_takes_its_group_from_the_lease_and_a_refused_one_leaves_no_trace() {
     let db = TestDb::new("ack_lease_group");

@@ -377,7 +377,7 @@ fn a_rolled_back_first_call_after_a_restore_leaves_no_offset_behind() {
 
 /// Item 3: while one backend's first call after a restore sits in an open transaction, other
 /// sessions' pushes do not wait (0.2.0 held the rebase's table lock until that transaction
-/// ended: SPEC §3.1, a producer never waits).
+/// ended: semantics §3.1, a producer never waits).
 #[test]
 fn a_first_call_after_a_restore_never_makes_others_wait() {
     let (src, dst) = (Server::not_preloaded(), Server::preloaded());

@@ -1,5 +1,5 @@
 //! queen_push and queen_pop over real, separate connections: the delivery guarantees of
-//! SPEC §6.1–§6.4 and the behaviour of SPEC §3.1–§3.2.
+//! semantics §6.1–§6.4 and the behaviour of semantics §3.1–§3.2.
 
 use queen_integration_tests::{
     connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, sqlstate, TestDb,
@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// SPEC §6.1, the commit-order hazard: A pushes and stays open, B pushes later and commits, a
+/// semantics §6.1, the commit-order hazard: A pushes and stays open, B pushes later and commits, a
 /// consumer passes B, then A commits: A's message must still be delivered, to every group.
 #[test]
 fn a_late_commit_is_not_lost() {
@@ -97,7 +97,7 @@ fn a_rolled_back_push_is_never_delivered() {
     assert_eq!(pending_with_a(&mut consumer), 0, "the aborted transaction is dropped from the pending lists");
 }
 
-/// SPEC §6.2: a transaction that stays open (one that pushed, one that wrote elsewhere) does
+/// semantics §6.2: a transaction that stays open (one that pushed, one that wrote elsewhere) does
 /// not hold back messages that others committed.
 #[test]
 fn an_open_transaction_does_not_stall_delivery() {
@@ -129,7 +129,7 @@ fn an_open_transaction_does_not_stall_delivery() {
     assert_eq!(drain(&mut consumer, "q", Some("g")), vec![json!("held")]);
 }
 
-/// SPEC §6.4: many concurrent poppers of one group never get overlapping messages, and
+/// semantics §6.4: many concurrent poppers of one group never get overlapping messages, and
 /// together they get every message exactly once (leases are not released: no acks).
 #[test]
 fn leases_are_exclusive() {
@@ -193,7 +193,7 @@ fn leases_are_exclusive() {
     }
 }
 
-/// SPEC §6.3: a producer pushing one message per transaction into a partition gets strict
+/// semantics §6.3: a producer pushing one message per transaction into a partition gets strict
 /// FIFO, while other producers push into other partitions and a consumer pops concurrently.
 #[test]
 fn per_partition_fifo_under_concurrent_producers() {
@@ -309,7 +309,7 @@ fn rows_carry_lease_and_attempt_and_auto_ack_has_none() {
     assert!(rows.iter().all(|r| r.get::<_, Option<uuid::Uuid>>("lease_id").is_none()));
     assert!(rows.iter().all(|r| r.get::<_, Option<String>>("consumer_group").as_deref() == Some("other")));
     assert!(c.query("SELECT * FROM queen_pop('q', 'other', auto_ack => true)", &[]).unwrap().is_empty());
-    // Queue mode rows have a NULL consumer_group, and to_jsonb gives the SPEC's column names.
+    // Queue mode rows have a NULL consumer_group, and to_jsonb gives the contract's column names (docs/semantics.md §3).
     let j: Value = c.query_one("SELECT to_jsonb(m) FROM queen_pop('q', batch => 1) m", &[]).unwrap().get(0);
     let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
     for k in [
@@ -353,7 +353,7 @@ fn a_pop_can_claim_several_partitions() {
     assert!(last.is_disjoint(&parts));
 }
 
-/// Subscription modes (SPEC §3.2): 'all', 'new', 'from', fixed at the group's first pop and
+/// Subscription modes (semantics §3.2): 'all', 'new', 'from', fixed at the group's first pop and
 /// applying to partitions created later.
 #[test]
 fn subscription_modes() {
@@ -437,7 +437,7 @@ fn window_buffer_waits_for_a_quiet_partition() {
     assert!(last.elapsed() >= Duration::from_millis(950), "the window counts from the newest message");
 }
 
-/// Duplicates (SPEC §3.1): within a batch, against an earlier push, and 8 concurrent pushes
+/// Duplicates (semantics §3.1): within a batch, against an earlier push, and 8 concurrent pushes
 /// of one key, of which exactly one is queued and all report the same message.
 #[test]
 fn duplicates_are_detected_and_report_the_holder() {
@@ -493,7 +493,7 @@ fn duplicates_are_detected_and_report_the_holder() {
     assert_eq!(stored, 1);
 }
 
-/// SPEC §3.1: creating a partition inside a long transaction blocks no other producer, and
+/// semantics §3.1: creating a partition inside a long transaction blocks no other producer, and
 /// transactions creating partitions in opposite orders do not deadlock.
 #[test]
 fn creating_partitions_never_blocks_other_producers() {
@@ -604,7 +604,7 @@ fn waiting_pops() {
     c.batch_execute("ROLLBACK").unwrap();
 }
 
-/// Each bad input of SPEC §3.1 and §3.2 raises its SQLSTATE, names the argument, and stores
+/// Each bad input of semantics §3.1 and §3.2 raises its SQLSTATE, names the argument, and stores
 /// nothing.
 #[test]
 fn bad_input_is_refused() {
@@ -653,7 +653,7 @@ fn bad_input_is_refused() {
     assert_eq!(stored, 0);
 }
 
-/// maxSize (SPEC §4): a producer pushing one transaction after another never overshoots; the
+/// maxSize (semantics §4): a producer pushing one transaction after another never overshoots; the
 /// error names the queue and its limit; a batch that would overshoot stores nothing.
 #[test]
 fn max_size_is_enforced() {

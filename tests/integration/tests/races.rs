@@ -40,7 +40,7 @@ fn rows_of(c: &mut Client, id: uuid::Uuid) -> i64 {
 
 /// Item 7: group A drains m0–m2; group B's first pop ('all', batch 1) is open holding m0 when
 /// completed retention comes due. The pass leaves the queue alone while B's subscription is
-/// not committed (SPEC §4); B commits, acks m0 and gets m1, m2. Then, all finished, they go.
+/// not committed (semantics §4); B commits, acks m0 and gets m1, m2. Then, all finished, they go.
 #[test]
 fn completed_retention_keeps_what_an_open_first_pop_will_be_owed() {
     let db = TestDb::new("completed_open_first");
@@ -338,7 +338,7 @@ fn max_wait_counts_from_the_commit_of_the_push() {
 /// Suspected in issue 21: the max-wait pass replacing an expired lease charged nothing. What
 /// 0.2.0 did is worse: it left every row with a lease, expired or not, alone — with no consumer
 /// popping, the message waited past max wait for ever. The pass now ends the expired lease as
-/// a pop would (SPEC §5) and files the message, its attempts counting the expiry.
+/// a pop would (semantics §5) and files the message, its attempts counting the expiry.
 #[test]
 fn max_wait_files_a_message_under_an_expired_lease_and_charges_the_expiry() {
     let db = TestDb::new("max_wait_expired");

@@ -1,4 +1,4 @@
-//! Privileges and the fixed search_path (SPEC §11), over real connections as roles that are not
+//! Privileges and the fixed search_path (semantics §11), over real connections as roles that are not
 //! superusers: what a role without grants, with some grants, or with hostile objects on its
 //! search_path can and cannot do.
 

@@ -3,7 +3,7 @@
 //! back, let leases expire and roll back, popping one to three partitions at a time and acking
 //! in batches or one by one, all concurrently. At the end every message a
 //! producer committed is, for each group, either processed exactly once (the consumer's write
-//! and its `completed` ack commit together, SPEC §6.5) or a dead letter; nothing rolled back is
+//! and its `completed` ack commit together, semantics §6.5) or a dead letter; nothing rolled back is
 //! ever seen (§6.1, §6.4, §6.5 together) — while maintenance runs all along, deleting finished
 //! messages after a second and removing partitions empty for a second.
 

@@ -1,4 +1,4 @@
-//! SPEC §10: valid input is accepted whatever its shape. Any valid jsonb payload — nested
+//! semantics §10: valid input is accepted whatever its shape. Any valid jsonb payload — nested
 //! deeper than serde_json's recursion limit, numbers beyond f64, long strings, unicode
 //! escapes — is pushed by the batch form as by the scalar form, and comes back unchanged.
 

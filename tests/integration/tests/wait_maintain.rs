@@ -341,7 +341,7 @@ fn the_background_worker_maintains_its_database() {
         thread::sleep(Duration::from_millis(100));
     }
     // It fires timers at their time, not at its next pass (every second here): a waiting pop
-    // gets the message within 100 ms of the due time (SPEC §3.2), with the id promised when it
+    // gets the message within 100 ms of the due time (semantics §3.2), with the id promised when it
     // was scheduled; and a commit that schedules one already due wakes it at once.
     for (label, delay_ms) in [("due in 300 ms", 300.0), ("due already", -1000.0)] {
         let r = c
@@ -454,7 +454,7 @@ fn the_background_worker_maintains_its_database() {
     assert!(seen_between, "max wait's dead letter was not committed before the later queue's retention");
     assert_eq!(count(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen maintenance'"), 1);
 
-    // A hostile search_path for the database (SPEC §11): spies first on it. The worker,
+    // A hostile search_path for the database (semantics §11): spies first on it. The worker,
     // restarted so that it connects under the setting, maintains the database as before and
     // never calls them.
     plant_spies(&mut c, "trap");

@@ -1,4 +1,4 @@
-//! SPEC §3.2: what ends a wait. A waiting pop never sleeps out its `wait_ms` while a message is
+//! semantics §3.2: what ends a wait. A waiting pop never sleeps out its `wait_ms` while a message is
 //! deliverable: what another session causes ends the wait at once, what comes due by time
 //! ends it within 100 ms of its due time. (Preloaded cluster; limits below are generous for a
 //! loaded CI machine, and far below the 8 s the waits ask for.)
