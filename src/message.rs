@@ -50,6 +50,8 @@ pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Va
     if crate::route::distributed().is_some() {
         return Err(QueenError::invalid("queen_message", "is not available on a distributed (Citus) queen yet"));
     }
+    // The bound of a stored transaction id (a longer one names no message).
+    crate::push::check_transaction_id("argument \"transaction_id\"", transaction_id)?;
     let found = spi::connect(|s| {
         let by_txn = BY_TRANSACTION
             .run(s, &[partition_id.into(), transaction_id.into()])

@@ -239,7 +239,8 @@ pub struct Fired {
 /// a subtransaction; when that fails, timer by timer, so that one that cannot be pushed is
 /// tried again later and the others fire.
 pub fn fire_due(now: Micros, limit: i64) -> Fired {
-    let mut taken: Vec<(Uuid, String, Uuid)> = Vec::new();
+    // The timers taken: queue, key, message id, attempts so far.
+    let mut taken: Vec<(Uuid, String, Uuid, i32)> = Vec::new();
     let at = state::timestamp(now);
     let whole = crate::subxact::attempt(|| {
         spi::connect(|s| -> QueenResult<i64> {
@@ -252,7 +253,14 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
             let ids: Vec<Uuid> = r.req("message_ids");
             let queues: Vec<Uuid> = r.req("queue_ids");
             let keys: Vec<String> = r.req("timer_keys");
-            taken = queues.into_iter().zip(keys).zip(ids.iter().copied()).map(|((q, k), m)| (q, k, m)).collect();
+            let attempts: Vec<i32> = r.req("attempts");
+            taken = queues
+                .into_iter()
+                .zip(keys)
+                .zip(ids.iter().copied())
+                .zip(attempts)
+                .map(|(((q, k), m), a)| (q, k, m, a))
+                .collect();
             push_items(r.req::<Jsonb>("items"), ids)?;
             Ok(n)
         })
@@ -261,7 +269,7 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
         Ok(n) => Fired { fired: n, retried: 0, more: n >= limit },
         Err(_) => {
             let mut out = Fired { more: taken.len() as i64 >= limit, ..Fired::default() };
-            for (queue_id, key, message_id) in &taken {
+            for (queue_id, key, message_id, attempts) in &taken {
                 let one = crate::subxact::attempt(|| {
                     spi::connect(|s| -> QueenResult<bool> {
                         let args: [DatumWithOid; 3] = [(*queue_id).into(), key.as_str().into(), (*message_id).into()];
@@ -277,17 +285,14 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
                     Ok(false) => {}
                     Err(why) => {
                         out.retried += 1;
+                        // (A timer rescheduled meanwhile has another message id: left as it is.)
                         spi::connect(|s| {
-                            let attempts = GET
-                                .run(s, &[(*queue_id).into(), key.as_str().into()])
-                                .next()
-                                .map_or(0, |r| r.req::<i32>("attempts"));
                             let args: [DatumWithOid; 5] = [
                                 (*queue_id).into(),
                                 key.as_str().into(),
                                 (*message_id).into(),
                                 shorten(&why).into(),
-                                state::timestamp(now + backoff(attempts)).into(),
+                                state::timestamp(now + backoff(*attempts)).into(),
                             ];
                             FAILED.run(s, &args);
                         });

@@ -37,7 +37,8 @@ SELECT queue, timer_key, partition, payload, transaction_id, message_id, trace_i
 -- name: timers_take
 -- Up to $2 timers due at $1, earliest first, removed: the rows a transaction that is changing
 -- them (a reschedule, a cancel, another firing) holds are left for later. As one batch of
--- queen_push items (Queen's wire shape), with their message ids and keys in the same order.
+-- queen_push items (Queen's wire shape), with their message ids, keys and attempts in the same
+-- order.
 WITH due AS (
     SELECT queue_id, timer_key FROM queen.timers
      WHERE deliver_at <= $1
@@ -55,7 +56,8 @@ SELECT count(*) AS taken,
                           ORDER BY deliver_at, queue_id, timer_key), '[]') AS items,
        COALESCE(array_agg(message_id ORDER BY deliver_at, queue_id, timer_key), '{}') AS message_ids,
        COALESCE(array_agg(queue_id ORDER BY deliver_at, queue_id, timer_key), '{}') AS queue_ids,
-       COALESCE(array_agg(timer_key ORDER BY deliver_at, queue_id, timer_key), '{}') AS timer_keys
+       COALESCE(array_agg(timer_key ORDER BY deliver_at, queue_id, timer_key), '{}') AS timer_keys,
+       COALESCE(array_agg(attempts ORDER BY deliver_at, queue_id, timer_key), '{}') AS attempts
   FROM taken;
 
 -- name: timer_take_one

@@ -141,17 +141,9 @@ fn the_tests_the_docs_cite_exist() {
         docs.push(e.unwrap().path());
     }
     let mut sources = String::new();
-    let mut dirs = vec![root.join("tests/integration"), root.join("tests/gateway")];
-    while let Some(dir) = dirs.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                if !p.ends_with("target") {
-                    dirs.push(p);
-                }
-            } else if p.extension().is_some_and(|x| x == "rs" || x == "py") {
-                sources.push_str(&std::fs::read_to_string(&p).unwrap());
-            }
+    for p in files_under(&root, &["tests/integration", "tests/gateway"]) {
+        if p.extension().is_some_and(|x| x == "rs" || x == "py") {
+            sources.push_str(&std::fs::read_to_string(&p).unwrap());
         }
     }
     let mut missing = Vec::new();
@@ -224,20 +216,11 @@ fn every_cited_section_of_the_contract_exists() {
     // Released upgrade scripts are history, and keep their words.
     let released = ["queen--0.1.0--0.2.0.sql", "queen--0.2.0--0.3.0.sql"];
     let mut files = vec![root.join("README.md")];
-    let mut dirs: Vec<_> =
-        ["src", "sql", "docs", "tests/integration", "tests/gateway", "gateway/src", "scripts"].iter().map(|d| root.join(d)).collect();
-    while let Some(dir) = dirs.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                if !p.ends_with("target") {
-                    dirs.push(p);
-                }
-            } else if !released.iter().any(|r| p.ends_with(r)) {
-                files.push(p);
-            }
-        }
-    }
+    files.extend(
+        files_under(&root, &["src", "sql", "docs", "tests/integration", "tests/gateway", "gateway/src", "scripts"])
+            .into_iter()
+            .filter(|p| !released.iter().any(|r| p.ends_with(r))),
+    );
     let (mut cited, mut missing) = (0, Vec::new());
     for f in &files {
         let Ok(text) = std::fs::read_to_string(f) else { continue };
@@ -255,4 +238,23 @@ fn every_cited_section_of_the_contract_exists() {
     }
     assert!(cited >= 100, "too few citations found: {cited}");
     assert!(missing.is_empty(), "cited sections docs/semantics.md does not have:\n  {}", missing.join("\n  "));
+}
+
+/// The files under `dirs` of the repository at `root`, build output (`target/`) left out.
+fn files_under(root: &std::path::Path, dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    let mut todo: Vec<_> = dirs.iter().map(|d| root.join(d)).collect();
+    let mut out = Vec::new();
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if !p.ends_with("target") {
+                    todo.push(p);
+                }
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
 }

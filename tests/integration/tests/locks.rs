@@ -169,6 +169,9 @@ fn a_message_and_what_each_group_made_of_it() {
     let d2: Value = c.query_one("SELECT queen_message($1, $2)", &[&pid2, &mid2.to_string()]).unwrap().get(0);
     assert_eq!(d2["messageId"], json!(mid2.to_string()));
     assert!(c.query_one("SELECT queen_message($1, 'nope')", &[&pid]).unwrap().get::<_, Option<Value>>(0).is_none());
+    // A transaction id past its bound is refused, not looked up.
+    let e = c.query("SELECT queen_message($1, repeat('x', 256))", &[&pid]).unwrap_err();
+    assert_eq!(sqlstate(&e), "22023");
     // A role without read on the queue learns nothing, not even that it exists.
     let stranger = db.role("stranger");
     let mut s = db.connect_as(&stranger);
