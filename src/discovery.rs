@@ -21,10 +21,13 @@
 //! carried is as valid as a stored one, once its hints are written again: it was read from
 //! committed messages, with the transactions running then kept pending. What is carried is
 //! dropped when a committed point of another transaction passes it, when the subscription
-//! changes (`sub_key`), and when a transaction that discovered commits (the table holds it
-//! then) — not at other commits: the application's own work, or a driver's prepare outside a
-//! transaction block, committed between rolled-back pops made each pop start again from the
-//! stored point.
+//! changes (`sub_key`), and when a transaction that discovered the group commits (the table
+//! holds it then) — not at other commits: the application's own work, or a driver's prepare
+//! outside a transaction block, committed between rolled-back pops made each pop start again
+//! from the stored point. A backend carries one point per group: a carry must hold every
+//! partition hinted since the committed point, so a scan that starts from a point its own
+//! transaction stored, with no carry for it, carries nothing (after a rollback the group reads
+//! on from the committed point).
 //!
 //! **No scan when nothing was pushed.** A scan that found the log read to its end — no entry
 //! after the point, no partition to hint — leaves the count of the queue's pushes
@@ -222,10 +225,19 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     // partition hinted since the last point seen committed.
     // (Transactions pending behind the point do not count: one that pushed to the queue
     // raises its count when it commits, and one that did not leaves nothing to find.)
+    // A point this transaction stored, with nothing carried for it (more partitions than a
+    // carry holds): what its earlier scans hinted is not known here, so nothing is carried,
+    // and after a rollback the group reads on from its committed point.
     let read_to_end = sc.read == 0 && !sc.carried && hint.partitions.is_empty();
-    let mut all = carry.map(|c| c.hinted).unwrap_or_default();
-    all.add(&hint);
-    remember(queue_id, group, &sub.key, next, all, xmin);
+    let reached = match carry {
+        None if sc.own => None,
+        carry => {
+            let mut all = carry.map(|c| c.hinted).unwrap_or_default();
+            all.add(&hint);
+            Some((next, all, xmin))
+        }
+    };
+    remember(queue_id, group, &sub.key, reached);
     CAUGHT_UP_NOW.with(|c| {
         let mut c = c.borrow_mut();
         c.retain(|(k, _)| *k != key);
@@ -269,7 +281,7 @@ pub fn at_subabort() {
 /// will store what its discovery reached.
 pub fn at_abort() {
     at_subabort();
-    DISCOVERED_NOW.with(|d| d.set(false));
+    CARRIED.with(|c| c.borrow_mut().rolled_back());
 }
 
 /// Partitions hinted, each once, with the newest transaction found in each.
@@ -295,7 +307,7 @@ impl Hinted {
 }
 
 /// What discovery reached in a transaction that may roll back (see the module's comment).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Carry {
     schema: pgrx::pg_sys::Oid,
     queue_id: Uuid,
@@ -305,51 +317,95 @@ struct Carry {
     hinted: Hinted,
     /// The least xmin of the scans that found `hinted`: what their hints account for.
     xmin: i64,
+    /// Found by the open transaction: once it commits, the table holds it. A commit of a
+    /// transaction that did not discover the group (a driver's prepare outside a transaction
+    /// block, the application's own work between rolled-back pops) leaves the carry as it was:
+    /// it is as valid after that commit as before.
+    this_tx: bool,
+}
+
+impl Carry {
+    fn of(&self, schema: pgrx::pg_sys::Oid, queue_id: Uuid, group: &str) -> bool {
+        self.schema == schema && self.queue_id == queue_id && self.group == group
+    }
 }
 
 /// The most partitions a carried point may owe hints to; past it nothing is carried (the next
 /// pop reads the stretch again).
 const CARRY_MAX_PARTITIONS: usize = 4096;
+/// The most groups a backend carries points for; past it the oldest carry goes (its group's
+/// next pop reads from the stored point again).
+const CARRY_MAX_GROUPS: usize = 64;
+
+/// The carries of one backend, one per group at most. Kept per group: a worker that pops
+/// several groups in one transaction must not lose one group's carry to another's (a single
+/// carry did: the first group's later scan started from the point its transaction stored,
+/// carried only what that scan hinted, and a rollback lost the hints of the earlier scan for
+/// good — a message of a new partition was never found again).
+#[derive(Debug, Default)]
+struct Carries(Vec<Carry>);
+
+impl Carries {
+    /// What is carried for the group under subscription `sub_key`, if anything.
+    fn get(&self, schema: pgrx::pg_sys::Oid, queue_id: Uuid, group: &str, sub_key: &str) -> Option<Carry> {
+        self.0.iter().find(|c| c.of(schema, queue_id, group) && c.sub_key == sub_key).cloned()
+    }
+
+    /// After a scan of `carry`'s group: what it carries now, or nothing (`None` for the group).
+    fn set(&mut self, schema: pgrx::pg_sys::Oid, queue_id: Uuid, group: &str, carry: Option<Carry>) {
+        self.0.retain(|c| !c.of(schema, queue_id, group));
+        if let Some(c) = carry {
+            if self.0.len() >= CARRY_MAX_GROUPS {
+                self.0.remove(0);
+            }
+            self.0.push(c);
+        }
+    }
+
+    /// The transaction committed: the table holds what it reached.
+    fn committed(&mut self) {
+        self.0.retain(|c| !c.this_tx);
+    }
+
+    /// The transaction rolled back (or was prepared): what it reached stays carried.
+    fn rolled_back(&mut self) {
+        for c in &mut self.0 {
+            c.this_tx = false;
+        }
+    }
+}
 
 thread_local! {
-    static CARRIED: std::cell::RefCell<Option<Carry>> = const { std::cell::RefCell::new(None) };
-    /// This transaction discovered: once it commits, the table holds what it reached. A
-    /// commit of a transaction that did not (a driver's prepare outside a transaction block,
-    /// the application's own work between rolled-back pops) leaves the carry as it was: it is
-    /// as valid after that commit as before.
-    static DISCOVERED_NOW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static CARRIED: std::cell::RefCell<Carries> = std::cell::RefCell::new(Carries::default());
 }
 
 /// What this backend carries for (queue, group) under subscription `sub_key`, if anything.
 fn carried(queue_id: Uuid, group: &str, sub_key: &str) -> Option<Carry> {
     let schema = crate::cluster::schema_oid();
-    CARRIED.with(|c| {
-        c.borrow()
-            .as_ref()
-            .filter(|c| c.schema == schema && c.queue_id == queue_id && c.group == group && c.sub_key == sub_key)
-            .cloned()
-    })
+    CARRIED.with(|c| c.borrow().get(schema, queue_id, group, sub_key))
 }
 
-fn remember(queue_id: Uuid, group: &str, sub_key: &str, point: Point, hinted: Hinted, xmin: i64) {
-    let carry = (hinted.partitions.len() <= CARRY_MAX_PARTITIONS).then(|| Carry {
-        schema: crate::cluster::schema_oid(),
-        queue_id,
-        group: group.to_string(),
-        sub_key: sub_key.to_string(),
-        point,
-        hinted,
-        xmin,
-    });
-    CARRIED.with(|c| *c.borrow_mut() = carry);
-    DISCOVERED_NOW.with(|d| d.set(true));
+/// Carry `point` and `hinted` for the group, or nothing (`None`).
+fn remember(queue_id: Uuid, group: &str, sub_key: &str, reached: Option<(Point, Hinted, i64)>) {
+    let schema = crate::cluster::schema_oid();
+    let carry = reached.filter(|(_, hinted, _)| hinted.partitions.len() <= CARRY_MAX_PARTITIONS).map(
+        |(point, hinted, xmin)| Carry {
+            schema,
+            queue_id,
+            group: group.to_string(),
+            sub_key: sub_key.to_string(),
+            point,
+            hinted,
+            xmin,
+            this_tx: true,
+        },
+    );
+    CARRIED.with(|c| c.borrow_mut().set(schema, queue_id, group, carry));
 }
 
 /// At commit: what this transaction's discovery reached is in the table now.
 pub fn at_commit() {
-    if DISCOVERED_NOW.with(|d| d.replace(false)) {
-        CARRIED.with(|c| *c.borrow_mut() = None);
-    }
+    CARRIED.with(|c| c.borrow_mut().committed());
     let now: Vec<(GroupKey, CaughtUp)> = CAUGHT_UP_NOW.with(|c| c.borrow_mut().drain(..).collect());
     if !now.is_empty() {
         CAUGHT_UP.with(|c| {
@@ -409,6 +465,58 @@ mod tests {
         assert_eq!(h, Hinted { partitions: vec![a, b, c], newest: vec![10, 20, 30] });
         h.add(&Hinted { partitions: vec![a], newest: vec![40] });
         assert_eq!(h.newest, vec![40, 20, 30]);
+    }
+
+    fn carry(group: &str, upto: i64, hinted: &[u8], this_tx: bool) -> Carry {
+        Carry {
+            schema: pgrx::pg_sys::Oid::from(1u32),
+            queue_id: Uuid::from_bytes([9; 16]),
+            group: group.into(),
+            sub_key: "all".into(),
+            point: Point { upto: (upto, 0), pending: vec![] },
+            hinted: Hinted {
+                partitions: hinted.iter().map(|b| Uuid::from_bytes([*b; 16])).collect(),
+                newest: hinted.iter().map(|b| *b as i64).collect(),
+            },
+            xmin: 1,
+            this_tx,
+        }
+    }
+
+    #[test]
+    fn a_backend_carries_a_point_per_group_until_a_commit_stores_it() {
+        let (schema, q) = (pgrx::pg_sys::Oid::from(1u32), Uuid::from_bytes([9; 16]));
+        let mut cs = Carries::default();
+        cs.set(schema, q, "a", Some(carry("a", 10, &[1], true)));
+        // Another group's scan in the same transaction keeps the first group's carry (one carry
+        // for the backend lost group a's hints: tests/integration/schedules/
+        // lost-after-rolled-back-empty-pops.schedule).
+        cs.set(schema, q, "b", Some(carry("b", 12, &[2], true)));
+        assert_eq!(cs.get(schema, q, "a", "all"), Some(carry("a", 10, &[1], true)));
+        assert_eq!(cs.get(schema, q, "a", "new::5"), None, "another subscription's carry");
+        // Rolled back: both stay carried, and survive a commit that discovered neither.
+        cs.rolled_back();
+        cs.committed();
+        assert_eq!(cs.get(schema, q, "b", "all"), Some(carry("b", 12, &[2], false)));
+        // A scan that carries nothing for a group drops what the group carried.
+        cs.set(schema, q, "a", None);
+        assert_eq!(cs.get(schema, q, "a", "all"), None);
+        // A commit that discovered the group: the table holds it.
+        cs.set(schema, q, "b", Some(carry("b", 14, &[2, 3], true)));
+        cs.committed();
+        assert_eq!(cs.get(schema, q, "b", "all"), None);
+    }
+
+    #[test]
+    fn a_backend_carries_points_for_a_bounded_number_of_groups() {
+        let (schema, q) = (pgrx::pg_sys::Oid::from(1u32), Uuid::from_bytes([9; 16]));
+        let mut cs = Carries::default();
+        for g in 0..CARRY_MAX_GROUPS + 3 {
+            cs.set(schema, q, &format!("g{g}"), Some(carry(&format!("g{g}"), g as i64, &[1], false)));
+        }
+        assert_eq!(cs.0.len(), CARRY_MAX_GROUPS);
+        assert_eq!(cs.get(schema, q, "g0", "all"), None, "the oldest went");
+        assert!(cs.get(schema, q, &format!("g{}", CARRY_MAX_GROUPS + 2), "all").is_some());
     }
 
     #[test]
