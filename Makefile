@@ -39,47 +39,14 @@ install-debug: bootstrap
 	$(UNLINK_LIBRARY)
 	cargo pgrx install --pg-config $(PG_CONFIG)
 
+# scripts/run: start the server, create the demo database afresh, run the quickstart.
 run: install
-	@dir=$$(scripts/state-dir run-cluster); \
-	scripts/cluster start "$$dir" $(RUN_PORT) preload; \
-	psql="env PGOPTIONS=-cclient_min_messages=warning psql -X -q -v ON_ERROR_STOP=1 -h $$dir -p $(RUN_PORT) -U postgres"; \
-	if [ "$$($$psql -d postgres -Atc 'SHOW queen.databases')" != "$(RUN_DB)" ]; then \
-		echo "== the maintenance worker serves database $(RUN_DB) (queen.databases; restarting the server)"; \
-		$$psql -d postgres -c "ALTER SYSTEM SET queen.databases = '$(RUN_DB)'"; \
-		scripts/cluster restart "$$dir"; \
-	fi; \
-	echo "== database $(RUN_DB) is created afresh on every make run (the demo's data does not survive it)"; \
-	$$psql -d postgres -c "DROP DATABASE IF EXISTS $(RUN_DB) WITH (FORCE)" -c "CREATE DATABASE $(RUN_DB)"; \
-	$$psql -d $(RUN_DB) -c "CREATE EXTENSION queen"; \
-	echo "== examples/quickstart.sql"; \
-	$$psql -d $(RUN_DB) -e -P pager=off -f examples/quickstart.sql; \
-	echo; \
-	echo "queen is running (PostgreSQL 15, port $(RUN_PORT), database $(RUN_DB), queen preloaded,"; \
-	echo "its maintenance worker serving $(RUN_DB); the next make run starts $(RUN_DB) afresh)."; \
-	echo "  connect:  psql -h $$dir -p $(RUN_PORT) -U postgres $(RUN_DB)"; \
-	echo "       or:  psql 'postgresql://postgres@127.0.0.1:$(RUN_PORT)/$(RUN_DB)'"; \
-	echo "  stop:     make stop"
+	@RUN_PORT=$(RUN_PORT) RUN_DB=$(RUN_DB) scripts/run
 
-# queen-gateway in the foreground (Ctrl-C stops it) over the server of `make run`, on
-# 127.0.0.1 with bearer-token authentication: it logs in as the role `gateway`, and runs each
-# request as the role its token names; the role `app`, granted every queue and granted to
-# `gateway`, is the one to try it with (`scripts/gateway-token app` prints a token). The
-# tokens' secret is made once, in target/gateway-secret (docs/gateway.md).
+# queen-gateway in the foreground over make run's server, with bearer tokens (scripts/gateway).
 GATEWAY_PORT ?= 6632
 gateway:
-	@cargo build --release -q -p queen-gateway
-	@[ -s target/gateway-secret ] || (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >target/gateway-secret)
-	@psql="psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p $(RUN_PORT) -U postgres -d $(RUN_DB)"; \
-	$$psql -o /dev/null \
-	  -c "DO \$$\$$BEGIN CREATE ROLE gateway LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$$\$$" \
-	  -c "DO \$$\$$BEGIN CREATE ROLE app NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$$\$$" \
-	  -c "GRANT app TO gateway" -c "SELECT queen_grant('*', 'app', ARRAY['push', 'pop', 'configure', 'read', 'kv_read', 'kv_write'])"; \
-	echo "queen-gateway on http://127.0.0.1:$(GATEWAY_PORT) (Ctrl-C stops it); a token for the role app:"; \
-	echo "  export QUEEN_TOKEN=$$(scripts/gateway-token app)"; \
-	echo "  Queen(\"http://localhost:$(GATEWAY_PORT)\", bearer_token=os.environ[\"QUEEN_TOKEN\"])"; \
-	QUEEN_GATEWAY_JWT_SECRET=$$(cat target/gateway-secret) target/release/queen-gateway \
-	  --database-url postgresql://gateway@127.0.0.1:$(RUN_PORT)/$(RUN_DB) \
-	  --listen 127.0.0.1:$(GATEWAY_PORT) --auth jwt --log-format text
+	@RUN_PORT=$(RUN_PORT) RUN_DB=$(RUN_DB) GATEWAY_PORT=$(GATEWAY_PORT) scripts/gateway
 
 stop:
 	@scripts/cluster stop "$$(scripts/state-dir run-cluster)"

@@ -119,6 +119,12 @@ fn a_dump_restored_here_or_in_another_cluster_goes_on_where_it_left_off() {
             .unwrap()
             .get(0);
         assert_eq!(lag, 0, "{label}");
+        // Settled: one row of the mapping (the restore brought a second, identical to
+        // CREATE EXTENSION's in the same cluster).
+        let rows: i64 = r.query_one("SELECT count(*) FROM queen.cluster WHERE verified", &[]).unwrap().get(0);
+        assert_eq!(rows, 1, "{label}");
+        let rows: i64 = r.query_one("SELECT count(*) FROM queen.cluster", &[]).unwrap().get(0);
+        assert_eq!(rows, 1, "{label}");
         drop(r);
         admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).unwrap();
     }

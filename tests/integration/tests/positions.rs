@@ -370,6 +370,8 @@ fn a_rolled_back_first_call_after_a_restore_leaves_no_offset_behind() {
     assert_eq!(pop_auto(&mut consumer, "q", Some("g"), 10), vec![json!("b2")], "b2, pushed after a2, comes after it");
     let rows: i64 = consumer.query_one("SELECT count(*) FROM queen.cluster WHERE verified", &[]).unwrap().get(0);
     assert_eq!(rows, 1);
+    let rows: i64 = consumer.query_one("SELECT count(*) FROM queen.cluster", &[]).unwrap().get(0);
+    assert_eq!(rows, 1, "settled: one row, not the restored one beside CREATE EXTENSION's");
     drop((a, b, consumer));
     dst.drop_db(&name);
     let _ = std::fs::remove_file(file);
