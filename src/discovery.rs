@@ -51,8 +51,8 @@ use pgrx::Uuid;
 /// pops, and discovery outpaces consumption twice over: a backlog is found in half the pops
 /// that consume it. The bound keeps any single pop short while a backlog is discovered (a
 /// partition deep in the backlog is reached after at most backlog / MIN_SCAN pops, so none
-/// starves). (Four times, and batch × partitions, made discovery 30% of a pop of 100 in a
-/// backlog at 4 clients: it read and probed hints for 400 entries, or 1 000, per pop.)
+/// starves). (Reading four times, or batch × partitions, made discovery a third of a pop's
+/// cost in a backlog: docs/benchmarks.md, "Measurements behind the design".)
 const MIN_SCAN: i64 = 64;
 const MAX_SCAN: i64 = 1000;
 

@@ -275,8 +275,8 @@ impl Pop<'_> {
             }
             // Concurrent pops read the same page: each starts at a place of its own in it, so
             // that they do not all look at the oldest partition, and all but one fail to claim
-            // it (at 4 clients, pops looked 2.8 times per delivery). Oldest first still holds
-            // within a few pops, so none starves.
+            // it (docs/benchmarks.md, "Measurements behind the design"). Oldest first still
+            // holds within a few pops, so none starves.
             let start = spread(page.len());
             for i in 0..page.len() {
                 let p = page[(start + i) % page.len()];

@@ -3,9 +3,9 @@
 //!
 //! Why not pgrx's prepared statements: they are prepared with default cursor options, so
 //! Postgres plans the first executions afresh for their parameter values and may keep doing
-//! so; a queen_push paid ~290 µs per call that way against ~100 µs with a generic plan (5000
-//! calls in one transaction, measured on this project's 2-core machine). Every queen query
-//! reads by key, so one generic plan is right for all parameter values. Results are read in
+//! so, which made a push three times slower than with a generic plan (docs/benchmarks.md,
+//! "Measurements behind the design"). Every queen query reads by key, so one generic plan is
+//! right for all parameter values. Results are read in
 //! place from SPI's tuple table, so a `jsonb` payload can be handed on as a datum without a
 //! round trip through text.
 //!
@@ -101,15 +101,14 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
 /// SPI_execute_plan, at a kept plan's first run and after an invalidation). A kept plan is
 /// made once, for the tables as they are then: made while `queen.ready` or `queen.cursors`
 /// was empty (a backend's first pops after a drain, a restore, a new queue), a plan that scans
-/// them stays until the next ANALYZE, and a pop ran for seconds once they had grown (1.3 s a
-/// call in `scripts/profile consume-lease` before the maintenance pass analyzed them; 5 ms
-/// with this). Every queen statement reads by key, so an index plan is right at any size.
+/// them stays until the next ANALYZE, and a pop ran for seconds once they had grown. Every
+/// queen statement reads by key, so an index plan is right at any size.
 ///
 /// And no JIT: `enable_seqscan` off adds its penalty cost (10^10) to every plan that still
 /// reads a table without an index (`queen.cluster`, a visibility point's read), far above
-/// `jit_above_cost`, and such a plan was compiled by LLVM at every run: 0.65–1.5 s for the
-/// mapping check a backend runs first (`pg_stat_statements`, 16 clients), 2.2 s for the
-/// maintenance pass's visibility point. Queen's statements are short; compiling never pays.
+/// `jit_above_cost`, and such a plan was compiled by LLVM at every run, for up to seconds.
+/// Queen's statements are short; compiling never pays. (Both measured: docs/benchmarks.md,
+/// "Measurements behind the design".)
 /// `jit` off is read both by the planner and by the executor before it compiles.
 ///
 /// Set on the globals the planner and executor read rather than through a GUC nest level

@@ -2,12 +2,11 @@
 //! held for the length of one visit (look, claim, deliver or pass by). A partition the pop
 //! delivered from keeps its mark until the transaction (or the subtransaction that popped)
 //! ends: its row is the transaction's until then, and others would only look and fail to claim
-//! it (at 16 clients, most of a pop's looks were at rows other pops still held between their
-//! return and their commit). A partition passed by is free at once.
+//! it (most of a pop's looks were, at 16 clients). A partition passed by is free at once.
 //!
 //! Concurrent pops of a group read the same page of due partitions. Without a mark they all
-//! look at the same few, and all but one fail to claim: at 16 clients, pops of `partitions =>
-//! 10` looked 63 times per pop and spent 1.2 s at p99. A row lock on the hint would be a mark,
+//! look at the same few, and all but one fail to claim (docs/benchmarks.md, "Measurements
+//! behind the design"). A row lock on the hint would be a mark,
 //! but it lasts until the transaction ends, and a pop inside a long business transaction would
 //! hide every partition it merely looked at. This lock goes when the visit ends, and a pop that
 //! finds it taken moves on to the next candidate: it never waits.
@@ -67,7 +66,7 @@ impl Visit {
 
     /// Start a discovery of the group's queue log (`queue`, `group`), unless another backend
     /// is discovering it now: concurrent pops would read the same stretch of log and each write
-    /// the hints the others are writing (at 16 clients, 77 000 hints for 10 000 partitions).
+    /// the hints the others are writing (eight times the hints needed, at 16 clients).
     /// Never waits; the pop that finds it taken uses the hints there are.
     pub fn try_discover(queue: Uuid, group: &str) -> Option<Visit> {
         Visit::try_mark(Kind::Discovery, locks::hash(queue, group))

@@ -24,8 +24,8 @@ SELECT k.ord, m.partition_id, m.txid, m.seq, m.queue_id, m.message_id
 
 -- name: ack_find_ids
 -- ack_find when every entry names its message by id (the common case): one index scan over
--- the ids ($1), ~2.5× quicker than ack_find's per-entry lateral for 100 entries. One row per
--- message found.
+-- the ids ($1), quicker than ack_find's per-entry lateral (docs/benchmarks.md, "Measurements
+-- behind the design"). One row per message found.
 SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
   FROM queen.messages m
  WHERE m.message_id = ANY ($1::uuid[]) AND m.shard = $2;

@@ -67,8 +67,8 @@ ON CONFLICT (queue_id, shard) DO UPDATE
 -- max wait leaves it): deleted under the lease, its ack would find nothing and the batch would
 -- never finish — the partition stalled until the lease ran out (issue 21, item 12).
 -- The rows go by their ctids (a TID scan): a join on ctid is planned, in the generic plan
--- queen keeps, as a hash join over a sequential scan of the whole table (214 ms per chunk of
--- 10 000 on a 392 000-message table, growing with the table; 28 ms this way, whatever its size).
+-- queen keeps, as a hash join over a sequential scan of the whole table, whose cost grows with
+-- the table (docs/benchmarks.md, "Measurements behind the design").
 -- $4 shard, $5 the clock.
 WITH head AS MATERIALIZED (
     SELECT ctid, partition_id, txid, seq, created_at FROM queen.messages WHERE queue_id = $1 AND shard = $4
