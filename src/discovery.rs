@@ -174,15 +174,17 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     }
     // Scanning: what was kept for the group no longer holds (or there was none).
     CAUGHT_UP.with(|c| c.borrow_mut().remove(&key));
-    let initial = match sub.mode.as_str() {
-        "new" => Point { upto: (sub.start_xmax, 0), pending: sub.start_xip.clone() },
-        _ => Point { upto: (0, 0), pending: vec![] },
+    // Where the group starts, when no point is stored ('from': read below, when needed).
+    let known = sub.start.point();
+    let initial = match &known {
+        Some((upto, pending)) => Point { upto: *upto, pending: pending.clone() },
+        None => Point { upto: (0, 0), pending: vec![] },
     };
     let carry = carried(queue_id, group, &sub.key);
     let mut sc = scan(s, queue_id, group, &sub.key, &initial, carry.as_ref().map(|c| &c.point), limit);
-    if !sc.stored && !sc.carried && sub.mode == "from" {
+    if let (None, false, false, crate::subscription::Start::From(from)) = (&known, sc.stored, sc.carried, &sub.start) {
         // First discovery of a 'from' subscription: start just before its time.
-        let (upto, pending) = crate::subscription::queue_start(s, queue_id, sub.from_ts);
+        let (upto, pending) = crate::subscription::queue_start(s, queue_id, *from);
         let from = Point { upto, pending };
         sc = scan(s, queue_id, group, &sub.key, &from, None, limit);
     }

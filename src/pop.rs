@@ -45,7 +45,7 @@ pub struct PopRequest {
     pub wait_ms: i32,
     pub lease_seconds: Option<i32>,
     pub auto_ack: bool,
-    pub mode: String,
+    pub mode: subscription::Mode,
     pub from: Option<TimestampWithTimeZone>,
     /// The lease id to give what this pop leases (None: a new one): on Citus, the coordinator's
     /// pop over several shards leases them under one id (route.rs).
@@ -81,7 +81,7 @@ pub fn check(
     lease_seconds: Option<i32>,
     mode: Option<&str>,
     from: bool,
-) -> QueenResult<String> {
+) -> QueenResult<subscription::Mode> {
     let batch = batch.ok_or(QueenError::NullValue { argument: "batch" })?;
     if !(1..=MAX_BATCH).contains(&batch) {
         return Err(QueenError::invalid("argument \"batch\"", format!("must be from 1 to {MAX_BATCH}, got {batch}")));
@@ -100,18 +100,15 @@ pub fn check(
     if let Some(s) = lease_seconds {
         crate::options::check_lease("argument \"lease_seconds\"", s)?;
     }
-    let mode = match (mode, from) {
-        (_, true) => "from",
-        (None, false) | (Some("all"), false) => "all",
-        (Some("new"), false) => "new",
-        (Some(m), false) => {
-            return Err(QueenError::invalid(
-                "argument \"subscription_mode\"",
-                format!("must be 'all' or 'new' (or give subscription_from), got \"{}\"", crate::error::shorten(m)),
-            ))
-        }
-    };
-    Ok(mode.to_string())
+    match (mode, from) {
+        (_, true) => Ok(subscription::Mode::From),
+        (None, false) | (Some("all"), false) => Ok(subscription::Mode::All),
+        (Some("new"), false) => Ok(subscription::Mode::New),
+        (Some(m), false) => Err(QueenError::invalid(
+            "argument \"subscription_mode\"",
+            format!("must be 'all' or 'new' (or give subscription_from), got \"{}\"", crate::error::shorten(m)),
+        )),
+    }
 }
 
 /// What one attempt at popping found.
@@ -135,7 +132,7 @@ pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
     crate::locks::writing(queue_id, Some(&req.queue), Some(&group))?;
     spi::connect(|s| {
         // Queue mode always reads from the oldest retained message.
-        let mode = if req.group.is_none() { "all" } else { req.mode.as_str() };
+        let mode = if req.group.is_none() { subscription::Mode::All } else { req.mode };
         let from = if req.group.is_none() { None } else { req.from };
         let Some((sub, opts)) = subscription::subscribe(s, queue_id, &group, mode, from)? else {
             // No such queue (yet): a push that creates it wakes a waiting pop.
@@ -346,12 +343,9 @@ impl Pop<'_> {
     /// Look at a partition, starting a group that has no cursor row there where its
     /// subscription says.
     fn look_fresh(&self, s: &mut Spi, partition: Uuid) -> Look {
-        let start = match self.sub.mode.as_str() {
-            "new" => Cursor::subscribed_new(self.sub.start_xmax, &self.sub.start_xip),
-            _ => Cursor::default(),
-        };
-        let look = self.look(s, partition, &start);
-        if look.stored || self.sub.mode != "from" {
+        let known = self.sub.start.cursor();
+        let look = self.look(s, partition, known.as_ref().unwrap_or(&Cursor::default()));
+        if look.stored || known.is_some() {
             return look;
         }
         // A 'from' subscriber's first look at this partition: start before its time.

@@ -5,7 +5,7 @@
 
 use crate::cursor::{Cursor, Key};
 use crate::error::QueenResult;
-use crate::locks::{Kind, Mode};
+use crate::locks::Kind;
 use crate::options::QueueOptions;
 use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Spi};
@@ -24,31 +24,81 @@ const CITUS_SUBSCRIPTION_POINT: Query = Query { file: SQL, name: "citus_subscrip
 const CITUS_SUBSCRIBE: Query =
     Query { file: SQL, name: "citus_subscribe", args: &[UUID, TEXT, TEXT, TSTZ, INT8, INT8S, INT4] };
 
+/// How a group asks to subscribe at its first pop (semantics §3.2): `subscription_mode`, or
+/// `subscription_from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    All,
+    New,
+    From,
+}
+
+impl Mode {
+    /// As `queen.subscriptions.mode` stores it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::All => "all",
+            Mode::New => "new",
+            Mode::From => "from",
+        }
+    }
+}
+
+/// Where a subscribed group starts reading (semantics §3.2).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Start {
+    /// Every message retained ('all').
+    All,
+    /// What its first pop (or seek) could not see yet ('new'): that snapshot's xmax and the
+    /// transactions it saw running.
+    New { xmax: i64, xip: Vec<i64> },
+    /// What was pushed from this time on ('from').
+    From(Option<TimestampWithTimeZone>),
+}
+
+impl Start {
+    /// The state the group starts with on a partition it has no cursor row for, when that needs
+    /// no read; None for 'from', whose start is the partition's position before its time
+    /// ([`initial_cursor`]). A cursor row created in this state keeps it (semantics §3.2).
+    pub fn cursor(&self) -> Option<Cursor> {
+        match self {
+            Start::All => Some(Cursor::default()),
+            Start::New { xmax, xip } => Some(Cursor::subscribed_new(*xmax, xip)),
+            Start::From(_) => None,
+        }
+    }
+
+    /// Where the group's discovery starts in the queue log (a position and the transactions
+    /// running below it), when that needs no read; None for 'from' ([`queue_start`]).
+    pub fn point(&self) -> Option<(Key, Vec<i64>)> {
+        match self {
+            Start::All => Some(((0, 0), Vec::new())),
+            Start::New { xmax, xip } => Some(((*xmax, 0), xip.clone())),
+            Start::From(_) => None,
+        }
+    }
+}
+
 /// A group's effective subscription to a queue (semantics §3.2): what its subscription rows add up
 /// to (`queen.effective_subscriptions`).
 #[derive(Debug, Clone)]
 pub struct Subscription {
-    pub mode: String,
-    pub from_ts: Option<TimestampWithTimeZone>,
-    pub start_xmax: i64,
-    pub start_xip: Vec<i64>,
+    pub start: Start,
     /// Names this subscription: state derived from another one is out of date.
     pub key: String,
 }
 
 /// The state a group starts with on a partition it has no cursor row for, by its subscription.
-/// (A cursor row created in this state keeps it: semantics §3.2.)
 pub fn initial_cursor(s: &mut Spi, sub: &Subscription, partition: Uuid) -> Cursor {
-    match sub.mode.as_str() {
-        "new" => Cursor::subscribed_new(sub.start_xmax, &sub.start_xip),
-        "from" => {
-            let args: [DatumWithOid; 3] = [partition.into(), sub.from_ts.into(), crate::shards::current().into()];
+    match &sub.start {
+        Start::From(from) => {
+            let args: [DatumWithOid; 3] = [partition.into(), (*from).into(), crate::shards::current().into()];
             let row = PARTITION_FROM_POSITION.run(s, &args).first();
             let mut c = Cursor::subscribed_new(0, &row.get::<Vec<i64>>("xip").unwrap_or_default());
             c.done = (row.req("txid"), row.req("seq"));
             c
         }
-        _ => Cursor::default(),
+        start => start.cursor().unwrap_or_default(),
     }
 }
 
@@ -77,7 +127,7 @@ pub fn subscription(s: &mut Spi, queue_id: Uuid, group: &str) -> Option<(Subscri
 /// For an ack without a lease that applies: the group's subscription, mode 'all' if it has
 /// none yet (it subscribes its group, as a pop would). None when the queue does not exist.
 pub fn subscribe_all(s: &mut Spi, queue_id: Uuid, group: &str) -> QueenResult<Option<(Subscription, QueueOptions)>> {
-    subscribe(s, queue_id, group, "all", None)
+    subscribe(s, queue_id, group, Mode::All, None)
 }
 
 /// The group's subscription (created now if it has none) and the queue's options; None when
@@ -86,7 +136,7 @@ pub fn subscribe(
     s: &mut Spi,
     queue_id: Uuid,
     group: &str,
-    mode: &str,
+    mode: Mode,
     from: Option<TimestampWithTimeZone>,
 ) -> QueenResult<Option<(Subscription, QueueOptions)>> {
     // The common case, a group already subscribed, is a plain read; creating the
@@ -97,9 +147,12 @@ pub fn subscribe(
     }
     // A subscription not committed yet holds completed retention off the queue (locks.rs
     // Subscribe): nothing it will be owed once it commits is deleted meanwhile (semantics §4).
-    let waited = crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
-        "the queue's completed retention".to_string()
-    })?;
+    let waited = crate::locks::take_fresh(
+        Kind::Subscribe,
+        crate::locks::queue_key(queue_id),
+        crate::locks::Mode::Shared,
+        || "the queue's completed retention".to_string(),
+    )?;
     if waited {
         // Completed retention committed meanwhile: read what is there now.
         if let Some(sub) = subscription(s, queue_id, group) {
@@ -113,7 +166,7 @@ pub fn subscribe(
         subscribe_in_shard(s, queue_id, group, mode, from, shard);
         return Ok(subscription(s, queue_id, group));
     }
-    let create: [DatumWithOid; 5] = [queue_id.into(), group.into(), mode.into(), from.into(), shard.into()];
+    let create: [DatumWithOid; 5] = [queue_id.into(), group.into(), mode.as_str().into(), from.into(), shard.into()];
     if SUBSCRIBE.run(s, &create).len() > 0 {
         crate::cache::changed();
     }
@@ -126,7 +179,7 @@ fn subscribe_in_shard(
     s: &mut Spi,
     queue_id: Uuid,
     group: &str,
-    mode: &str,
+    mode: Mode,
     from: Option<TimestampWithTimeZone>,
     shard: i32,
 ) {
@@ -142,20 +195,22 @@ fn subscribe_in_shard(
         (p.req::<i64>("xmax"), p.get::<Vec<i64>>("xip").unwrap_or_default())
     };
     let row: [DatumWithOid; 7] =
-        [queue_id.into(), group.into(), mode.into(), from.into(), xmax.into(), xip.into(), shard.into()];
+        [queue_id.into(), group.into(), mode.as_str().into(), from.into(), xmax.into(), xip.into(), shard.into()];
     CITUS_SUBSCRIBE.run(s, &row);
     crate::cache::changed();
 }
 
 /// A row of `subscription_get`.
 fn read_sub(row: &crate::spi::Row<'_>) -> Subscription {
-    Subscription {
-        mode: row.req::<String>("mode"),
-        from_ts: row.get::<TimestampWithTimeZone>("from_ts"),
-        start_xmax: row.get::<i64>("start_xmax").unwrap_or(0),
-        start_xip: row.get::<Vec<i64>>("start_xip").unwrap_or_default(),
-        key: row.req::<String>("sub_key"),
-    }
+    let start = match row.req::<String>("mode").as_str() {
+        "new" => Start::New {
+            xmax: row.get::<i64>("start_xmax").unwrap_or(0),
+            xip: row.get::<Vec<i64>>("start_xip").unwrap_or_default(),
+        },
+        "from" => Start::From(row.get::<TimestampWithTimeZone>("from_ts")),
+        _ => Start::All, // 'all': the table's CHECK allows no other
+    };
+    Subscription { start, key: row.req::<String>("sub_key") }
 }
 
 fn read_subscription(row: &crate::spi::Row<'_>) -> (Subscription, QueueOptions) {
@@ -168,4 +223,29 @@ pub fn queue_start(s: &mut Spi, queue_id: Uuid, from: Option<TimestampWithTimeZo
     let args: [DatumWithOid; 3] = [queue_id.into(), from.into(), crate::shards::current().into()];
     let row = QUEUE_FROM_POSITION.run(s, &args).first();
     ((row.req("txid"), row.req("seq")), row.get::<Vec<i64>>("xip").unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 'new' starts a partition and the queue log at the same place: what its first pop's
+    /// snapshot could not see (the two were computed apart in pop and discovery before).
+    #[test]
+    fn a_subscription_starts_a_partition_and_the_log_alike() {
+        let new = Start::New { xmax: 100, xip: vec![97, 95] };
+        let c = new.cursor().unwrap();
+        let (upto, pending) = new.point().unwrap();
+        assert_eq!(c.done, upto);
+        assert_eq!(
+            c.pending.iter().map(|p| p.0).collect::<Vec<_>>(),
+            pending.iter().rev().copied().collect::<Vec<_>>()
+        );
+        assert_eq!(Start::All.cursor(), Some(Cursor::default()));
+        assert_eq!(Start::All.point(), Some(((0, 0), vec![])));
+        // 'from' needs a read of where its time lies.
+        assert_eq!(Start::From(None).cursor(), None);
+        assert_eq!(Start::From(None).point(), None);
+        assert_eq!([Mode::All, Mode::New, Mode::From].map(Mode::as_str), ["all", "new", "from"]);
+    }
 }

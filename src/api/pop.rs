@@ -197,7 +197,7 @@ mod queen {
         let queue_id = crate::names::to_pg(names::queue_id(queue));
         crate::locks::writing(queue_id, Some(queue), Some(group)).or_report(F);
         crate::shards::within(shard, || {
-            crate::spi::connect(|s| crate::subscription::subscribe(s, queue_id, group, &mode, subscription_from))
+            crate::spi::connect(|s| crate::subscription::subscribe(s, queue_id, group, mode, subscription_from))
         })
         .or_report(F)
         .is_some()

@@ -176,6 +176,28 @@ pub fn payloads(rows: &[postgres::Row]) -> Vec<serde_json::Value> {
 }
 
 /// Push one message into a partition, committed unless `c` is in a transaction; its id.
+/// `n` messages, payloads 0, 1, ..., into one partition, in one call.
+pub fn push_n(c: &mut Client, queue: &str, partition: &str, n: i64) {
+    let items: Vec<Value> =
+        (0..n).map(|i| serde_json::json!({"queue": queue, "partition": partition, "payload": i})).collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+}
+
+/// A test database with queue `q` configured with `options` (JSON; "" for none) and `pushed`
+/// messages (payloads 0, 1, ...) in its partition `p`; and a connection to it: the set-up of
+/// the ack tests.
+pub fn queue_db(name: &str, options: &str, pushed: i64) -> (TestDb, Client) {
+    let db = TestDb::new(name);
+    let mut c = db.connect();
+    if !options.is_empty() {
+        c.execute("SELECT queen_configure('q', $1::text::jsonb)", &[&options]).unwrap();
+    }
+    if pushed > 0 {
+        push_n(&mut c, "q", "p", pushed);
+    }
+    (db, c)
+}
+
 pub fn push(c: &mut Client, queue: &str, partition: &str, payload: Value) -> uuid::Uuid {
     c.query_one("SELECT message_id FROM queen_push($1, $2, $3)", &[&queue, &payload, &partition]).unwrap().get(0)
 }

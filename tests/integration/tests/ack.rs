@@ -2,20 +2,21 @@
 //! semantics §5, the exactly-once effect of §6.5, and the views of §9.
 
 use postgres::Client;
-use queen_integration_tests::{connect, sqlstate, TestDb};
+use queen_integration_tests::{connect, push_n, queue_db, sqlstate};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-fn push_n(c: &mut Client, queue: &str, partition: &str, n: i64) {
-    let items: Vec<Value> = (0..n).map(|i| json!({"queue": queue, "partition": partition, "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
-}
-
 /// Rows of a pop, as JSON objects (what `to_jsonb(m)` gives).
 fn pop(c: &mut Client, sql: &str) -> Vec<Value> {
     c.query(&format!("SELECT to_jsonb(m) FROM ({sql}) m"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
+/// A pop of group `g` from queue `q`, with further arguments (`"batch => 10"`; "" for none).
+fn pop_g(c: &mut Client, args: &str) -> Vec<Value> {
+    let sep = if args.is_empty() { "" } else { ", " };
+    pop(c, &format!("SELECT * FROM queen_pop('q', 'g'{sep}{args})"))
 }
 
 fn payloads(rows: &[Value]) -> Vec<i64> {
@@ -58,18 +59,15 @@ fn ack_one(c: &mut Client, row: &Value, status: &str) -> (bool, Option<String>, 
 /// in one call leaves the cursor after the first; the other three come back, in order.
 #[test]
 fn the_cursor_stops_at_the_first_message_that_comes_back() {
-    let db = TestDb::new("figure");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 0}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 4);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let (_db, mut c) = queue_db("figure", r#"{"retryDelay": 0}"#, 4);
+    let rows = pop_g(&mut c, "batch => 10");
     assert_eq!(payloads(&rows), vec![0, 1, 2, 3]);
     let res = ack_batch(&mut c, &rows, &["completed", "failed", "completed", "completed"]);
     assert_eq!(res[0], (true, None, false, false));
     assert_eq!(res[1], (true, None, true, false), "the failed one releases the lease");
     assert_eq!(res[2], (false, Some("superseded".into()), false, false));
     assert_eq!(res[3], (false, Some("superseded".into()), false, false));
-    let again = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let again = pop_g(&mut c, "batch => 10");
     assert_eq!(payloads(&again), vec![1, 2, 3], "completed ones after the failure come back too");
     let attempts: Vec<i64> = again.iter().map(|r| r["attempt"].as_i64().unwrap()).collect();
     assert_eq!(attempts, vec![2, 1, 1], "only the failed message was charged");
@@ -81,42 +79,36 @@ fn the_cursor_stops_at_the_first_message_that_comes_back() {
 /// filled, the lease is released with the last, and a completion once applied is never undone.
 #[test]
 fn out_of_order_completions() {
-    let db = TestDb::new("outoforder");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 0}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 4);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 3)");
+    let (_db, mut c) = queue_db("outoforder", r#"{"retryDelay": 0}"#, 4);
+    let rows = pop_g(&mut c, "batch => 3");
     assert_eq!(ack_one(&mut c, &rows[2], "completed"), (true, None, false, false));
     assert_eq!(ack_one(&mut c, &rows[2], "completed"), (false, Some("already acknowledged".into()), false, false));
     assert_eq!(ack_one(&mut c, &rows[0], "completed"), (true, None, false, false));
     // The second fails: it comes back with what follows it, except the completed third.
     assert_eq!(ack_one(&mut c, &rows[1], "failed").2, true);
-    let again = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let again = pop_g(&mut c, "batch => 10");
     assert_eq!(payloads(&again), vec![1, 3]);
     let res = ack_batch(&mut c, &again, &["completed", "completed"]);
     assert!(res[1].2, "the last completion releases the lease");
-    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)").is_empty());
+    assert!(pop_g(&mut c, "batch => 10").is_empty());
 }
 
 /// retryDelay: a failed message is not delivered before the delay, and is after it.
 #[test]
 fn retry_delay_is_honoured() {
-    let db = TestDb::new("retrydelay");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 800}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 2);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
+    let (_db, mut c) = queue_db("retrydelay", r#"{"retryDelay": 800}"#, 2);
+    let rows = pop_g(&mut c, "");
     let t0 = Instant::now();
     assert!(ack_one(&mut c, &rows[0], "failed").0);
-    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)").is_empty(), "not before the delay");
-    let again = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, wait_ms => 5000)");
+    assert!(pop_g(&mut c, "batch => 10").is_empty(), "not before the delay");
+    let again = pop_g(&mut c, "batch => 10, wait_ms => 5000");
     let waited = t0.elapsed();
     assert_eq!(payloads(&again), vec![0, 1]);
     assert_eq!(again[0]["attempt"], json!(2));
     assert!(waited >= Duration::from_millis(790), "delivered after {waited:?}");
     // retry: back at once, nothing charged.
     assert!(ack_one(&mut c, &again[0], "retry").2);
-    let back = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let back = pop_g(&mut c, "batch => 10");
     assert_eq!(payloads(&back), vec![0, 1]);
     assert_eq!(back[0]["attempt"], json!(2), "retry spends no retry");
 }
@@ -125,13 +117,10 @@ fn retry_delay_is_honoured() {
 /// message's first failure is not (the count starts afresh).
 #[test]
 fn spent_retries_file_a_dead_letter_and_the_count_starts_afresh() {
-    let db = TestDb::new("retrylimit");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryLimit\": 1, \"retryDelay\": 0}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 2);
-    let first = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
+    let (_db, mut c) = queue_db("retrylimit", r#"{"retryLimit": 1, "retryDelay": 0}"#, 2);
+    let first = pop_g(&mut c, "");
     assert_eq!(ack_one(&mut c, &first[0], "failed"), (true, None, true, false));
-    let second = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
+    let second = pop_g(&mut c, "");
     assert_eq!(payloads(&second), vec![0]);
     let r = c
         .query_one(
@@ -147,7 +136,7 @@ fn spent_retries_file_a_dead_letter_and_the_count_starts_afresh() {
     assert_eq!(dl[0].get::<_, i32>(2), 2);
     assert_eq!(dl[0].get::<_, Option<String>>(3).as_deref(), Some("g"));
     // The next message: its first failure brings it back.
-    let next = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
+    let next = pop_g(&mut c, "");
     assert_eq!(payloads(&next), vec![1]);
     assert_eq!(next[0]["attempt"], json!(1));
     assert_eq!(ack_one(&mut c, &next[0], "failed"), (true, None, true, false));
@@ -163,34 +152,29 @@ fn spent_retries_file_a_dead_letter_and_the_count_starts_afresh() {
 /// the entries after it are superseded.
 #[test]
 fn a_spent_failure_releases_the_lease() {
-    let db = TestDb::new("spent_release");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryLimit\": 0, \"retryDelay\": 60000}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 3);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let (_db, mut c) = queue_db("spent_release", r#"{"retryLimit": 0, "retryDelay": 60000}"#, 3);
+    let rows = pop_g(&mut c, "batch => 10");
     assert_eq!(ack_one(&mut c, &rows[0], "failed"), (true, None, true, true));
-    let again = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let again = pop_g(&mut c, "batch => 10");
     assert_eq!(payloads(&again), vec![1, 2], "back at once: the retry delay is the dead letter's");
     assert!(again.iter().all(|r| r["attempt"] == json!(1)), "uncharged");
     let res = ack_batch(&mut c, &again, &["failed", "completed"]);
     assert_eq!(res[0], (true, None, true, true));
     assert_eq!(res[1], (false, Some("superseded".into()), false, false));
-    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)")), vec![2]);
+    assert_eq!(payloads(&pop_g(&mut c, "batch => 10")), vec![2]);
 }
 
 /// dlq files now; with deadLetterQueue = false a spent message is skipped with no row.
 #[test]
 fn dlq_and_skipping_without_a_dead_letter_queue() {
-    let db = TestDb::new("dlq");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 2);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    let (_db, mut c) = queue_db("dlq", "", 2);
+    let rows = pop_g(&mut c, "batch => 2");
     let res = ack_batch(&mut c, &rows, &["dlq", "completed"]);
     assert_eq!(res[0], (true, None, false, true));
     assert_eq!(res[1], (true, None, true, false));
     let err: String = c.query_one("SELECT error FROM queen.dead_letters_view", &[]).unwrap().get(0);
     assert_eq!(err, "error 0");
-    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g')").is_empty());
+    assert!(pop_g(&mut c, "").is_empty());
 
     c.execute("SELECT queen_configure('nodlq', '{\"deadLetterQueue\": false, \"retryLimit\": 0}')", &[]).unwrap();
     push_n(&mut c, "nodlq", "p", 2);
@@ -205,18 +189,15 @@ fn dlq_and_skipping_without_a_dead_letter_queue() {
 /// message, which ends as a dead letter with reason 'lease expired'; the partition goes on.
 #[test]
 fn a_poison_message_cannot_block_its_partition() {
-    let db = TestDb::new("poison");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryLimit\": 1, \"leaseTime\": 1}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 2);
-    let a1 = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
+    let (_db, mut c) = queue_db("poison", r#"{"retryLimit": 1, "leaseTime": 1}"#, 2);
+    let a1 = pop_g(&mut c, "");
     assert_eq!((payloads(&a1), a1[0]["attempt"].clone()), (vec![0], json!(1)));
     // Wait for the lease to run out: a waiting pop gets the message again after expiry.
-    let a2 = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', wait_ms => 5000)");
+    let a2 = pop_g(&mut c, "wait_ms => 5000");
     assert_eq!((payloads(&a2), a2[0]["attempt"].clone()), (vec![0], json!(2)));
     // A late ack on the expired lease is refused.
     assert_eq!(ack_one(&mut c, &a1[0], "completed"), (false, Some("lease expired".into()), false, false));
-    let a3 = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', wait_ms => 5000)");
+    let a3 = pop_g(&mut c, "wait_ms => 5000");
     assert_eq!(payloads(&a3), vec![1], "the poison message is gone from the partition");
     let (error, attempts): (String, i32) = {
         let r = c.query_one("SELECT error, attempts FROM queen.dead_letters_view", &[]).unwrap();
@@ -229,10 +210,8 @@ fn a_poison_message_cannot_block_its_partition() {
 /// changes nothing.
 #[test]
 fn refusals_and_bad_input() {
-    let db = TestDb::new("refusals");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 2);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g')");
+    let (_db, mut c) = queue_db("refusals", "", 2);
+    let rows = pop_g(&mut c, "");
     let r = c.query_one("SELECT success, error FROM queen_ack(gen_random_uuid(), NULL)", &[]).unwrap();
     assert_eq!((r.get::<_, bool>(0), r.get::<_, Option<String>>(1).as_deref()), (false, Some("message not found")));
     let r = c
@@ -296,10 +275,8 @@ fn refusals_and_bad_input() {
 /// unfinished message of another worker's batch releases that worker's lease.
 #[test]
 fn an_ack_without_a_lease_can_finish_another_workers_batch() {
-    let db = TestDb::new("nolease");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 3);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    let (_db, mut c) = queue_db("nolease", "", 3);
+    let rows = pop_g(&mut c, "batch => 2");
     for r in &rows {
         let res = c
             .query_one(
@@ -311,7 +288,7 @@ fn an_ack_without_a_lease_can_finish_another_workers_batch() {
     }
     let leases: i64 = c.query_one("SELECT count(*) FROM queen.cursors WHERE lease_id IS NOT NULL", &[]).unwrap().get(0);
     assert_eq!(leases, 0, "the worker's lease was released");
-    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 5)")), vec![2]);
+    assert_eq!(payloads(&pop_g(&mut c, "batch => 5")), vec![2]);
     // Queue mode by a NULL group; the batch form by transactionId + partitionId.
     let qm = pop(&mut c, "SELECT * FROM queen_pop('q', batch => 1)");
     let entry = json!([{"transactionId": qm[0]["transaction_id"], "partitionId": qm[0]["partition_id"], "leaseId": qm[0]["lease_id"]}]);
@@ -323,12 +300,10 @@ fn an_ack_without_a_lease_can_finish_another_workers_batch() {
 /// A lease over several partitions is settled partition by partition.
 #[test]
 fn a_multi_partition_lease_is_settled_per_partition() {
-    let db = TestDb::new("multilease");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 0}')", &[]).unwrap();
+    let (_db, mut c) = queue_db("multilease", r#"{"retryDelay": 0}"#, 0);
     push_n(&mut c, "q", "a", 2);
     push_n(&mut c, "q", "b", 2);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, partitions => 2)");
+    let rows = pop_g(&mut c, "batch => 10, partitions => 2");
     assert_eq!(rows.len(), 4);
     let statuses: Vec<&str> = rows.iter().map(|r| if r["partition"] == "a" { "failed" } else { "completed" }).collect();
     let res = ack_batch(&mut c, &rows, &statuses);
@@ -337,7 +312,7 @@ fn a_multi_partition_lease_is_settled_per_partition() {
             assert!(r.0, "partition b is settled on its own: {r:?}");
         }
     }
-    let back = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, partitions => 2)");
+    let back = pop_g(&mut c, "batch => 10, partitions => 2");
     assert!(back.iter().all(|r| r["partition"] == "a"));
     assert_eq!(payloads(&back), vec![0, 1]);
 }
@@ -347,11 +322,10 @@ fn a_multi_partition_lease_is_settled_per_partition() {
 /// them clear it, and nothing about it is left afterwards.
 #[test]
 fn a_lease_over_several_partitions_lives_in_their_rows() {
-    let db = TestDb::new("leaserows");
-    let mut c = db.connect();
+    let (_db, mut c) = queue_db("leaserows", "", 0);
     push_n(&mut c, "q", "p1", 2);
     push_n(&mut c, "q", "p2", 2);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 4, partitions => 2, lease_seconds => 100)");
+    let rows = pop_g(&mut c, "batch => 4, partitions => 2, lease_seconds => 100");
     assert_eq!(rows.len(), 4);
     let lease = rows[0]["lease_id"].as_str().unwrap().to_string();
     assert!(rows.iter().all(|r| r["lease_id"].as_str() == Some(lease.as_str())), "one lease for both partitions");
@@ -382,10 +356,8 @@ fn a_lease_over_several_partitions_lives_in_their_rows() {
 /// renew never shortens a lease and returns NULL for one that is gone; seek replays and skips.
 #[test]
 fn renew_and_seek() {
-    let db = TestDb::new("renewseek");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 3);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', lease_seconds => 100)");
+    let (_db, mut c) = queue_db("renewseek", "", 3);
+    let rows = pop_g(&mut c, "lease_seconds => 100");
     let lease = rows[0]["lease_id"].as_str().unwrap().to_string();
     let longer: f64 = c
         .query_one("SELECT extract(epoch FROM queen_renew($1::text::uuid, 1000) - now())::float8", &[&lease])
@@ -409,12 +381,12 @@ fn renew_and_seek() {
 
     // Seek to the end skips everything stored; seek back replays.
     assert_eq!(c.query_one("SELECT queen_seek('q', 'g')", &[]).unwrap().get::<_, i32>(0), 1);
-    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)").is_empty());
+    assert!(pop_g(&mut c, "batch => 10").is_empty());
     push_n(&mut c, "q", "p", 1);
-    assert_eq!(payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)")), vec![0]);
+    assert_eq!(payloads(&pop_g(&mut c, "batch => 10, auto_ack => true")), vec![0]);
     c.query_one("SELECT queen_seek('q', 'g', now() - interval '1 hour')", &[]).unwrap();
     assert_eq!(
-        payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)")),
+        payloads(&pop_g(&mut c, "batch => 10, auto_ack => true")),
         vec![0, 1, 2, 0]
     );
     // A group that never popped is subscribed by seek.
@@ -429,11 +401,10 @@ fn renew_and_seek() {
 /// delete_group forgets a group; delete_queue drops everything; the views agree.
 #[test]
 fn deleting_groups_and_queues_and_the_views() {
-    let db = TestDb::new("deletes");
-    let mut c = db.connect();
+    let (_db, mut c) = queue_db("deletes", "", 0);
     push_n(&mut c, "q", "a", 3);
     push_n(&mut c, "q", "b", 2);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 3, partition => 'a')");
+    let rows = pop_g(&mut c, "batch => 3, partition => 'a'");
     ack_batch(&mut c, &rows[..1], &["completed"]);
     pop(&mut c, "SELECT * FROM queen_pop('q', NULL, batch => 1, partition => 'b', auto_ack => true)");
     let stats = c
@@ -466,7 +437,7 @@ fn deleting_groups_and_queues_and_the_views() {
     assert_eq!(left, 0);
     // A later pop subscribes it afresh, from the oldest message.
     assert_eq!(
-        payloads(&pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 5, partition => 'a', auto_ack => true)")),
+        payloads(&pop_g(&mut c, "batch => 5, partition => 'a', auto_ack => true")),
         vec![0, 1, 2]
     );
     assert_eq!(
@@ -488,8 +459,7 @@ fn deleting_groups_and_queues_and_the_views() {
 /// transaction the cursor left pending, and NULL once nothing is pending.
 #[test]
 fn oldest_pending_is_the_first_unfinished_message() {
-    let db = TestDb::new("oldestpending");
-    let mut c = db.connect();
+    let (db, mut c) = queue_db("oldestpending", "", 0);
     let push = |c: &mut Client, payload: Value| {
         c.query_one("SELECT message_id FROM queen_push('q', $1, 'p')", &[&payload]).unwrap();
     };
@@ -509,9 +479,9 @@ fn oldest_pending_is_the_first_unfinished_message() {
     for i in 0..4 {
         push(&mut c, json!(i));
     }
-    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 1, auto_ack => true)").len() == 1);
+    assert!(pop_g(&mut c, "batch => 1, auto_ack => true").len() == 1);
     assert_eq!(lag(&mut c), (3, Some(json!(1))));
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    let rows = pop_g(&mut c, "batch => 2");
     assert_eq!(ack_one(&mut c, &rows[1], "completed"), (true, None, false, false));
     assert_eq!(lag(&mut c), (2, Some(json!(1))), "a completion ahead of the frontier leaves the head");
     assert_eq!(ack_one(&mut c, &rows[0], "completed"), (true, None, true, false));
@@ -523,13 +493,13 @@ fn oldest_pending_is_the_first_unfinished_message() {
     t.batch_execute("BEGIN").unwrap();
     push(&mut t, json!("late"));
     push(&mut c, json!(4));
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10)");
+    let rows = pop_g(&mut c, "batch => 10");
     assert_eq!(payloads(&rows), vec![3, 4]);
     assert!(ack_batch(&mut c, &rows, &["completed", "completed"])[1].2);
     assert_eq!(lag(&mut c), (0, None), "the running transaction's message is not visible yet");
     t.batch_execute("COMMIT").unwrap();
     assert_eq!(lag(&mut c), (1, Some(json!("late"))));
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 10, auto_ack => true)");
+    let rows = pop_g(&mut c, "batch => 10, auto_ack => true");
     assert_eq!(rows.len(), 1);
     assert_eq!(lag(&mut c), (0, None));
 }
@@ -538,8 +508,7 @@ fn oldest_pending_is_the_first_unfinished_message() {
 /// each message's effect applied exactly once per group, through rollbacks and lease expiries.
 #[test]
 fn exactly_once_effect_with_a_transactional_ack() {
-    let db = TestDb::new("exactlyonce");
-    let mut c = db.connect();
+    let (db, mut c) = queue_db("exactlyonce", "", 0);
     c.batch_execute("CREATE TABLE effects (grp text, message_id uuid, payload jsonb)").unwrap();
     c.execute("SELECT queen_configure('q', '{\"retryLimit\": 1000, \"retryDelay\": 0, \"leaseTime\": 1}')", &[])
         .unwrap();
@@ -647,10 +616,8 @@ fn exactly_once_effect_with_a_transactional_ack() {
 /// and the entries' order the same way.
 #[test]
 fn batch_lookup_by_ids_and_mixed() {
-    let db = TestDb::new("lookup");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 4);
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    let (_db, mut c) = queue_db("lookup", "", 4);
+    let rows = pop_g(&mut c, "batch => 2");
     assert_eq!(payloads(&rows), vec![0, 1]);
     let by_id = |r: &Value| json!({"messageId": r["message_id"], "leaseId": r["lease_id"], "consumerGroup": "g"});
     let unknown = json!({"messageId": uuid::Uuid::nil().to_string(), "consumerGroup": "g"});
@@ -671,7 +638,7 @@ fn batch_lookup_by_ids_and_mixed() {
         ]
     );
     // Mixed: by transaction id + partition id (a keyless message's id), and by id.
-    let rows = pop(&mut c, "SELECT * FROM queen_pop('q', 'g', batch => 2)");
+    let rows = pop_g(&mut c, "batch => 2");
     assert_eq!(payloads(&rows), vec![2, 3], "the first two are finished");
     let by_tid = json!({"transactionId": rows[0]["transaction_id"], "partitionId": rows[0]["partition_id"],
                         "leaseId": rows[0]["lease_id"], "consumerGroup": "g"});
@@ -685,5 +652,5 @@ fn batch_lookup_by_ids_and_mixed() {
     // Applied in delivery order: the by-transaction-id entry (message 2) first, then message 3,
     // whose entry releases the lease.
     assert_eq!(got, vec![(true, None, true), (false, Some("message not found".into()), false), (true, None, false)]);
-    assert!(pop(&mut c, "SELECT * FROM queen_pop('q', 'g')").is_empty(), "all four are finished");
+    assert!(pop_g(&mut c, "").is_empty(), "all four are finished");
 }

@@ -2,14 +2,8 @@
 //! every message of the lease not finished yet, with the batch rule of §5.
 
 use postgres::Client;
-use queen_integration_tests::{await_lock_wait, lag, open_tx, sqlstate, TestDb};
-use serde_json::{json, Value};
+use queen_integration_tests::{await_lock_wait, lag, open_tx, push_n, queue_db, sqlstate, TestDb};
 use std::time::{Duration, Instant};
-
-fn push_n(c: &mut Client, queue: &str, partition: &str, n: i64) {
-    let items: Vec<Value> = (0..n).map(|i| json!({"queue": queue, "partition": partition, "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
-}
 
 /// A pop's rows: (message id, lease, payload, attempt, partition).
 type Popped = Vec<(uuid::Uuid, uuid::Uuid, i64, i32, String)>;
@@ -69,9 +63,7 @@ fn queen_state(c: &mut Client) -> String {
 /// releasing the lease; the group has nothing left.
 #[test]
 fn a_whole_lease_completed() {
-    let db = TestDb::new("al_completed");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 5);
+    let (_db, mut c) = queue_db("al_completed", "", 5);
     let got = pop(&mut c, "batch => 10");
     assert_eq!(payloads(&got), vec![0, 1, 2, 3, 4]);
     let res = ack_lease(&mut c, got[0].1, "completed");
@@ -91,10 +83,7 @@ fn a_whole_lease_completed() {
 /// dead letter, the lease is released all the same, the rest come back uncharged.
 #[test]
 fn failed_retry_and_spent_retries_follow_the_batch_rule() {
-    let db = TestDb::new("al_failed");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 0, \"retryLimit\": 1}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 4);
+    let (_db, mut c) = queue_db("al_failed", r#"{"retryDelay": 0, "retryLimit": 1}"#, 4);
     let got = pop(&mut c, "batch => 10");
     let res = ack_lease(&mut c, got[0].1, "failed");
     assert_eq!(res[0], (0, Some(got[0].0), true, None, true, false));
@@ -130,9 +119,7 @@ fn failed_retry_and_spent_retries_follow_the_batch_rule() {
 /// `dlq`: every message filed, the lease released by the last.
 #[test]
 fn dlq_files_every_message() {
-    let db = TestDb::new("al_dlq");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 3);
+    let (_db, mut c) = queue_db("al_dlq", "", 3);
     let got = pop(&mut c, "batch => 10");
     let res = ack_lease(&mut c, got[0].1, "dlq");
     assert!(res.iter().all(|r| r.2 && r.5), "{res:?}");
@@ -146,9 +133,7 @@ fn dlq_files_every_message() {
 /// rows (numbered from 0), and the lease is released.
 #[test]
 fn part_of_a_lease_then_the_rest() {
-    let db = TestDb::new("al_part");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 5);
+    let (_db, mut c) = queue_db("al_part", "", 5);
     let got = pop(&mut c, "batch => 10");
     for i in [0, 2] {
         let ok: bool = c.query_one("SELECT success FROM queen_ack($1, $2)", &[&got[i].0, &got[i].1]).unwrap().get(0);
@@ -166,9 +151,7 @@ fn part_of_a_lease_then_the_rest() {
 /// took the partition again, the old lease is no one's: no rows.
 #[test]
 fn an_expired_lease_then_a_taken_one() {
-    let db = TestDb::new("al_expired");
-    let mut c = db.connect();
-    push_n(&mut c, "q", "p", 3);
+    let (_db, mut c) = queue_db("al_expired", "", 3);
     let got = pop(&mut c, "batch => 10, lease_seconds => 1");
     let expires: std::time::SystemTime =
         c.query_one("SELECT lease_expires_at FROM queen.cursors WHERE lease_id = $1", &[&got[0].1]).unwrap().get(0);
@@ -190,9 +173,7 @@ fn an_expired_lease_then_a_taken_one() {
 /// partition by partition — a `failed` charges the first message of each.
 #[test]
 fn a_lease_over_several_partitions() {
-    let db = TestDb::new("al_partitions");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retryDelay\": 0}')", &[]).unwrap();
+    let (_db, mut c) = queue_db("al_partitions", r#"{"retryDelay": 0}"#, 0);
     for p in ["a", "b", "c"] {
         push_n(&mut c, "q", p, 2);
     }
@@ -223,8 +204,7 @@ fn a_lease_over_several_partitions() {
 /// neither — rolled back, the lease is still held and acks again; the effect is applied once.
 #[test]
 fn in_a_business_transaction_that_rolls_back() {
-    let db = TestDb::new("al_tx");
-    let mut c = db.connect();
+    let (_db, mut c) = queue_db("al_tx", "", 0);
     c.batch_execute("CREATE TABLE applied (msg uuid PRIMARY KEY)").unwrap();
     push_n(&mut c, "q", "p", 3);
     let got = pop(&mut c, "batch => 10");
@@ -302,10 +282,7 @@ fn grants_and_bad_arguments() {
 /// ones count as finished, and the lease is released (the partition does not stall).
 #[test]
 fn messages_deleted_under_the_lease_count_as_finished() {
-    let db = TestDb::new("al_vanished");
-    let mut c = db.connect();
-    c.execute("SELECT queen_configure('q', '{\"retentionSeconds\": 3600}')", &[]).unwrap();
-    push_n(&mut c, "q", "p", 3);
+    let (_db, mut c) = queue_db("al_vanished", r#"{"retentionSeconds": 3600}"#, 3);
     let got = pop(&mut c, "batch => 10");
     // As retention would (its pass leaves leased messages alone; a delete stands in for a
     // pass that looked before the pop committed).
