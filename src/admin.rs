@@ -9,7 +9,7 @@ use crate::names;
 use crate::names::group_key;
 use crate::names::to_pg;
 use crate::spi::types::{INT4, INT8, TEXT, TSTZ, UUID};
-use crate::spi::{self, Query};
+use crate::spi::Query;
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
@@ -31,7 +31,7 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
     let role = crate::privilege::caller();
     let shard = crate::shards::current();
     let citus = crate::shards::planning_for_citus();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         // The caller must hold `pop` on the queues the lease covers (none: nothing to renew);
         // a lease of a queue it holds no privilege on is, to it, no lease (privilege.rs
         // unknown_to): NULL, as for an unknown one.
@@ -76,7 +76,7 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
     crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
         format!("queue \"{}\" (completed retention)", crate::error::shorten(queue))
     })?;
-    Ok(spi::connect(|s| {
+    Ok(crate::session::connect(|s| {
         let now = crate::state::timestamp(crate::state::now(s));
         let args: [DatumWithOid; 5] =
             [queue_id.into(), key.into(), to_time.into(), crate::shards::current().into(), now.into()];
@@ -95,7 +95,7 @@ pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> QueenResult<i32
     crate::locks::take_fresh(Kind::GroupWrite, crate::locks::group_key(key), Mode::Exclusive, || {
         format!("group \"{}\" (in use by an open transaction)", crate::error::shorten(group.unwrap_or("(queue mode)")))
     })?;
-    Ok(spi::connect(|s| {
+    Ok(crate::session::connect(|s| {
         let args: [DatumWithOid; 3] = [key.into(), queue_id.into(), crate::shards::current().into()];
         crate::cache::changed();
         DELETE_GROUP_LOCK.run(s, &args);
@@ -110,7 +110,7 @@ pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> QueenResult<i32
 pub fn delete_queue(queue: &str) -> QueenResult<bool> {
     let queue_id = to_pg(names::queue_id(queue));
     crate::locks::deleting_queue(queue_id, queue)?;
-    Ok(spi::connect(|s| {
+    Ok(crate::session::connect(|s| {
         let args: [DatumWithOid; 2] = [queue_id.into(), crate::shards::current().into()];
         crate::cache::changed();
         DELETE_QUEUE_LOCK.run(s, &args);

@@ -32,10 +32,8 @@
 //! it ends). Entries also record the `queen` schema's oid, so a dropped and re-created
 //! extension never meets its predecessor's entries.
 
-use crate::options::QueueOptions;
-use crate::subscription::Subscription;
+use pgrx::PgAtomic;
 use pgrx::{pg_guard, pg_sys};
-use pgrx::{PgAtomic, Uuid};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -101,7 +99,7 @@ pub fn ticket() -> Option<Ticket> {
     if IN_FLIGHT.get().load(Ordering::SeqCst) > 0 {
         return None;
     }
-    Some(Ticket { generation: GENERATION.get().load(Ordering::SeqCst), schema: crate::cluster::schema_oid() })
+    Some(Ticket { generation: GENERATION.get().load(Ordering::SeqCst), schema: crate::names::schema_oid() })
 }
 
 /// The generation now, if the cache may be trusted at all at this moment (preloaded, nothing
@@ -166,26 +164,6 @@ where
         map.with(|m| m.borrow_mut().put(key, t, v.clone()));
     }
     v
-}
-
-type SubscriptionMap = Map<(Uuid, String), (Subscription, QueueOptions)>;
-
-thread_local! {
-    static SUBSCRIPTIONS: RefCell<SubscriptionMap> = RefCell::new(Map::new());
-}
-
-/// The cached subscription and options of (queue, group), or a ticket to file a fresh read
-/// under (`Err(None)`: do not cache).
-pub fn get(queue_id: Uuid, group: &str) -> Result<(Subscription, QueueOptions), Option<Ticket>> {
-    let Some(ticket) = ticket() else {
-        return Err(None);
-    };
-    SUBSCRIPTIONS.with(|m| m.borrow().get(&(queue_id, group.to_string()), &ticket)).ok_or(Some(ticket))
-}
-
-/// File what was read under `ticket`.
-pub fn put(ticket: Ticket, queue_id: Uuid, group: &str, value: &(Subscription, QueueOptions)) {
-    SUBSCRIPTIONS.with(|m| m.borrow_mut().put((queue_id, group.to_string()), ticket, value.clone()));
 }
 
 /// This transaction wrote subscriptions or queue options: bypass the cache until it ends,

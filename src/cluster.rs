@@ -70,45 +70,14 @@ thread_local! {
     static USED: Cell<Option<Loaded>> = const { Cell::new(None) };
     /// This transaction wrote rows into queen's tables from outside queen (a restore).
     static ARRIVED: Cell<bool> = const { Cell::new(false) };
-    /// How deep this backend is in queen's own SQL, whose inserts are no restore.
-    static INSIDE: Cell<u32> = const { Cell::new(0) };
-    /// On Citus, the placements of queen's shards changed since this backend last read the
-    /// mapping (shards.rs: a relation-cache invalidation of queen.messages): a shard may have
-    /// reached this node.
-    static PLACEMENTS_CHANGED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The placements of queen's shards may have changed (shards.rs): the next call reads the
-/// mapping again, and settles it first if a shard reached this node.
-pub fn placements_changed() {
-    PLACEMENTS_CHANGED.set(true);
-    LOADED.set(None);
-}
-
-pub fn schema_oid() -> pg_sys::Oid {
-    // SAFETY: the name is a NUL-terminated C string literal; with missing_ok the lookup
-    // returns InvalidOid instead of raising when there is no schema `queen`. Callers run inside
-    // a transaction (a queen function, or spi::connect), as the catalog cache lookup needs.
-    unsafe { pg_sys::get_namespace_oid(c"queen".as_ptr(), true) }
-}
+use crate::names::schema_oid;
 
 fn system_identifier() -> i64 {
     // SAFETY: GetSystemIdentifier reads the control file data in shared memory, which every
     // backend has from its start; it takes no argument.
     unsafe { pg_sys::GetSystemIdentifier() as i64 }
-}
-
-/// Run `f` as queen's own SQL: what it inserts into queen's tables is no restore.
-pub fn inside<R>(f: impl FnOnce() -> R) -> R {
-    struct Out;
-    impl Drop for Out {
-        fn drop(&mut self) {
-            INSIDE.set(INSIDE.get() - 1);
-        }
-    }
-    INSIDE.set(INSIDE.get() + 1);
-    let _out = Out;
-    f()
 }
 
 /// The mapping as committed (read with the latest snapshot, whatever the isolation level).
@@ -135,13 +104,27 @@ fn read(s: &mut Spi) -> State {
     State { rows, verified, offset, arrived }
 }
 
+/// Before a session's first query (session.rs): whether queen is distributed, known before any
+/// of its plans is made (shards.rs: plans for Citus are made otherwise) and read again after
+/// Citus moved shards, before the mapping is checked (a shard that reached this node is
+/// settled first); then the mapping, taken or checked ([`ensure`]).
+pub fn enter(s: &mut Spi) {
+    if crate::shards::known().is_none() {
+        crate::shards::layout(s);
+    }
+    ensure(s);
+}
+
 /// Make sure this transaction uses the committed mapping of this database's stored ids
 /// (settling it first after a restore), and that a mapping it used already still is the
-/// committed one. Called before every use of SPI (spi::connect); with the library preloaded,
+/// committed one. Called before every use of SPI (session.rs); with the library preloaded,
 /// and nothing changed, it costs two atomic reads.
 pub fn ensure(s: &mut Spi) {
     let schema = schema_oid();
-    let placements_changed = PLACEMENTS_CHANGED.replace(false);
+    let placements_changed = crate::shards::take_placements_changed();
+    if placements_changed {
+        LOADED.set(None);
+    }
     if let Some(used) = USED.get().filter(|u| u.schema == schema) {
         let now = crate::cache::generation_now();
         if placements_changed {
@@ -235,9 +218,9 @@ pub fn rebase_now(s: &mut Spi) -> i64 {
     let (shards, _) = crate::shards::local(s);
     let hi = shards.iter().map(|k| CLUSTER_HI.run(s, &[(*k).into()]).first().req::<i64>("h")).max().unwrap_or(0);
     let args: [pgrx::datum::DatumWithOid; 2] = [system_identifier().into(), hi.into()];
-    let offset = inside(|| CLUSTER_REBASE.run(s, &args).first().req::<i64>("xid_offset"));
+    let offset = crate::owner::inside(|| CLUSTER_REBASE.run(s, &args).first().req::<i64>("xid_offset"));
     if state.arrived || crate::shards::layout(s).distributed {
-        inside(|| CITUS_SETTLE_SHARDS.run(s, &[]));
+        crate::owner::inside(|| CITUS_SETTLE_SHARDS.run(s, &[]));
     }
     crate::cache::changed();
     offset
@@ -247,11 +230,11 @@ pub fn rebase_now(s: &mut Spi) -> i64 {
 /// restore's COPY, or someone's INSERT — so the mapping is to be settled again once this
 /// transaction commits (and every backend re-reads it then: cache.rs).
 pub fn rows_arrived() {
-    if INSIDE.get() > 0 || ARRIVED.get() {
+    if crate::owner::is_inside() || ARRIVED.get() {
         return;
     }
     ARRIVED.set(true);
-    crate::spi::connect_raw(|s| {
+    crate::owner::connect(|s| {
         CLUSTER_UNVERIFY.run(s, &[]);
     });
     crate::cache::changed();
@@ -280,7 +263,7 @@ pub fn at_pre_commit() {
         return;
     }
     let same = crate::spi::with_snapshot(|| {
-        crate::spi::connect_raw(|s| {
+        crate::owner::connect(|s| {
             let state = read(s);
             state.settled() && state.offset == used.offset
         })
@@ -303,7 +286,7 @@ pub fn offset() -> i64 {
         return u.offset;
     }
     // A query run outside queen's functions (a test PREPAREs one): resolve it now.
-    crate::spi::connect(|_| ());
+    crate::owner::connect(enter);
     USED.get().map_or(0, |u| u.offset)
 }
 

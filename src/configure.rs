@@ -48,7 +48,7 @@ pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
     let queue_id = pgrx::Uuid::from_bytes(*names::queue_id(queue).as_bytes());
     // The queue's rows may be created: its shared lock (locks.rs), as a push's.
     crate::locks::writing(queue_id, Some(queue), None)?;
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         crate::locks::wait_xact(crate::locks::Kind::Queue, crate::locks::hash(queue_id, ""), || {
             format!("the configuration of queue \"{}\"", crate::error::shorten(queue))
         })?;

@@ -7,7 +7,7 @@
 //! *whether* the group may take messages from the partition now is here, with a table of
 //! cases below; how the state changes when it does is cursor.rs.
 
-use crate::state::Micros;
+use crate::clock::Micros;
 
 const SEC: Micros = 1_000_000;
 

@@ -383,13 +383,13 @@ thread_local! {
 
 /// What this backend carries for (queue, group) under subscription `sub_key`, if anything.
 fn carried(queue_id: Uuid, group: &str, sub_key: &str) -> Option<Carry> {
-    let schema = crate::cluster::schema_oid();
+    let schema = crate::names::schema_oid();
     CARRIED.with(|c| c.borrow().get(schema, queue_id, group, sub_key))
 }
 
 /// Carry `point` and `hinted` for the group, or nothing (`None`).
 fn remember(queue_id: Uuid, group: &str, sub_key: &str, reached: Option<(Point, Hinted, i64)>) {
-    let schema = crate::cluster::schema_oid();
+    let schema = crate::names::schema_oid();
     let carry = reached.filter(|(_, hinted, _)| hinted.partitions.len() <= CARRY_MAX_PARTITIONS).map(
         |(point, hinted, xmin)| Carry {
             schema,

@@ -2,6 +2,10 @@
 //!
 //! Core modules return `Result<_, QueenError>` and know nothing of Postgres error reporting;
 //! the SQL-facing wrappers in `api/` turn an error into an `ERROR` with [`QueenError::report`].
+//! Three places below them report for every call alike, before or after its own work: the
+//! session (owner.rs: the extension not installed, or in another version), the mapping's check
+//! (cluster.rs: the stored ids rebased under the transaction, a restore not committed yet) and
+//! the transaction hooks (hooks.rs, at commit).
 //! Normal outcomes (nothing to pop, a refused ack, a duplicate push) are results, never errors.
 
 use pgrx::pg_sys::panic::ErrorReport;

@@ -71,14 +71,14 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::route::at_end(true);
             crate::cache::at_commit();
             crate::discovery::at_commit();
-            crate::worker::at_end(true);
+            crate::timer_wake::at_end(true);
             crate::wait::at_commit();
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             crate::route::at_end(false);
             crate::cache::at_abort();
             crate::discovery::at_abort();
-            crate::worker::at_end(false);
+            crate::timer_wake::at_end(false);
             crate::wait::at_abort();
         }
         XACT_EVENT_PREPARE => {
@@ -87,7 +87,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             crate::route::at_end(false);
             crate::cache::at_abort();
             crate::discovery::at_abort();
-            crate::worker::at_end(false);
+            crate::timer_wake::at_end(false);
             crate::wait::at_prepare();
         }
         _ => {}
@@ -160,7 +160,7 @@ unsafe extern "C-unwind" fn on_utility(
         drop(in_flight);
         if commit_prepared {
             crate::wait::at_commit_prepared();
-            crate::worker::poke();
+            crate::timer_wake::poke();
         }
     }
 }

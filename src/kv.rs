@@ -480,7 +480,7 @@ pub fn run(ops: &[Parsed]) -> QueenResult<Outcome> {
     }
     // SAFETY: GetCurrentTimestamp only reads the clock.
     let now: Micros = unsafe { pgrx::pg_sys::GetCurrentTimestamp() };
-    crate::spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut results = Vec::with_capacity(ops.len());
         for (i, p) in ops.iter().enumerate() {
             let mut r = match &p.op {

@@ -12,7 +12,7 @@ use crate::discovery::{next_point, Point};
 use crate::locks::{self, Kind, Mode};
 use crate::max_wait;
 use crate::spi::types::{FLOAT8, INT4, INT4S, INT8, INT8S, TEXT, TEXTS, TSTZ, UUID, UUIDS};
-use crate::spi::{self, Query, Row, Spi};
+use crate::spi::{Query, Row, Spi};
 use crate::state::{self};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
@@ -101,7 +101,7 @@ pub struct InCallersTransaction;
 
 impl Units for InCallersTransaction {
     fn run(&mut self, unit: &mut dyn FnMut(&mut Spi)) {
-        spi::connect(|s| unit(s))
+        crate::session::connect(|s| unit(s))
     }
 }
 

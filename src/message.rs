@@ -11,7 +11,7 @@ use crate::cursor::Key;
 use crate::error::{QueenError, QueenResult};
 use crate::privilege::{self, Privilege};
 use crate::spi::types::{TEXT, UUID};
-use crate::spi::{self, Query, Row};
+use crate::spi::{Query, Row};
 use crate::state;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::Uuid;
@@ -52,7 +52,7 @@ pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Va
     }
     // The bound of a stored transaction id (a longer one names no message).
     crate::push::check_transaction_id("argument \"transaction_id\"", transaction_id)?;
-    let found = spi::connect(|s| {
+    let found = crate::session::connect(|s| {
         let by_txn = BY_TRANSACTION
             .run(s, &[partition_id.into(), transaction_id.into()])
             .next()
@@ -71,7 +71,7 @@ pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Va
     if !queue.is_some_and(|q| privilege::allowed_now(&q, Privilege::Read)) {
         return Ok(None);
     }
-    let groups: Vec<Value> = spi::connect(|s| {
+    let groups: Vec<Value> = crate::session::connect(|s| {
         GROUPS
             .run(s, &[partition_id.into()])
             .map(|r| {

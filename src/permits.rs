@@ -22,7 +22,7 @@ use crate::error::{QueenError, QueenResult};
 use crate::kv::{self, Expiry, Op};
 use crate::privilege::Privilege;
 use crate::spi::types::TSTZ;
-use crate::spi::{self, Query, Spi};
+use crate::spi::{Query, Spi};
 use crate::state::Micros;
 use serde_json::{json, Map, Value};
 
@@ -254,7 +254,7 @@ pub fn run(ops: &[LockOp]) -> QueenResult<Vec<Value>> {
     }
     // SAFETY: GetCurrentTimestamp only reads the clock.
     let now: Micros = unsafe { pgrx::pg_sys::GetCurrentTimestamp() };
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut out = Vec::with_capacity(ops.len());
         for op in ops {
             let mut r = one(s, op, now)?;
@@ -281,6 +281,7 @@ fn holders_json(hs: &[Holder]) -> Value {
 }
 
 /// Write the permit of `slot` (`expect`: 0 for a free slot, else the token it must be at).
+#[allow(clippy::too_many_arguments)]
 fn put(
     s: &mut Spi,
     name: &str,

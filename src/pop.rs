@@ -14,7 +14,7 @@ use crate::jsonb::Jsonb;
 use crate::names;
 use crate::options::QueueOptions;
 use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
-use crate::spi::{self, Query, Spi};
+use crate::spi::{Query, Spi};
 use crate::state::{self, CursorRow, Look, Micros};
 use crate::subscription::{self, Subscription};
 
@@ -130,7 +130,7 @@ pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
     // Shared locks of the queue and the group (locks.rs): an open delete of either is waited
     // for, and a later one waits for this transaction. Before anything is read.
     crate::locks::writing(queue_id, Some(&req.queue), Some(&group))?;
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         // Queue mode always reads from the oldest retained message.
         let mode = if req.group.is_none() { subscription::Mode::All } else { req.mode };
         let from = if req.group.is_none() { None } else { req.from };
@@ -576,7 +576,7 @@ pub fn pop_with(
                 }
                 crate::wait::sleep(reg, sleep);
                 // Where the push that woke it went, if one did: looked at first (Pop::run).
-                req.first = reg.take_hint().map(|p| crate::names::to_pg(p));
+                req.first = reg.take_hint().map(crate::names::to_pg);
             }
             _ => return Ok(found.rows),
         }

@@ -38,7 +38,6 @@ const GRANTS_HELD: Query = Query { file: SQL, name: "grants_held", args: &[crate
 const GRANT: Query = Query { file: SQL, name: "grant", args: &[TEXT, crate::spi::types::OID, TEXTS] };
 const REVOKE: Query = Query { file: SQL, name: "revoke", args: &[TEXT, crate::spi::types::OID, TEXTS] };
 const QUEUE_NAME: Query = Query { file: SQL, name: "queue_name", args: &[UUID] };
-const OWNER: Query = Query { file: SQL, name: "owner", args: &[] };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Privilege {
@@ -199,35 +198,6 @@ fn has_privs_of_role(member: pg_sys::Oid, role: pg_sys::Oid) -> bool {
     unsafe { pg_sys::has_privs_of_role(member, role) }
 }
 
-/// The extension's owner: every query of queen runs as this role. Read once per backend (and
-/// again after the extension was re-created: the schema's oid changes).
-///
-/// The installed schema must be the version this library was built for (semantics §12): a library
-/// installed over an older schema refuses every call, telling to run `ALTER EXTENSION queen
-/// UPDATE`, rather than run queries against tables that are not what it expects. Only a
-/// matching version is remembered, so the first call after the update goes through.
-pub fn owner(s: &mut Spi) -> pg_sys::Oid {
-    thread_local!(static OWNER_OF: RefCell<Option<(pg_sys::Oid, pg_sys::Oid)>> = const { RefCell::new(None) });
-    let schema = crate::cluster::schema_oid();
-    if let Some((for_schema, owner)) = OWNER_OF.with(|o| *o.borrow()) {
-        if for_schema == schema {
-            return owner;
-        }
-    }
-    let Some(row) = OWNER.run(s, &[]).next() else {
-        QueenError::NotInstalled.report("queen");
-    };
-    let (owner, version) = (row.req::<pg_sys::Oid>("owner"), row.req::<String>("version"));
-    if version != LIBRARY_VERSION {
-        QueenError::SchemaVersion { installed: version, library: LIBRARY_VERSION }.report("queen");
-    }
-    OWNER_OF.with(|o| *o.borrow_mut() = Some((schema, owner)));
-    owner
-}
-
-/// The schema version this library was built for (queen.control's default_version).
-pub const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
-
 /// A superuser, or a role with the privileges of the extension's owner.
 pub fn is_admin(s: &mut Spi, role: pg_sys::Oid) -> bool {
     if role == ACTING_ROLE {
@@ -235,42 +205,13 @@ pub fn is_admin(s: &mut Spi, role: pg_sys::Oid) -> bool {
             return held.admin;
         }
     }
-    superuser(role) || has_privs_of_role(role, owner(s))
+    // (The owner was read when the call entered its session: session.rs.)
+    superuser(role) || crate::owner::owner(s).is_ok_and(|owner| has_privs_of_role(role, owner))
 }
 
 fn superuser(role: pg_sys::Oid) -> bool {
     // SAFETY: superuser_arg looks the role up in the catalog cache; inside a transaction.
     unsafe { pg_sys::superuser_arg(role) }
-}
-
-/// While alive, this backend runs as the extension's owner (restored on drop; an error that
-/// aborts the transaction or a subtransaction restores it too, in Postgres's own clean-up).
-pub struct AsOwner {
-    user: pg_sys::Oid,
-    context: i32,
-}
-
-impl AsOwner {
-    pub fn enter(s: &mut Spi) -> AsOwner {
-        let owner = owner(s);
-        let (mut user, mut context) = (pg_sys::Oid::INVALID, 0);
-        // SAFETY: reads and sets the backend's user id and security context, as
-        // SECURITY DEFINER functions do (fmgr_security_definer); SECURITY_LOCAL_USERID_CHANGE
-        // marks the change as local, so SET ROLE and SET SESSION AUTHORIZATION are refused
-        // while it lasts. `owner` is an existing role (the extension's owner).
-        unsafe {
-            pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-            pg_sys::SetUserIdAndSecContext(owner, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-        }
-        AsOwner { user, context }
-    }
-}
-
-impl Drop for AsOwner {
-    fn drop(&mut self) {
-        // SAFETY: puts back what `enter` read.
-        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
-    }
 }
 
 /// A grant as the checks read it: a role, a queue (None: every queue), a privilege.
@@ -339,7 +280,7 @@ fn for_caller<T>(superuser_answer: T, check: impl FnOnce(&mut Spi, pg_sys::Oid) 
     if superuser(role) {
         return superuser_answer;
     }
-    crate::spi::connect(|s| check(s, role))
+    crate::session::connect(|s| check(s, role))
 }
 
 /// Whether the caller is an admin (for the views).
@@ -444,7 +385,7 @@ pub fn change(queue: &str, role: pg_sys::Oid, privileges: &[String], grant: bool
     }
     crate::cache::changed();
     let args: [DatumWithOid; 3] = [queue.into(), role.into(), privileges.to_vec().into()];
-    Ok(crate::spi::connect(|s| {
+    Ok(crate::session::connect(|s| {
         let q = if grant { &GRANT } else { &REVOKE };
         q.run(s, &args).first().req::<i64>("changed")
     }))

@@ -9,7 +9,7 @@ use crate::error::{shorten, QueenError, QueenResult};
 use crate::jsonb::{Element, Jsonb};
 use crate::names::{self, from_pg, to_pg, DEFAULT_PARTITION};
 use crate::spi::types::{INT4, INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
-use crate::spi::{self, Query, Spi};
+use crate::spi::{Query, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
 use serde_json::Value;
@@ -286,7 +286,7 @@ fn push_preset(
     for (name, q) in written {
         crate::locks::writing(to_pg(q), Some(name), None)?;
     }
-    spi::connect(|s| -> QueenResult<()> {
+    crate::session::connect(|s| -> QueenResult<()> {
         match payloads {
             Payloads::One(payload) => push_one(s, &items[0], &targets[0], &mut results[0], payload, shard)?,
             Payloads::Items(all) => push_batch(s, &items, &targets, &mut results, all, shard)?,

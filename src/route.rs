@@ -15,7 +15,7 @@ use crate::shards::{
     DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW, DELEGATE_SEEK,
     DELEGATE_SUBSCRIBE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
 };
-use crate::spi::{self, Row, Spi};
+use crate::spi::{Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use std::cell::RefCell;
@@ -69,7 +69,7 @@ pub fn distributed() -> Option<Layout> {
     if let Some(known) = shards::known() {
         return known;
     }
-    let l = spi::connect(shards::layout);
+    let l = crate::session::connect(shards::layout);
     l.distributed.then_some(l)
 }
 
@@ -144,7 +144,7 @@ fn wake_at_commit(items: &[PushItem]) {
 /// `queen_push`'s one message, on its shard's worker.
 pub fn push_one(layout: &Layout, it: PushItem, payload: Jsonb) -> QueenResult<PushResult> {
     let k = key_of(layout, &it);
-    let r = spi::connect(|s| -> QueenResult<PushResult> {
+    let r = crate::session::connect(|s| -> QueenResult<PushResult> {
         let caps = register_queues(s, std::slice::from_ref(&it))?;
         let args: [DatumWithOid; 6] = [
             k.into(),
@@ -170,7 +170,7 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
         by_shard.entry(key_of(layout, it)).or_default().push(i as i32);
     }
     let mut out: Vec<Option<PushResult>> = vec![None; items.len()];
-    spi::connect(|s| -> QueenResult<()> {
+    crate::session::connect(|s| -> QueenResult<()> {
         let caps = register_queues(s, &items)?;
         for (k, idxs) in &by_shard {
             let args: [DatumWithOid; 2] = [all.into(), idxs.clone().into()];
@@ -196,7 +196,7 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
 /// that does not exist (on one server, where the only key is 0, too), which no call reads and
 /// which would count as a group's subscription in maintenance.
 pub fn enter_shard(k: i32) -> QueenResult<()> {
-    let layout = spi::connect(shards::layout);
+    let layout = crate::session::connect(shards::layout);
     if layout.keys.contains(&k) {
         return Ok(());
     }
@@ -245,7 +245,7 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
     let several = req.partition.is_none() && req.partitions > 1;
     let lease: Option<Uuid> = (several && !req.auto_ack)
         .then(|| Uuid::from_bytes(*shards::stamp(uuid::Uuid::now_v7(), shards::MANY_SHARDS).as_bytes()));
-    let rows = spi::connect(|s| {
+    let rows = crate::session::connect(|s| {
         subscribe_everywhere(s, layout, req);
         let mut out: Vec<Popped> = Vec::new();
         let mut partitions: HashSet<[u8; 16]> = HashSet::new();
@@ -327,7 +327,7 @@ pub fn ack_one(
 ) -> AckResult {
     let k = layout.keys[shards::stamped_index(message_id.as_bytes(), layout.keys.len())];
     let grants = crate::privilege::caller_grants();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let args: [DatumWithOid; 7] = [
             k.into(),
             message_id.into(),
@@ -352,7 +352,7 @@ pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckRe
     }
     let mut out: Vec<Option<AckResult>> = vec![None; entries.len()];
     let grants = crate::privilege::caller_grants();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         for (k, idxs) in &by_shard {
             let args: [DatumWithOid; 2] = [all.into(), idxs.clone().into()];
             let subset: Jsonb = ITEMS_SUBSET.run(s, &args).first().req("items");
@@ -392,7 +392,7 @@ fn lease_keys(layout: &Layout, lease_id: Uuid) -> Vec<i32> {
 /// each shard in turn, `idx` numbered on across them.
 pub fn ack_lease(layout: &Layout, lease_id: Uuid, status: &str, error: Option<&str>) -> Vec<AckResult> {
     let grants = crate::privilege::caller_grants();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut out: Vec<AckResult> = Vec::new();
         for k in lease_keys(layout, lease_id) {
             let args: [DatumWithOid; 5] =
@@ -414,7 +414,7 @@ pub fn ack_lease(layout: &Layout, lease_id: Uuid, status: &str, error: Option<&s
 pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<TimestampWithTimeZone> {
     let keys = lease_keys(layout, lease_id);
     let grants = crate::privilege::caller_grants();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut latest: Option<TimestampWithTimeZone> = None;
         for k in keys {
             let args: [DatumWithOid; 4] = [k.into(), lease_id.into(), seconds.into(), grants.clone().into()];
@@ -431,7 +431,7 @@ pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<Ti
 /// `queen_seek` in every shard, each with its worker's snapshot (a seek's position is a
 /// partition's, and each shard's subscription row its own): the partitions set, summed.
 pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut set = 0;
         for k in &layout.keys {
             let args: [DatumWithOid; 4] = [(*k).into(), queue.into(), group.into(), to_time.into()];
@@ -445,7 +445,7 @@ pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<T
 /// generation: every backend subscribes the group everywhere again at its next first pop.
 pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> i32 {
     crate::cache::changed();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut removed = 0;
         for k in &layout.keys {
             let args: [DatumWithOid; 3] = [(*k).into(), group.into(), queue.into()];
@@ -462,7 +462,7 @@ pub fn delete_queue(layout: &Layout, queue: &str) -> QueenResult<bool> {
     let queue_id = to_pg(names::queue_id(queue));
     crate::locks::deleting_queue(queue_id, queue)?;
     crate::cache::changed(); // (as for a group: subscribe_everywhere)
-    Ok(spi::connect(|s| {
+    Ok(crate::session::connect(|s| {
         let mut existed = false;
         for k in &layout.keys {
             let args: [DatumWithOid; 2] = [(*k).into(), queue.into()];

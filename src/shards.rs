@@ -127,10 +127,12 @@ pub fn layout(s: &mut Spi) -> Layout {
         // Plans prepared for one server force generic plans, which Citus cannot route.
         crate::spi::forget_plans();
         // Read again after an invalidation, which Citus sends when placements change: a
-        // shard may have reached this node, and its ids are to be covered before use.
-        crate::cluster::placements_changed();
+        // shard may have reached this node, and its ids are to be covered before use (the
+        // mapping's next check reads it again: cluster.rs).
+        PLACEMENTS_CHANGED.set(true);
     }
     LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
+    crate::spi::plan_for_citus(l.distributed);
     l
 }
 
@@ -193,9 +195,20 @@ pub fn new_id() -> uuid::Uuid {
     new_message_id(planning_for_citus().then(current))
 }
 
+thread_local! {
+    /// The placements of queen's shards may have changed since the mapping's last check
+    /// (cluster.rs takes it): a shard may have reached this node.
+    static PLACEMENTS_CHANGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the placements of queen's shards may have changed since this was last asked.
+pub fn take_placements_changed() -> bool {
+    PLACEMENTS_CHANGED.replace(false)
+}
+
 /// Whether plans are to be made for Citus (set once the layout says distributed).
 pub fn planning_for_citus() -> bool {
-    LAYOUT.with(|l| l.borrow().as_ref().is_some_and(|l| l.distributed))
+    crate::spi::planning_for_citus()
 }
 
 #[cfg(test)]

@@ -66,34 +66,30 @@ pub fn without_one_server_lines(text: &str) -> String {
     text.lines().filter(|l| !l.trim_end().ends_with("-- [one server]")).collect::<Vec<_>>().join("\n")
 }
 
-/// Run `f` connected to SPI; the connection ends when `f` returns (or raises). Before the
-/// first query, the transaction takes the committed mapping of the database's stored
-/// transaction ids (cluster.rs: settled first after a restore, or on Citus after a shard
-/// reached this node), or checks that the one it took still is.
-pub fn connect<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
-    connect_raw(|s| {
-        // Whether queen is distributed, before any of its plans is made (shards.rs): plans for
-        // Citus are made otherwise; and, read again after Citus moved shards, before the
-        // mapping is checked (a shard that reached this node is settled first: cluster.rs).
-        if crate::shards::known().is_none() {
-            crate::shards::layout(s);
-        }
-        crate::cluster::ensure(s);
-        f(s)
+/// Run `f` connected to SPI, with the planner settings of queen's statements; the connection
+/// ends when `f` returns (or raises). The mechanism only: every call of queen connects through
+/// its session (session.rs), which enters the extension's owner and checks the mapping.
+pub fn with_connection<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
+    pgrx::spi::Spi::connect_mut(|_| {
+        let mut s = Spi { _private: () };
+        let _plans = PlanSettings::enter();
+        f(&mut s)
     })
 }
 
-/// [`connect`] without the mapping's check: for cluster.rs itself.
-pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
-    pgrx::spi::Spi::connect_mut(|_| {
-        let mut s = Spi { _private: () };
-        // Every query of queen runs as the extension's owner: the caller's privileges were
-        // checked before (privilege.rs), and the tables are closed to other roles.
-        let _as_owner = crate::privilege::AsOwner::enter(&mut s);
-        let _plans = PlanSettings::enter();
-        // What queen's own queries insert into its tables is no restore (cluster.rs).
-        crate::cluster::inside(|| f(&mut s))
-    })
+thread_local! {
+    /// Plans are made for Citus (shards.rs sets it once it knows queen is distributed).
+    static FOR_CITUS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether plans are made for Citus.
+pub fn planning_for_citus() -> bool {
+    FOR_CITUS.get()
+}
+
+/// Make plans for Citus from now on, or for one server (shards.rs: the layout as read).
+pub fn plan_for_citus(citus: bool) {
+    FOR_CITUS.set(citus);
 }
 
 /// While queen's statements run, the planner does not read a table sequentially where an index
@@ -113,7 +109,7 @@ pub fn connect_raw<R>(f: impl FnOnce(&mut Spi) -> R) -> R {
 ///
 /// Set on the globals the planner and executor read rather than through a GUC nest level
 /// (whose end costs a pass over every setting, at every call); the guard puts the caller's
-/// values back, as privilege::AsOwner does the user, also when a statement raised (the error
+/// values back, as owner.rs's AsOwner does the user, also when a statement raised (the error
 /// unwinds through here before the transaction aborts).
 struct PlanSettings {
     seqscan: bool,
@@ -190,7 +186,7 @@ impl Query {
             return p;
         }
         let text = section(self.file, self.name);
-        let text = if crate::shards::planning_for_citus() { without_one_server_lines(text) } else { text.to_string() };
+        let text = if planning_for_citus() { without_one_server_lines(text) } else { text.to_string() };
         let sql = CString::new(text).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
         // SAFETY: called inside an SPI connection (Query is only run with a `&mut Spi`);
@@ -201,7 +197,7 @@ impl Query {
             // Citus delegates a call to a worker only when the plan has its shard key as a
             // constant (shards.rs), and routes a complex read of one shard (totals.rs) only so.
             pg_sys::CURSOR_OPT_CUSTOM_PLAN as i32
-        } else if crate::shards::planning_for_citus() {
+        } else if planning_for_citus() {
             // Citus gives a query it cannot route without its parameters' values a plan too
             // costly to keep, so PostgreSQL plans it per call; a forced generic plan fails.
             0

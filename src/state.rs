@@ -11,24 +11,30 @@ use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/state.sql");
 
+/// The argument types of a query that takes a cursor row: `$pre`, then the row's columns as
+/// [`row_columns`] gives them (`done_txid` to `lease_xip`), then `$post`.
+macro_rules! with_row_columns {
+    ($($pre:expr),* ; $($post:expr),*) => {
+        &[$($pre,)* INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S, $($post),*]
+    };
+}
+/// The argument types of a query that takes where a row starts: `$pre`, then [`start_columns`]
+/// (`done_txid`, `done_seq`, `pending_txid`, `pending_seq`), then `$post`.
+macro_rules! with_start_columns {
+    ($($pre:expr),* ; $($post:expr),*) => {
+        &[$($pre,)* INT8, INT8, INT8S, INT8S, $($post),*]
+    };
+}
+
 const CURSOR_CREATE: Query =
-    Query { file: SQL, name: "cursor_create", args: &[UUID, TEXT, UUID, INT8, INT8, INT8S, INT8S, INT4] };
+    Query { file: SQL, name: "cursor_create", args: with_start_columns!(UUID, TEXT, UUID; INT4) };
 const CURSOR_LOCK: Query = Query { file: SQL, name: "cursor_lock", args: &[UUID, TEXT, TEXT, INT4] };
-const CURSOR_UPDATE: Query = Query {
-    file: SQL,
-    name: "cursor_update",
-    args: &[
-        UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        INT4, TSTZ,
-    ],
-};
+const CURSOR_UPDATE: Query =
+    Query { file: SQL, name: "cursor_update", args: with_row_columns!(UUID, TEXT; INT4, TSTZ) };
 const CURSOR_SAVE: Query = Query {
     file: SQL,
     name: "cursor_save",
-    args: &[
-        UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S,
-        UUID, TSTZ, UUID, BOOL, INT4, TSTZ, INT8,
-    ],
+    args: with_row_columns!(UUID, TEXT; UUID, TSTZ, UUID, BOOL, INT4, TSTZ, INT8),
 };
 
 const NOW: Query = Query { file: SQL, name: "now", args: &[] };
@@ -38,16 +44,7 @@ pub fn now(s: &mut Spi) -> Micros {
     micros(NOW.run(s, &[]).first().req(1))
 }
 
-/// Microseconds since the Postgres epoch: timestamps compared and added in Rust.
-pub type Micros = i64;
-
-pub fn micros(t: TimestampWithTimeZone) -> Micros {
-    pgrx::pg_sys::TimestampTz::from(t)
-}
-
-pub fn timestamp(m: Micros) -> TimestampWithTimeZone {
-    TimestampWithTimeZone::try_from(m).expect("queen: timestamp in range")
-}
+pub use crate::clock::{micros, timestamp, Micros};
 
 /// One (partition, group) row as stored.
 #[derive(Debug, Clone)]
@@ -69,6 +66,48 @@ impl CursorRow {
 
 fn keys(t: Vec<i64>, s: Vec<i64>) -> Vec<Key> {
     t.into_iter().zip(s).collect()
+}
+
+/// The columns where a row starts (`done_txid`, `done_seq`, `pending_txid`, `pending_seq`): what
+/// `cursor_create` writes and `look` takes for a row not stored yet.
+fn start_columns(c: &Cursor) -> [DatumWithOid<'static>; 4] {
+    let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
+    [c.done.0.into(), c.done.1.into(), pt.into(), ps.into()]
+}
+
+/// A row's columns, `done_txid` to `lease_xip`, in the order of `queen.cursors` (and of
+/// [`with_row_columns`]): what `cursor_save` and `cursor_update` write, and [`parse`] reads back.
+fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 15] {
+    let c = &row.cursor;
+    let [done_txid, done_seq, pending_txid, pending_seq] = start_columns(c);
+    let (at, aseq): (Vec<i64>, Vec<i64>) = c.ahead.iter().copied().unzip();
+    let (lt, ls, lx) = match &c.lease {
+        Some(b) => {
+            let (t, s): (Vec<i64>, Vec<i64>) = b.keys.iter().copied().unzip();
+            (Some(t), Some(s), Some(b.xip.clone()))
+        }
+        None => (None, None, None),
+    };
+    // A lease lives in the row only with its batch.
+    let lease_id = c.lease.as_ref().and(row.lease_id);
+    let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
+    [
+        done_txid,
+        done_seq,
+        pending_txid,
+        pending_seq,
+        at.into(),
+        aseq.into(),
+        c.fail.map(|f| f.0 .0).into(),
+        c.fail.map(|f| f.0 .1).into(),
+        c.fail.map_or(0, |f| f.1).into(),
+        row.retry_at.map(timestamp).into(),
+        lease_id.into(),
+        lease_expires.into(),
+        lt.into(),
+        ls.into(),
+        lx.into(),
+    ]
 }
 
 /// Decode the cursor columns of a row, named as in `queen.cursors` (`done_txid` to `lease_xip`),
@@ -102,17 +141,9 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
 /// it: the row keeps that start, semantics §3.2); false when it exists already. The caller holds
 /// the pair's lock (locks.rs).
 pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
-    let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 8] = [
-        partition.into(),
-        group.into(),
-        queue_id.into(),
-        c.done.0.into(),
-        c.done.1.into(),
-        pt.into(),
-        ps.into(),
-        crate::shards::current().into(),
-    ];
+    let mut args: Vec<DatumWithOid> = vec![partition.into(), group.into(), queue_id.into()];
+    args.extend(start_columns(c));
+    args.push(crate::shards::current().into());
     CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
@@ -136,61 +167,32 @@ pub struct SaveAlso {
 }
 
 pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: SaveAlso) {
-    let c = &row.cursor;
-    let (pt, ps): (Vec<i64>, Vec<i64>) = c.pending.iter().copied().unzip();
-    let (at, aseq): (Vec<i64>, Vec<i64>) = c.ahead.iter().copied().unzip();
-    let (lt, ls, lx) = match &c.lease {
-        Some(b) => {
-            let (t, s): (Vec<i64>, Vec<i64>) = b.keys.iter().copied().unzip();
-            (Some(t), Some(s), Some(b.xip.clone()))
-        }
-        None => (None, None, None),
-    };
-    let lease_id = c.lease.as_ref().and(row.lease_id);
-    let lease_expires = c.lease.as_ref().and(row.lease_expires_at).map(timestamp);
     let shard = crate::shards::current();
     // SAFETY: reads the clock.
     let now = timestamp(unsafe { pgrx::pg_sys::GetCurrentTimestamp() });
-    let mut args: Vec<DatumWithOid> = vec![
-        partition.into(),
-        group.into(),
-        c.done.0.into(),
-        c.done.1.into(),
-        pt.into(),
-        ps.into(),
-        at.into(),
-        aseq.into(),
-        c.fail.map(|f| f.0 .0).into(),
-        c.fail.map(|f| f.0 .1).into(),
-        c.fail.map_or(0, |f| f.1).into(),
-        row.retry_at.map(timestamp).into(),
-        lease_id.into(),
-        lease_expires.into(),
-        lt.into(),
-        ls.into(),
-        lx.into(),
-        also.queue_id.into(),
-        also.hint_at.map(timestamp).into(),
-        also.ended_lease.map(|l| l.0).into(),
-        also.ended_lease.is_some_and(|l| l.1).into(),
-    ];
+    let mut args: Vec<DatumWithOid> = vec![partition.into(), group.into()];
+    args.extend(row_columns(row));
     if also.hint_at.is_none() && also.ended_lease.is_none() {
-        args.truncate(17);
         args.extend([shard.into(), now.into()]);
         CURSOR_UPDATE.run(s, &args);
     } else {
         // The stored id of the hint's writer: this transaction (queen.txid()).
         let txid = also.hint_at.map(|_| crate::cluster::txid());
-        args.extend([shard.into(), now.into(), txid.into()]);
+        args.extend([
+            also.queue_id.into(),
+            also.hint_at.map(timestamp).into(),
+            also.ended_lease.map(|l| l.0).into(),
+            also.ended_lease.is_some_and(|l| l.1).into(),
+            shard.into(),
+            now.into(),
+            txid.into(),
+        ]);
         CURSOR_SAVE.run(s, &args);
     }
 }
 
-const LOOK: Query = Query {
-    file: SQL,
-    name: "look",
-    args: &[UUID, TEXT, INT8, INT8, INT8S, INT8S, INT8, crate::spi::types::FLOAT8, INT4],
-};
+const LOOK: Query =
+    Query { file: SQL, name: "look", args: with_start_columns!(UUID, TEXT; INT8, crate::spi::types::FLOAT8, INT4) };
 
 /// A message as read from a partition.
 pub(crate) struct Msg {
@@ -255,18 +257,9 @@ pub(crate) fn look(
     limit: i64,
     lease_seconds: i32,
 ) -> Look {
-    let (pt, ps): (Vec<i64>, Vec<i64>) = initial.pending.iter().copied().unzip();
-    let args: [DatumWithOid; 9] = [
-        partition.into(),
-        group.into(),
-        initial.done.0.into(),
-        initial.done.1.into(),
-        pt.into(),
-        ps.into(),
-        limit.into(),
-        (lease_seconds as f64).into(),
-        crate::shards::current().into(),
-    ];
+    let mut args: Vec<DatumWithOid> = vec![partition.into(), group.into()];
+    args.extend(start_columns(initial));
+    args.extend([limit.into(), (lease_seconds as f64).into(), crate::shards::current().into()]);
     let mut rows = LOOK.run(s, &args);
     let r = rows.next().expect("queen: look returns its meta row");
     let mut look = Look {

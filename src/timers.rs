@@ -27,7 +27,7 @@ use crate::names::{self, from_pg, to_pg};
 use crate::privilege::{self, Privilege};
 use crate::push::{self, Payloads};
 use crate::spi::types::{INT8, JSONB, TEXT, TSTZ, UUID};
-use crate::spi::{self, Query, Row};
+use crate::spi::{Query, Row};
 use crate::state::{self, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
@@ -136,7 +136,7 @@ pub fn schedule(t: Schedule<'_>) -> QueenResult<Scheduled> {
     // waits for this transaction (and then removes the timer with the queue).
     crate::locks::writing(queue_id, Some(t.queue), None)?;
     let message_id = to_pg(crate::shards::new_message_id(None));
-    let done = spi::connect(|s| -> QueenResult<Scheduled> {
+    let done = crate::session::connect(|s| -> QueenResult<Scheduled> {
         check_due("argument \"deliver_at\"", t.deliver_at, state::now(s))?;
         let args: [DatumWithOid; 9] = [
             queue_id.into(),
@@ -157,7 +157,7 @@ pub fn schedule(t: Schedule<'_>) -> QueenResult<Scheduled> {
             deliver_at: r.req("deliver_at"),
         })
     })?;
-    crate::worker::timer_scheduled(t.deliver_at);
+    crate::timer_wake::scheduled(t.deliver_at);
     Ok(done)
 }
 
@@ -168,7 +168,9 @@ pub fn cancel(queue: &str, key: &str) -> QueenResult<Option<String>> {
     privilege::require(&[queue], Privilege::Push)?;
     let queue_id = to_pg(names::queue_id(queue));
     crate::locks::writing(queue_id, Some(queue), None)?;
-    Ok(spi::connect(|s| CANCEL.run(s, &[queue_id.into(), key.into()]).next().map(|r| r.req("transaction_id"))))
+    Ok(crate::session::connect(|s| {
+        CANCEL.run(s, &[queue_id.into(), key.into()]).next().map(|r| r.req("transaction_id"))
+    }))
 }
 
 /// A pending timer as listed.
@@ -215,7 +217,7 @@ pub fn pending(queue: &str, key: Option<&str>, after: Option<&str>, page: i64) -
     }
     privilege::require(&[queue], Privilege::Read)?;
     let queue_id = to_pg(names::queue_id(queue));
-    Ok(spi::connect(|s| match key {
+    Ok(crate::session::connect(|s| match key {
         Some(k) => GET.run(s, &[queue_id.into(), k.into()]).map(|r| Pending::from_row(&r)).collect(),
         None => {
             let args: [DatumWithOid; 3] = [queue_id.into(), after.unwrap_or("").into(), page.into()];
@@ -243,7 +245,7 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
     let mut taken: Vec<(Uuid, String, Uuid, i32)> = Vec::new();
     let at = state::timestamp(now);
     let whole = crate::subxact::attempt(|| {
-        spi::connect(|s| -> QueenResult<i64> {
+        crate::session::connect(|s| -> QueenResult<i64> {
             let args: [DatumWithOid; 2] = [at.into(), limit.into()];
             let r = TAKE.run(s, &args).first();
             let n = r.req::<i64>("taken");
@@ -271,7 +273,7 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
             let mut out = Fired { more: taken.len() as i64 >= limit, ..Fired::default() };
             for (queue_id, key, message_id, attempts) in &taken {
                 let one = crate::subxact::attempt(|| {
-                    spi::connect(|s| -> QueenResult<bool> {
+                    crate::session::connect(|s| -> QueenResult<bool> {
                         let args: [DatumWithOid; 3] = [(*queue_id).into(), key.as_str().into(), (*message_id).into()];
                         let Some(r) = TAKE_ONE.run(s, &args).next() else {
                             return Ok(false); // changed or gone meanwhile
@@ -286,7 +288,7 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
                     Err(why) => {
                         out.retried += 1;
                         // (A timer rescheduled meanwhile has another message id: left as it is.)
-                        spi::connect(|s| {
+                        crate::session::connect(|s| {
                             let args: [DatumWithOid; 5] = [
                                 (*queue_id).into(),
                                 key.as_str().into(),
@@ -317,7 +319,7 @@ fn push_items(items: Jsonb, ids: Vec<Uuid>) -> QueenResult<()> {
 
 /// When the earliest pending timer is due (None: none is).
 pub fn next_due() -> Option<Micros> {
-    spi::connect(|s| NEXT.run(s, &[]).first().get::<TimestampWithTimeZone>("next_due").map(state::micros))
+    crate::session::connect(|s| NEXT.run(s, &[]).first().get::<TimestampWithTimeZone>("next_due").map(state::micros))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use crate::jsonb::Jsonb;
 use crate::privilege::{self, Privilege};
 use crate::spi::types::INT4;
-use crate::spi::{self, Query, Row, Spi};
+use crate::spi::{Query, Row, Spi};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::{pg_sys, Uuid};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -84,7 +84,7 @@ fn micros(t: TimestampWithTimeZone) -> i64 {
 /// registry row alone) count zero, as on one server.
 pub fn queue_stats() -> Vec<QueueStats> {
     let role = privilege::caller();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let names = readable(s, role);
         let mut by_queue: BTreeMap<String, (QueueStats, BTreeSet<String>)> = names
             .values()
@@ -132,7 +132,7 @@ pub fn queue_stats() -> Vec<QueueStats> {
 /// `group_lag` over every shard: each partition's rows are its shard's.
 pub fn group_lag() -> Vec<Lag> {
     let role = privilege::caller();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let names = readable(s, role);
         let mut out = Vec::new();
         per_shard(s, &GROUP_LAG, |r| {
@@ -154,7 +154,7 @@ pub fn group_lag() -> Vec<Lag> {
 /// `dead_letters_view` over every shard.
 pub fn dead_letters() -> Vec<DeadLetter> {
     let role = privilege::caller();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let names = readable(s, role);
         let mut out = Vec::new();
         per_shard(s, &DEAD_LETTERS, |r| {

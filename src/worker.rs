@@ -27,7 +27,7 @@ pub struct Unrecorded {
 
 /// Slots of the first workers; a worker past them counts nothing here (its failures are in the
 /// server log).
-const SLOTS: usize = 64;
+const SLOTS: usize = crate::timer_wake::SLOTS;
 
 #[derive(Clone, Copy)]
 pub struct WorkerSlots([Unrecorded; SLOTS]);
@@ -47,96 +47,11 @@ static WORKER_SLOTS: PgLwLock<WorkerSlots> = unsafe { PgLwLock::new(c"queen_work
 /// Whether the slots exist (the library was preloaded).
 static READY: AtomicBool = AtomicBool::new(false);
 
-/// What a worker knows of its database's timers (timers.rs): when the earliest is due, and
-/// where a commit that schedules an earlier one finds the worker's latch. One slot per worker.
-#[derive(Clone, Copy)]
-pub struct TimerSlot {
-    db: u32,
-    /// The worker's PGPROC number + 1 (0: no worker).
-    procno: i32,
-    /// When the earliest pending timer is due (microseconds; i64::MAX: none), as the worker
-    /// last read it, or earlier as a commit that scheduled one told it.
-    next_due: i64,
-    /// The worker is reading `next_due` from the table: every commit that schedules sets its
-    /// latch, so that it reads again rather than keep what it read before that commit.
-    reading: bool,
-}
-
-impl Default for TimerSlot {
-    fn default() -> Self {
-        TimerSlot { db: 0, procno: 0, next_due: i64::MAX, reading: false }
-    }
-}
-
-#[derive(Clone, Copy)]
-pub struct TimerSlots([TimerSlot; SLOTS]);
-
-impl Default for TimerSlots {
-    fn default() -> Self {
-        TimerSlots([TimerSlot::default(); SLOTS])
-    }
-}
-
-// SAFETY: plain integers, no pointers: valid in any process that maps the segment.
-unsafe impl PGRXSharedMemory for TimerSlots {}
-
-// SAFETY: the name is queen's own; no other shared memory of this library uses it.
-static TIMER_SLOTS: PgLwLock<TimerSlots> = unsafe { PgLwLock::new(c"queen_timer_slots") };
-
-thread_local! {
-    /// The earliest due time this transaction scheduled a timer for, to tell the worker at
-    /// commit.
-    static SCHEDULED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
-}
-
 /// Called from `_PG_init` when preloading.
 pub fn init_shared() {
     pgrx::pg_shmem_init!(WORKER_SLOTS);
-    pgrx::pg_shmem_init!(TIMER_SLOTS);
+    crate::timer_wake::init_shared();
     READY.store(true, Ordering::Relaxed);
-}
-
-/// Remember that this transaction scheduled a timer due at `due` (timers.rs).
-pub fn timer_scheduled(due: i64) {
-    if READY.load(Ordering::Relaxed) {
-        SCHEDULED.with(|s| s.set(Some(s.get().map_or(due, |d| d.min(due)))));
-    }
-}
-
-/// At commit (wait.rs): a timer this transaction scheduled is due before the time the
-/// database's worker sleeps until: wake it. At abort: forget.
-pub fn at_end(committed: bool) {
-    let Some(due) = SCHEDULED.with(|s| s.take()) else {
-        return;
-    };
-    if !committed || !READY.load(Ordering::Relaxed) {
-        return;
-    }
-    // SAFETY: a plain read of a backend global set when the backend connected.
-    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    let mut slots = TIMER_SLOTS.exclusive();
-    for slot in slots.0.iter_mut().filter(|t| t.db == db && t.procno > 0) {
-        if slot.reading || due < slot.next_due {
-            slot.next_due = slot.next_due.min(due);
-            // SAFETY: ProcGlobal lives in shared memory for the server's life; procno - 1 is a
-            // PGPROC number the worker stored (below allProcCount), and any process may set
-            // another's latch (a worker that exited leaves a spurious wake-up to whoever owns
-            // that PGPROC now, which every latch user tolerates).
-            unsafe {
-                let proc_ = (*pg_sys::ProcGlobal).allProcs.add((slot.procno - 1) as usize);
-                pg_sys::SetLatch(&mut (*proc_).procLatch);
-            }
-        }
-    }
-}
-
-/// The worker's timer slot (`index` < SLOTS), changed by `f`.
-fn timer_slot<R>(index: usize, f: impl FnOnce(&mut TimerSlot) -> R) -> Option<R> {
-    if index >= SLOTS || !READY.load(Ordering::Relaxed) {
-        return None;
-    }
-    let mut slots = TIMER_SLOTS.exclusive();
-    Some(f(&mut slots.0[index]))
 }
 
 fn count(index: usize, f: impl FnOnce(&mut Unrecorded)) {
@@ -223,14 +138,16 @@ pub extern "C-unwind" fn queen_maintenance_worker_main(arg: pg_sys::Datum) {
     // SAFETY: a worker's MyProc points to its PGPROC from InitProcess on; MyDatabaseId is set
     // since it connected.
     let (procno, db_oid) = unsafe { ((*pg_sys::MyProc).pgprocno + 1, pg_sys::MyDatabaseId.to_u32()) };
-    timer_slot(index, |t| *t = TimerSlot { db: db_oid, procno, next_due: i64::MAX, reading: false });
+    crate::timer_wake::slot(index, |t| {
+        *t = crate::timer_wake::TimerSlot { db: db_oid, procno, next_due: i64::MAX, reading: false }
+    });
     let mut next_pass = std::time::Instant::now();
     loop {
         let interval = Duration::from_secs(gucs::MAINTENANCE_INTERVAL.get().max(1) as u64);
         // Sleep until the next pass or the earliest timer, whichever is first (a commit that
         // schedules an earlier timer sets the latch: at_end).
         let until_pass = next_pass.saturating_duration_since(std::time::Instant::now());
-        let due = timer_slot(index, |t| t.next_due).unwrap_or(i64::MAX);
+        let due = crate::timer_wake::slot(index, |t| t.next_due).unwrap_or(i64::MAX);
         // SAFETY: GetCurrentTimestamp only reads the clock.
         let until_due =
             Duration::from_micros((due.saturating_sub(unsafe { pg_sys::GetCurrentTimestamp() })).max(0) as u64);
@@ -294,7 +211,7 @@ pub extern "C-unwind" fn queen_rebase_worker_main(arg: pg_sys::Datum) {
         // it waits for commits that used the old mapping (a prepared transaction's may last).
         Spi::run("SET LOCAL search_path TO pg_catalog, pg_temp").expect("queen: setting search_path");
         Spi::run("SET LOCAL lock_timeout = '60s'").expect("queen: setting lock_timeout");
-        crate::spi::connect_raw(crate::cluster::rebase_now)
+        crate::owner::connect(crate::cluster::rebase_now)
     });
     log!("queen: the stored transaction ids of database {} are settled: offset {offset}", db.to_u32());
 }
@@ -305,7 +222,7 @@ struct OwnTransactions;
 
 impl crate::maintain::Units for OwnTransactions {
     fn run(&mut self, unit: &mut dyn FnMut(&mut crate::spi::Spi)) {
-        in_transaction(|| crate::spi::connect(|s| unit(s)));
+        in_transaction(|| crate::session::connect(|s| unit(s)));
     }
 }
 
@@ -363,18 +280,11 @@ fn pass(db: &str, index: usize) {
 /// How soon the worker looks again at a timer that was due but held by an open transaction.
 const RECHECK_MICROS: i64 = 50_000;
 
-/// Wake the database's worker to fire and read its timers again (after `COMMIT PREPARED`,
-/// whose transaction's timers nobody remembers).
-pub fn poke() {
-    SCHEDULED.with(|s| s.set(Some(i64::MIN)));
-    at_end(true);
-}
-
 /// Fire the database's due timers (timers.rs), a chunk a transaction, and read when the next
 /// is due. An error is logged and rolled back, and the timers are looked at again after
 /// `retry` (the next pass fires them too).
 fn fire_timers(db: &str, index: usize, retry: Duration) {
-    timer_slot(index, |t| t.reading = true);
+    crate::timer_wake::slot(index, |t| t.reading = true);
     let next = PgTryBuilder::new(|| {
         let ready = in_transaction(|| {
             Spi::get_one::<bool>(
@@ -414,7 +324,7 @@ fn fire_timers(db: &str, index: usize, retry: Duration) {
         Some(unsafe { pg_sys::GetCurrentTimestamp() } + retry.as_micros() as i64)
     })
     .execute();
-    timer_slot(index, |t| {
+    crate::timer_wake::slot(index, |t| {
         t.next_due = next.unwrap_or(i64::MAX);
         t.reading = false;
     });

@@ -29,7 +29,6 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::routes::AppState;
 
 /// The identity a request acts as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -299,10 +298,10 @@ pub struct Policy {
 
 /// The middleware of every `/api/v1` route: refuse a cross-site request and a body that is not
 /// JSON, then establish who the request acts as.
-pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn guard(State(policy): State<Arc<Policy>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| st.policy.cors_origins.iter().any(|a| a == o || a == "*"));
+        let allowed = origin.to_str().is_ok_and(|o| policy.cors_origins.iter().any(|a| a == o || a == "*"));
         if !allowed {
             return ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -314,7 +313,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
     if let Err(e) = check_content_type(req.method(), headers) {
         return e.into_response();
     }
-    let caller = match &st.policy.verifier {
+    let caller = match &policy.verifier {
         None => {
             let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
             Caller { role: None, key: format!("ip:{}", peer.unwrap_or_default()) }

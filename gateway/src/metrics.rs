@@ -1,6 +1,7 @@
 //! Prometheus metrics: requests by route and status, their latencies, messages pushed and
 //! popped, and the use of both connection pools.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -11,7 +12,6 @@ use prometheus::{
 };
 
 use crate::db::Db;
-use crate::routes::AppState;
 
 pub struct Metrics {
     registry: Registry,
@@ -80,7 +80,7 @@ impl Metrics {
 }
 
 /// Count and time every request, and log it (debug; warn for a 5xx).
-pub async fn track(State(st): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let route =
         req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
@@ -88,8 +88,8 @@ pub async fn track(State(st): State<AppState>, req: Request, next: Next) -> Resp
     let response = next.run(req).await;
     let seconds = start.elapsed().as_secs_f64();
     let status = response.status();
-    st.metrics.requests.with_label_values(&[&route, &method, status.as_str()]).inc();
-    st.metrics.latency.with_label_values(&[&route, &method]).observe(seconds);
+    metrics.requests.with_label_values(&[&route, &method, status.as_str()]).inc();
+    metrics.latency.with_label_values(&[&route, &method]).observe(seconds);
     if status.is_server_error() {
         tracing::warn!(%method, %route, status = status.as_u16(), ms = seconds * 1e3, "request failed");
     } else {

@@ -1,11 +1,5 @@
--- Queries of privileges (src/privilege.rs): the extension's owner, the grants on a queue, and
--- granting and revoking. Sections are prepared once per backend.
-
--- name: owner
--- The role that owns the extension (queen's queries run as it) and the installed schema's
--- version (the library refuses a schema it was not built for). Read as the caller:
--- pg_extension is readable by every role.
-SELECT extowner AS owner, extversion AS version FROM pg_catalog.pg_extension WHERE extname = 'queen';
+-- Queries of privileges (src/privilege.rs): the grants on a queue, and granting and
+-- revoking. Sections are prepared once per backend.
 
 -- name: grants_of
 -- The grants on queue $1 and on every queue ('*').

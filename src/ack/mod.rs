@@ -31,7 +31,7 @@ pub use parse::{parse_acks_jsonb, AckEntry, AckStatus};
 
 use crate::error::QueenResult;
 use crate::names::to_pg;
-use crate::spi;
+
 use pgrx::Uuid;
 use rule::Verdict;
 
@@ -52,7 +52,7 @@ pub struct AckResult {
 /// Raises 42501 (changing nothing) when the caller lacks `pop` on an acked message's queue.
 pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
     let role = crate::privilege::caller();
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         // A role that may not pop every queue: before anything is locked, the messages of
         // queues it holds no privilege on are taken for unknown ones, and a queue it knows of
         // but may not pop refuses the call (privilege.rs unknown_to).
@@ -88,7 +88,7 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
 pub fn ack_lease(lease: uuid::Uuid, status: AckStatus, error: Option<&str>) -> QueenResult<Vec<AckResult>> {
     let role = crate::privilege::caller();
     let lease = to_pg(lease);
-    spi::connect(|s| {
+    crate::session::connect(|s| {
         let mut entries: Vec<AckEntry> = Vec::new();
         let mut verdicts: Vec<Verdict> = Vec::new();
         for rows in find::lease_rows(s, role, lease)? {

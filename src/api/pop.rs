@@ -159,7 +159,7 @@ mod queen {
         const F: &str = "queen_pop";
         crate::route::enter_shard(shard).or_report(F);
         if let Some(partition) = &req.partition {
-            let layout = crate::spi::connect(crate::shards::layout);
+            let layout = crate::session::connect(crate::shards::layout);
             let want = layout.key_of(names::partition_id(&names::queue_id(&req.queue), partition).as_bytes());
             if want != shard {
                 QueenError::invalid(
@@ -197,7 +197,7 @@ mod queen {
         let queue_id = crate::names::to_pg(names::queue_id(queue));
         crate::locks::writing(queue_id, Some(queue), Some(group)).or_report(F);
         crate::shards::within(shard, || {
-            crate::spi::connect(|s| crate::subscription::subscribe(s, queue_id, group, mode, subscription_from))
+            crate::session::connect(|s| crate::subscription::subscribe(s, queue_id, group, mode, subscription_from))
         })
         .or_report(F)
         .is_some()

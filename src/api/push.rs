@@ -130,7 +130,7 @@ mod queen {
         const F: &str = "queen_push";
         let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
         let items = vec![item];
-        crate::spi::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
+        crate::session::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
         crate::privilege::require_internal("queen.shard_push_one").or_report(F);
         let mut results = push::push(items, Payloads::One(payload), Some(shard)).or_report(F);
         row(results.pop().expect("queen: one result per item"))
@@ -142,7 +142,7 @@ mod queen {
         const F: &str = "queen_push";
         let results = crate::gucs::with_fixed_search_path(|| {
             let (parsed, items) = checked_items(items);
-            crate::spi::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
+            crate::session::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
             crate::privilege::require_internal("queen.shard_push").or_report(F);
             push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F)
         });

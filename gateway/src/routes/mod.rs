@@ -69,13 +69,13 @@ pub fn router(state: AppState, args: &Args) -> Router {
         .route("/api/v1/consumer-groups/{group}/queues/{queue}", delete(resources::delete_group_queue))
         .route("/api/v1/consumer-groups/{group}/queues/{queue}/seek", post(resources::seek))
         .route("/api/v1/traces", post(ops::trace))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::auth::guard));
+        .route_layer(axum::middleware::from_fn_with_state(state.policy.clone(), crate::auth::guard));
     let mut app = Router::new()
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
         .merge(api)
         .fallback(|| async { crate::error::ApiError::not_found("no such route") })
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track))
+        .layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track))
         .layer(DefaultBodyLimit::max(args.max_body_bytes))
         // A body must arrive within its timeout (a client that trickles one ties up nothing).
         .layer(RequestBodyTimeoutLayer::new(Duration::from_millis(args.body_timeout_ms)));
