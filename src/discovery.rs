@@ -182,7 +182,7 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     };
     let carry = carried(queue_id, group, &sub.key);
     let mut sc = scan(s, queue_id, group, &sub.key, &initial, carry.as_ref().map(|c| &c.point), limit);
-    if let (None, false, false, crate::subscription::Start::From(from)) = (&known, sc.stored, sc.carried, &sub.start) {
+    if let (false, false, crate::subscription::Start::From(from)) = (sc.stored, sc.carried, &sub.start) {
         // First discovery of a 'from' subscription: start just before its time.
         let (upto, pending) = crate::subscription::queue_start(s, queue_id, *from);
         let from = Point { upto, pending };
@@ -227,18 +227,8 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
     // partition hinted since the last point seen committed.
     // (Transactions pending behind the point do not count: one that pushed to the queue
     // raises its count when it commits, and one that did not leaves nothing to find.)
-    // A point this transaction stored, with nothing carried for it (more partitions than a
-    // carry holds): what its earlier scans hinted is not known here, so nothing is carried,
-    // and after a rollback the group reads on from its committed point.
     let read_to_end = sc.read == 0 && !sc.carried && hint.partitions.is_empty();
-    let reached = match carry {
-        None if sc.own => None,
-        carry => {
-            let mut all = carry.map(|c| c.hinted).unwrap_or_default();
-            all.add(&hint);
-            Some((next, all, xmin))
-        }
-    };
+    let reached = carry_on(carry.map(|c| c.hinted), sc.own, &hint).map(|all| (next, all, xmin));
     remember(queue_id, group, &sub.key, reached);
     CAUGHT_UP_NOW.with(|c| {
         let mut c = c.borrow_mut();
@@ -405,6 +395,21 @@ fn remember(queue_id: Uuid, group: &str, sub_key: &str, reached: Option<(Point, 
     CARRIED.with(|c| c.borrow_mut().set(schema, queue_id, group, carry));
 }
 
+/// What a scan carries out of its transaction, should it roll back: every partition hinted
+/// since the committed point — what was carried (`carried`) and what the scan hinted now. A
+/// scan that started from a point its own transaction stored (`own`) with nothing carried for
+/// it (the carry held more than CARRY_MAX_PARTITIONS, or went past CARRY_MAX_GROUPS) does not
+/// know what its transaction's earlier scans hinted: it carries nothing, and after a rollback
+/// the group reads on from its committed point.
+fn carry_on(carried: Option<Hinted>, own: bool, hint: &Hinted) -> Option<Hinted> {
+    if carried.is_none() && own {
+        return None;
+    }
+    let mut all = carried.unwrap_or_default();
+    all.add(hint);
+    Some(all)
+}
+
 /// At commit: what this transaction's discovery reached is in the table now.
 pub fn at_commit() {
     CARRIED.with(|c| c.borrow_mut().committed());
@@ -507,6 +512,21 @@ mod tests {
         cs.set(schema, q, "b", Some(carry("b", 14, &[2, 3], true)));
         cs.committed();
         assert_eq!(cs.get(schema, q, "b", "all"), None);
+    }
+
+    #[test]
+    fn a_scan_from_its_own_point_with_nothing_carried_carries_nothing() {
+        let p = |b: u8| Uuid::from_bytes([b; 16]);
+        let now = Hinted { partitions: vec![p(2)], newest: vec![20] };
+        // From a committed point: what it hinted now.
+        assert_eq!(carry_on(None, false, &now), Some(now.clone()));
+        // From a point its transaction stored, with the carry of that transaction: both.
+        let before = Hinted { partitions: vec![p(1)], newest: vec![10] };
+        let both = Hinted { partitions: vec![p(1), p(2)], newest: vec![10, 20] };
+        assert_eq!(carry_on(Some(before), true, &now), Some(both));
+        // From a point its transaction stored, with no carry: the earlier scans' hints are
+        // unknown; carrying only `now` would lose them at a rollback.
+        assert_eq!(carry_on(None, true, &now), None);
     }
 
     #[test]

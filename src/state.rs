@@ -141,9 +141,17 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
 /// it: the row keeps that start, semantics §3.2); false when it exists already. The caller holds
 /// the pair's lock (locks.rs).
 pub fn create(s: &mut Spi, partition: Uuid, group: &str, queue_id: Uuid, c: &Cursor) -> bool {
-    let mut args: Vec<DatumWithOid> = vec![partition.into(), group.into(), queue_id.into()];
-    args.extend(start_columns(c));
-    args.push(crate::shards::current().into());
+    let [done_txid, done_seq, pending_txid, pending_seq] = start_columns(c);
+    let args: [DatumWithOid; 8] = [
+        partition.into(),
+        group.into(),
+        queue_id.into(),
+        done_txid,
+        done_seq,
+        pending_txid,
+        pending_seq,
+        crate::shards::current().into(),
+    ];
     CURSOR_CREATE.run(s, &args).next().is_some()
 }
 
@@ -257,9 +265,19 @@ pub(crate) fn look(
     limit: i64,
     lease_seconds: i32,
 ) -> Look {
-    let mut args: Vec<DatumWithOid> = vec![partition.into(), group.into()];
-    args.extend(start_columns(initial));
-    args.extend([limit.into(), (lease_seconds as f64).into(), crate::shards::current().into()]);
+    // (An array, not a Vec: every pop looks, and a look allocates nothing for its arguments.)
+    let [done_txid, done_seq, pending_txid, pending_seq] = start_columns(initial);
+    let args: [DatumWithOid; 9] = [
+        partition.into(),
+        group.into(),
+        done_txid,
+        done_seq,
+        pending_txid,
+        pending_seq,
+        limit.into(),
+        (lease_seconds as f64).into(),
+        crate::shards::current().into(),
+    ];
     let mut rows = LOOK.run(s, &args);
     let r = rows.next().expect("queen: look returns its meta row");
     let mut look = Look {
