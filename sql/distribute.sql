@@ -145,6 +145,10 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_delete_queue(integer,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_replay_dead_letters(integer,text,text,uuid)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_purge_dead_letters(integer,text,text,uuid,timestamptz)',
+                                        'shard', colocate_with => 'queen.messages', force_delegation => true);
     -- The views answer for the whole cluster: each shard read on its worker by the
     -- coordinator, as the extension's owner, and added up there (src/totals.rs).
     CREATE OR REPLACE VIEW queen.queue_stats WITH (security_barrier) AS

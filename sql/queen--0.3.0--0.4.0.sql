@@ -97,6 +97,8 @@ ALTER TABLE queen.messages ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.partitions ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.subscriptions ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.cursors ADD COLUMN shard integer NOT NULL DEFAULT 0;
+-- Dead letters replayed (queen_replay_dead_letters): max wait counts afresh from then.
+ALTER TABLE queen.cursors ADD COLUMN replayed_at timestamptz;
 ALTER TABLE queen.ready ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.discovery ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE queen.dead_letters ADD COLUMN shard integer NOT NULL DEFAULT 0;
@@ -504,6 +506,10 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_delete_queue(integer,text)', 'shard',
                                         colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_replay_dead_letters(integer,text,text,uuid)', 'shard',
+                                        colocate_with => 'queen.messages', force_delegation => true);
+    PERFORM create_distributed_function('queen.shard_purge_dead_letters(integer,text,text,uuid,timestamptz)',
+                                        'shard', colocate_with => 'queen.messages', force_delegation => true);
     -- The views answer for the whole cluster: each shard read on its worker by the
     -- coordinator, as the extension's owner, and added up there (src/totals.rs).
     CREATE OR REPLACE VIEW queen.queue_stats WITH (security_barrier) AS
@@ -645,3 +651,52 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'queen_message_wrapper';
+
+-- Dead letters replayed and purged (src/dead_letters.rs).
+-- queen::api::dead_letters::queen_replay_dead_letters
+CREATE  FUNCTION "queen_replay_dead_letters"(
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT DEFAULT NULL, /* Option < & str > */
+	"message_id" uuid DEFAULT NULL /* Option < Uuid > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_replay_dead_letters_wrapper';
+
+-- queen::api::dead_letters::queen_purge_dead_letters
+CREATE  FUNCTION "queen_purge_dead_letters"(
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT DEFAULT NULL, /* Option < & str > */
+	"message_id" uuid DEFAULT NULL, /* Option < Uuid > */
+	"failed_before" timestamp with time zone DEFAULT NULL /* Option < TimestampWithTimeZone > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'queen_purge_dead_letters_wrapper';
+
+-- queen::api::dead_letters::queen::shard_replay_dead_letters
+CREATE  FUNCTION queen."shard_replay_dead_letters"(
+	"shard" INT, /* i32 */
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT, /* Option < & str > */
+	"message_id" uuid /* Option < Uuid > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_replay_dead_letters_wrapper';
+
+-- queen::api::dead_letters::queen::shard_purge_dead_letters
+CREATE  FUNCTION queen."shard_purge_dead_letters"(
+	"shard" INT, /* i32 */
+	"queue" TEXT, /* Option < & str > */
+	"consumer_group" TEXT, /* Option < & str > */
+	"message_id" uuid, /* Option < Uuid > */
+	"failed_before" timestamp with time zone /* Option < TimestampWithTimeZone > */
+) RETURNS INT /* i32 */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'shard_purge_dead_letters_wrapper';

@@ -194,6 +194,8 @@ SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS s
 --   last_lease_expired    pop) rather than being released: a late ack of it still acks for the
 --                       lease's group ('already acknowledged'), and hears 'lease expired' or
 --                       'lease not held' as semantics §3.3 says
+--   replayed_at         when the group last had dead letters replayed here: max wait counts
+--                       afresh from then (src/dead_letters.rs)
 CREATE TABLE queen.cursors (
     partition_id     uuid        NOT NULL,
     consumer_group   text        NOT NULL,
@@ -217,6 +219,7 @@ CREATE TABLE queen.cursors (
     last_lease_id    uuid,
     last_lease_expired boolean NOT NULL DEFAULT false,
     shard            integer     NOT NULL DEFAULT 0,
+    replayed_at      timestamptz,
     PRIMARY KEY (partition_id, consumer_group, shard)
 ) WITH (fillfactor = 50);
 -- The rows of a lease, for queen_renew (an ack finds its lease through the message's

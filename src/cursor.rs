@@ -260,6 +260,48 @@ impl Cursor {
         }
         changed
     }
+
+    /// Owe `k` again: a dead letter replayed (dead_letters.rs). `k` becomes unfinished, with a
+    /// fresh attempt count, and is delivered before anything after it in the partition;
+    /// everything else keeps its state: what was finished stays finished. `later` lists the
+    /// keys of `k`'s transaction after `k` in this partition (sorted): those the frontier or a
+    /// pending position covered are finished, and stay so as `ahead` keys once the position
+    /// moves back before `k`. The cursor holds no lease (the caller released it: a batch's
+    /// frontier moves would pass over `k`). Returns false when `k` was not finished (nothing
+    /// owed it: a seek back made it unfinished already).
+    pub fn owe_again(&mut self, k: Key, later: &[Key]) -> bool {
+        debug_assert!(self.lease.is_none(), "owe_again under a lease");
+        if self.fail.is_some_and(|(f, _)| f == k) {
+            self.fail = None;
+        }
+        if let Ok(i) = self.ahead.binary_search(&k) {
+            self.ahead.remove(i);
+            return true;
+        }
+        if !self.is_finished(k) {
+            return false;
+        }
+        let (x, s) = k;
+        // Up to where `later` is finished by a position that now moves back before `k`.
+        let covered_to = match self.pending_pos(x) {
+            Some(i) => std::mem::replace(&mut self.pending[i].1, s - 1),
+            // The frontier is inside `k`'s transaction: it moves back (a pending entry beside it
+            // would have the transaction's messages after the frontier read twice, by look's
+            // pending branch and its frontier branch).
+            None if x == self.done.0 => std::mem::replace(&mut self.done, (x, s - 1)).1,
+            None => {
+                let at = self.pending.partition_point(|p| p.0 < x);
+                self.pending.insert(at, (x, s - 1));
+                i64::MAX
+            }
+        };
+        for &l in later.iter().filter(|l| l.0 == x && l.1 > s && l.1 <= covered_to) {
+            if let Err(i) = self.ahead.binary_search(&l) {
+                self.ahead.insert(i, l);
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -403,5 +445,67 @@ mod tests {
         assert!(!c.is_finished((97, 1)), "running at subscription: delivered once it commits");
         assert!(!c.is_finished((100, 1)) && !c.is_finished((101, 1)));
         assert_eq!(c.pending, vec![(95, 0), (97, 0)]);
+    }
+
+    #[test]
+    fn a_replayed_dead_letter_is_owed_again_and_nothing_else_is() {
+        // (state before, key replayed, later keys of its transaction, state after, changed)
+        let cur = |done: Key, pending: &[(i64, i64)], ahead: &[Key]| Cursor {
+            done,
+            pending: pending.to_vec(),
+            ahead: ahead.to_vec(),
+            ..Cursor::default()
+        };
+        let cases: Vec<(Cursor, Key, Vec<Key>, Cursor, bool)> = vec![
+            // Filed out of order, past the frontier: it leaves `ahead`.
+            (cur((10, 1), &[], &[(12, 2)]), (12, 2), vec![(12, 3)], cur((10, 1), &[], &[]), true),
+            // Behind the frontier, in an older transaction: that transaction becomes pending
+            // just before it, and its later messages stay finished.
+            (
+                cur((20, 5), &[], &[]),
+                (12, 2),
+                vec![(12, 3), (12, 4)],
+                cur((20, 5), &[(12, 1)], &[(12, 3), (12, 4)]),
+                true,
+            ),
+            // The frontier inside its transaction moves back; what it covered stays finished,
+            // what lies after it is untouched.
+            (cur((12, 4), &[], &[]), (12, 2), vec![(12, 3), (12, 4), (12, 6)], cur((12, 1), &[], &[(12, 3), (12, 4)]), true),
+            // A pending transaction's position moves back the same way.
+            (
+                cur((20, 5), &[(12, 4)], &[(12, 6)]),
+                (12, 2),
+                vec![(12, 3), (12, 4), (12, 6)],
+                cur((20, 5), &[(12, 1)], &[(12, 3), (12, 4), (12, 6)]),
+                true,
+            ),
+            // First message of a transaction: the position is just before it.
+            (cur((20, 5), &[(9, 0)], &[]), (12, 1), vec![], cur((20, 5), &[(9, 0), (12, 0)], &[]), true),
+            // Not finished (a seek went back before it): nothing to do.
+            (cur((10, 1), &[], &[]), (12, 2), vec![], cur((10, 1), &[], &[]), false),
+            (cur((20, 5), &[(12, 1)], &[]), (12, 2), vec![], cur((20, 5), &[(12, 1)], &[]), false),
+        ];
+        for (i, (mut before, k, later, after, changed)) in cases.into_iter().enumerate() {
+            assert_eq!(before.owe_again(k, &later), changed, "case {i}");
+            assert_eq!(before, after, "case {i}");
+            assert!(!before.is_finished(k), "case {i}: {k:?} is owed");
+            for l in &later {
+                assert!(before.is_finished(*l) || !after.is_finished(*l), "case {i}: {l:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_replayed_message_starts_its_attempts_afresh_and_is_passed_once_delivered() {
+        let mut c = Cursor { done: (20, 5), fail: Some(((12, 2), 4)), ..Cursor::default() };
+        assert!(c.owe_again((12, 2), &[(12, 3)]));
+        assert_eq!(c.attempt_of((12, 2)), 1);
+        // Delivered and completed: the pending position passes it, and once the reading
+        // snapshot says nothing of the transaction is left, the cursor is as before.
+        c.lease = Some(Batch { keys: vec![(12, 2)], xip: vec![] });
+        assert!(c.finish((12, 2)));
+        assert!(c.is_finished((12, 2)) && c.is_finished((12, 3)));
+        assert!(c.resolve_pending(&[true], &[false]));
+        assert_eq!(c, Cursor { done: (20, 5), ..Cursor::default() });
     }
 }

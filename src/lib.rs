@@ -13,6 +13,7 @@ mod clock;
 mod cluster;
 mod configure;
 mod cursor;
+mod dead_letters;
 mod decide;
 mod discovery;
 mod error;

@@ -32,7 +32,9 @@ const COMPLETED_RETENTION: Query = Query {
 const SUBTRACT_COUNTED: Query = Query { file: SQL, name: "subtract_counted", args: &[UUID, INT8, INT4] };
 const RECORD_POINT: Query = Query { file: SQL, name: "record_point", args: &[FLOAT8] };
 const MAX_WAIT_POINT: Query = Query { file: SQL, name: "max_wait_point", args: &[FLOAT8] };
-const MAX_WAIT_CANDIDATES: Query = Query { file: SQL, name: "max_wait_candidates", args: &[UUID, INT8, INT8S, INT4] };
+const MAX_WAIT_CANDIDATES: Query =
+    Query { file: SQL, name: "max_wait_candidates", args: &[UUID, INT8, INT8S, INT4, TSTZ] };
+const REPLAYED_SINCE: Query = Query { file: SQL, name: "replayed_since", args: &[UUID, TEXT, INT4, TSTZ] };
 const FOLD_PARTITIONS: Query = Query { file: SQL, name: "fold_partitions", args: &[INT4] };
 const FOLD_SUBSCRIPTIONS: Query = Query { file: SQL, name: "fold_subscriptions", args: &[INT4] };
 const FOLD_QUEUES: Query = Query { file: SQL, name: "fold_queues", args: &[] };
@@ -503,16 +505,23 @@ fn max_wait_pass(
             return (None, vec![]);
         };
         let point = max_wait::Point { xmax: row.req("seen_xmax"), xip: row.req("seen_xip") };
-        let args: [DatumWithOid; 4] =
-            [queue_id.into(), point.xmax.into(), point.xip.clone().into(), crate::shards::current().into()];
+        let taken_at: TimestampWithTimeZone = row.req("taken_at");
+        let args: [DatumWithOid; 5] = [
+            queue_id.into(),
+            point.xmax.into(),
+            point.xip.clone().into(),
+            crate::shards::current().into(),
+            taken_at.into(),
+        ];
         let pairs: Vec<(Uuid, String)> =
             MAX_WAIT_CANDIDATES.run(s, &args).map(|r| (r.req("partition_id"), r.req("consumer_group"))).collect();
-        (Some(point), pairs)
+        (Some((point, taken_at)), pairs)
     })?;
-    let Some(point) = point else { return Ok(0) };
+    let Some((point, taken_at)) = point else { return Ok(0) };
     let mut filed = 0;
     for (partition, group) in pairs {
-        filed += unit(units, |s| max_wait_file(s, queue_id, partition, &group, &point, (dlq, retry_limit)))?;
+        filed +=
+            unit(units, |s| max_wait_file(s, queue_id, partition, &group, (&point, taken_at), (dlq, retry_limit)))?;
     }
     Ok(filed)
 }
@@ -523,7 +532,7 @@ fn max_wait_file(
     queue_id: Uuid,
     partition: Uuid,
     group: &str,
-    point: &max_wait::Point,
+    (point, taken_at): (&max_wait::Point, TimestampWithTimeZone),
     (dlq, retry_limit): (bool, i32),
 ) -> i64 {
     // Rows of the queue and the group may be created: never while either is being deleted
@@ -547,6 +556,11 @@ fn max_wait_file(
         None => state::try_lock_pair(partition, group) && state::create(s, partition, group, queue_id, &initial),
     };
     if !held || look.row.lease_active(look.now) {
+        return 0;
+    }
+    // Dead letters replayed here after the point was taken wait afresh (dead_letters.rs).
+    let args: [DatumWithOid; 4] = [partition.into(), group.into(), crate::shards::current().into(), taken_at.into()];
+    if REPLAYED_SINCE.run(s, &args).first().req::<bool>("replayed") {
         return 0;
     }
     // An expired lease (an active one was left alone above) ends as a pop ends it (semantics §5): a

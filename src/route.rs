@@ -12,7 +12,7 @@ use crate::pop::{Outcome, PopRequest, Popped};
 use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
     self, Layout, COUNT_QUEUE_EVERYWHERE, DELEGATE_ACK, DELEGATE_ACK_LEASE, DELEGATE_ACK_ONE, DELEGATE_DELETE_GROUP,
-    DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW, DELEGATE_SEEK,
+    DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_PURGE_DEAD_LETTERS, DELEGATE_RENEW, DELEGATE_REPLAY_DEAD_LETTERS, DELEGATE_SEEK,
     DELEGATE_SUBSCRIBE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
 };
 use crate::spi::{Row, Spi};
@@ -438,6 +438,36 @@ pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<T
             set += DELEGATE_SEEK.run(s, &args).first().req::<i32>(1);
         }
         set
+    })
+}
+
+/// `queen_replay_dead_letters` in every shard (dead_letters.rs): how many, summed.
+pub fn replay_dead_letters(layout: &Layout, queue: &str, group: Option<&str>, message: Option<Uuid>) -> i32 {
+    crate::session::connect(|s| {
+        let mut replayed = 0;
+        for k in &layout.keys {
+            let args: [DatumWithOid; 4] = [(*k).into(), queue.into(), group.into(), message.into()];
+            replayed += DELEGATE_REPLAY_DEAD_LETTERS.run(s, &args).first().req::<i32>(1);
+        }
+        replayed
+    })
+}
+
+/// `queen_purge_dead_letters` in every shard: how many, summed.
+pub fn purge_dead_letters(
+    layout: &Layout,
+    queue: &str,
+    group: Option<&str>,
+    message: Option<Uuid>,
+    before: Option<TimestampWithTimeZone>,
+) -> i32 {
+    crate::session::connect(|s| {
+        let mut purged = 0;
+        for k in &layout.keys {
+            let args: [DatumWithOid; 5] = [(*k).into(), queue.into(), group.into(), message.into(), before.into()];
+            purged += DELEGATE_PURGE_DEAD_LETTERS.run(s, &args).first().req::<i32>(1);
+        }
+        purged
     })
 }
 

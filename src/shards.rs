@@ -38,6 +38,10 @@ pub const COUNT_QUEUE_EVERYWHERE: Query = Query { file: SQL, name: "count_queue_
 pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
 pub const DELEGATE_RENEW: Query = Query { file: SQL, name: "delegate_renew", args: &[INT4, UUID, INT4, TEXTS] };
 pub const DELEGATE_SEEK: Query = Query { file: SQL, name: "delegate_seek", args: &[INT4, TEXT, TEXT, TSTZ] };
+pub const DELEGATE_REPLAY_DEAD_LETTERS: Query =
+    Query { file: SQL, name: "delegate_replay_dead_letters", args: &[INT4, TEXT, TEXT, UUID] };
+pub const DELEGATE_PURGE_DEAD_LETTERS: Query =
+    Query { file: SQL, name: "delegate_purge_dead_letters", args: &[INT4, TEXT, TEXT, UUID, TSTZ] };
 pub const DELEGATE_DELETE_GROUP: Query = Query { file: SQL, name: "delegate_delete_group", args: &[INT4, TEXT, TEXT] };
 pub const DELEGATE_DELETE_QUEUE: Query = Query { file: SQL, name: "delegate_delete_queue", args: &[INT4, TEXT] };
 

@@ -221,7 +221,9 @@ SELECT taken_at, seen_xmax, seen_xip FROM queen.visibility_points
 -- (partition, group) pairs of queue $1 that hold no active lease and have an unfinished
 -- message that the visibility point ($2 xmax, $3 xip) saw: a pending one, or one past the
 -- frontier (read in log order from the frontier up to the point's xmax: it stops at the
--- first). For groups that never popped a partition, from its start. $4 shard.
+-- first). For groups that never popped a partition, from its start. Not a pair whose dead
+-- letters were replayed after the point was taken ($5): a replayed message waits afresh.
+-- $4 shard.
 SELECT p.partition_id, subs.consumer_group
   FROM (SELECT DISTINCT ON (consumer_group) consumer_group FROM queen.subscriptions
          WHERE queue_id = $1 AND shard = $4 ORDER BY consumer_group, created_at) subs
@@ -229,6 +231,7 @@ SELECT p.partition_id, subs.consumer_group
   LEFT JOIN queen.cursors c
          ON c.partition_id = p.partition_id AND c.consumer_group = subs.consumer_group AND c.shard = $4
  WHERE NOT coalesce(c.lease_expires_at > clock_timestamp(), false)
+   AND NOT coalesce(c.replayed_at > $5, false)
    AND (EXISTS (SELECT 1 FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
                   JOIN queen.messages m
                     ON m.partition_id = p.partition_id AND m.shard = $4 AND m.txid = x.t AND m.seq > x.s
@@ -237,6 +240,12 @@ SELECT p.partition_id, subs.consumer_group
                     WHERE m.partition_id = p.partition_id AND m.shard = $4
                       AND (m.txid, m.seq) > (coalesce(c.done_txid, 0), coalesce(c.done_seq, 0))
                       AND m.txid < $2 AND NOT m.txid = ANY ($3)));
+
+-- name: replayed_since
+-- Whether group $2 had dead letters replayed in partition $1 after $4 (max_wait_file, with the
+-- row locked: a replay that committed after the candidates were read). $3 shard.
+SELECT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND shard = $3
+                  AND replayed_at > $4) AS replayed;
 
 -- name: fold_partitions
 -- Duplicate registry rows (two transactions created the same partition or subscription at

@@ -83,6 +83,16 @@ SELECT * FROM queen.shard_renew($1, $2, $3, $4);
 -- Queue $2's group $3 sought to $4 in shard $1 (queen.shard_seek): the partitions set there.
 SELECT * FROM queen.shard_seek($1, $2, $3, $4);
 
+-- name: delegate_replay_dead_letters
+-- Group $3's dead letters on queue $2 (every one, or that of message $4) replayed in shard $1
+-- (queen.shard_replay_dead_letters): how many.
+SELECT * FROM queen.shard_replay_dead_letters($1, $2, $3, $4);
+
+-- name: delegate_purge_dead_letters
+-- Group $3's dead letters on queue $2 (every one, that of message $4, those filed before $5)
+-- deleted in shard $1 (queen.shard_purge_dead_letters): how many.
+SELECT * FROM queen.shard_purge_dead_letters($1, $2, $3, $4, $5);
+
 -- name: delegate_delete_group
 -- Group $2 forgotten on queue $3 (NULL: every queue) in shard $1 (queen.shard_delete_group).
 SELECT * FROM queen.shard_delete_group($1, $2, $3);

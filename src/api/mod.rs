@@ -5,6 +5,7 @@ mod ack;
 mod admin;
 mod cluster;
 mod configure;
+mod dead_letters;
 mod kv;
 mod locks;
 mod maintain;

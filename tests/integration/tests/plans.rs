@@ -25,7 +25,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         "completed_retention",
         &["uuid", "timestamptz", "bigint", "int", "text[]", "text[]", "bigint[]", "int[]", "bigint[]"],
     ),
-    ("maintain", "max_wait_candidates", &["uuid", "bigint", "bigint[]", "int"]),
+    ("maintain", "max_wait_candidates", &["uuid", "bigint", "bigint[]", "int", "timestamptz"]),
     ("maintain", "idle_partitions", &["float8", "uuid[]", "int", "timestamptz"]),
     (
         "discovery",
@@ -68,6 +68,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ),
     ("push", "citus_holders", &["uuid[]", "text[]", "int"]),
     ("cluster", "cluster_hi", &["int"]),
+    ("dead_letters", "replay_take", &["uuid", "text", "uuid", "int"]),
 ];
 
 /// Every query that touches queen.messages is in QUERIES (or is delete_queue, or reads Citus's

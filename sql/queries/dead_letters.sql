@@ -1,0 +1,52 @@
+-- Queries of dead-letter replay and purge (src/dead_letters.rs). Sections are prepared once per
+-- backend. $shard arguments: src/shards.rs (0 on one server).
+
+-- name: replay_rows
+-- The cursor rows of group $2 on queue $1 that hold dead letters of it to replay (every one, or
+-- that of message $3), locked for this transaction in partition order (as acks lock them: the
+-- two never wait for each other crosswise), waiting for a pop or an ack that holds one; with the
+-- clock. $4 shard.
+SELECT c.partition_id, c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
+       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at, c.lease_txid,
+       c.lease_seq, c.lease_xip, c.xmin::text AS version, clock_timestamp() AS now
+  FROM queen.cursors c
+ WHERE c.consumer_group = $2 AND c.shard = $4 AND c.partition_id IN (
+        SELECT d.partition_id FROM queen.dead_letters d
+         WHERE d.queue_id = $1 AND d.consumer_group = $2 AND d.shard = $4
+           AND ($3::uuid IS NULL OR d.message_id = $3))
+ ORDER BY c.partition_id
+   FOR UPDATE OF c;
+
+-- name: replay_take
+-- Group $2's dead letters in partition $1 (every one, or that of message $3) whose messages still
+-- exist (retention may have deleted them: those stay, for a purge), deleted; each with the seqs
+-- of its transaction's later messages in the partition. $4 shard.
+WITH d AS (
+    DELETE FROM queen.dead_letters d
+     WHERE d.partition_id = $1 AND d.consumer_group = $2 AND d.shard = $4
+       AND ($3::uuid IS NULL OR d.message_id = $3)
+       AND EXISTS (SELECT 1 FROM queen.messages m
+                    WHERE m.partition_id = $1 AND m.shard = $4 AND m.txid = d.txid AND m.seq = d.seq)
+    RETURNING d.txid, d.seq
+)
+SELECT d.txid, d.seq,
+       ARRAY(SELECT m.seq FROM queen.messages m
+              WHERE m.partition_id = $1 AND m.shard = $4 AND m.txid = d.txid AND m.seq > d.seq
+              ORDER BY m.seq) AS later
+  FROM d ORDER BY d.txid, d.seq;
+
+-- name: replay_mark
+-- When group $2 last had dead letters replayed in partition $1 ($3): max wait counts afresh
+-- from then (src/maintain.rs max_wait_file). $4 shard.
+UPDATE queen.cursors SET replayed_at = $3 WHERE partition_id = $1 AND consumer_group = $2 AND shard = $4;
+
+-- name: purge
+-- Group $2's dead letters on queue $1 (every one, that of message $3, those filed before $4),
+-- deleted; how many. The messages stay. $5 shard.
+WITH d AS (
+    DELETE FROM queen.dead_letters
+     WHERE queue_id = $1 AND consumer_group = $2 AND shard = $5
+       AND ($3::uuid IS NULL OR message_id = $3) AND ($4::timestamptz IS NULL OR failed_at < $4)
+    RETURNING 1
+)
+SELECT count(*) AS purged FROM d;

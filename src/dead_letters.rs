@@ -1,0 +1,94 @@
+//! Replaying and purging dead letters (docs/semantics.md "Dead letters"): `queen_replay_dead_letters`
+//! and `queen_purge_dead_letters`.
+//!
+//! A dead letter belongs to one group; the message stays in its partition, finished for that
+//! group. **Replay** makes it unfinished again for that group only — other groups, which may
+//! have completed it, never see it again — by moving the group's cursor
+//! ([`Cursor::owe_again`]): it is delivered next in its partition, before anything after it,
+//! with a fresh attempt count, and the dead letter row goes. The group's lease on the
+//! partition, if it holds one, is released first, as a seek releases it (a lease's batch moves
+//! the frontier past everything it covers; its unfinished messages come back, uncharged). Max
+//! wait counts afresh from the replay for that (partition, group). Replaying a message twice
+//! delivers it once: the second call finds no dead letter. A dead letter whose message retention
+//! deleted cannot come back and is left for a purge.
+//!
+//! **Purge** deletes dead letter rows; the messages stay (retention removes them).
+
+use crate::cursor::Key;
+use crate::error::QueenResult;
+use crate::names::{group_key, to_pg};
+use crate::spi::types::{INT4, TEXT, TSTZ, UUID};
+use crate::spi::Query;
+use crate::state::{self, SaveAlso};
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::Uuid;
+
+const SQL: &str = include_str!("../sql/queries/dead_letters.sql");
+const REPLAY_ROWS: Query = Query { file: SQL, name: "replay_rows", args: &[UUID, TEXT, UUID, INT4] };
+const REPLAY_TAKE: Query = Query { file: SQL, name: "replay_take", args: &[UUID, TEXT, UUID, INT4] };
+const REPLAY_MARK: Query = Query { file: SQL, name: "replay_mark", args: &[UUID, TEXT, TSTZ, INT4] };
+const PURGE: Query = Query { file: SQL, name: "purge", args: &[UUID, TEXT, UUID, TSTZ, INT4] };
+
+/// Owe group `group`'s dead letters on `queue` (every one, or that of `message`) again; how many
+/// were replayed.
+pub fn replay(queue: &str, group: Option<&str>, message: Option<Uuid>) -> QueenResult<i64> {
+    let queue_id = to_pg(crate::names::queue_id(queue));
+    let key = group_key(group);
+    // Rows of the group are written: a delete of the queue or the group waits, or is waited for.
+    crate::locks::writing(queue_id, Some(queue), Some(key))?;
+    let shard = crate::shards::current();
+    Ok(crate::session::connect(|s| {
+        let args: [DatumWithOid; 4] = [queue_id.into(), key.into(), message.into(), shard.into()];
+        let rows: Vec<(Uuid, state::CursorRow, state::Micros)> = REPLAY_ROWS
+            .run(s, &args)
+            .map(|r| (r.req("partition_id"), state::parse(&r), state::micros(r.req("now"))))
+            .collect();
+        let mut replayed = 0;
+        for (partition, mut row, now) in rows {
+            let args: [DatumWithOid; 4] = [partition.into(), key.into(), message.into(), shard.into()];
+            let letters: Vec<(Key, Vec<i64>)> =
+                REPLAY_TAKE.run(s, &args).map(|r| ((r.req("txid"), r.req("seq")), r.req("later"))).collect();
+            if letters.is_empty() {
+                continue;
+            }
+            let ended = row.lease_id.filter(|_| row.cursor.lease.is_some());
+            row.cursor.release();
+            row.lease_id = None;
+            row.lease_expires_at = None;
+            for (k, later) in &letters {
+                let later: Vec<Key> = later.iter().map(|&q| (k.0, q)).collect();
+                row.cursor.owe_again(*k, &later);
+            }
+            replayed += letters.len() as i64;
+            // A hint due now: the next pop of the group finds the partition (and a late ack of
+            // the released lease hears 'lease not held').
+            let also = SaveAlso { queue_id, hint_at: Some(now), ended_lease: ended.map(|l| (l, false)) };
+            state::save(s, partition, key, &row, also);
+            let args: [DatumWithOid; 4] =
+                [partition.into(), key.into(), state::timestamp(now).into(), shard.into()];
+            REPLAY_MARK.run(s, &args);
+        }
+        if replayed > 0 {
+            // Waiting pops of the queue look again when this commits.
+            crate::wait::touched(crate::wait::queue_key(&crate::names::from_pg(queue_id)));
+        }
+        replayed
+    }))
+}
+
+/// Delete group `group`'s dead letters on `queue` (every one, that of `message`, those filed
+/// before `before`); how many.
+pub fn purge(
+    queue: &str,
+    group: Option<&str>,
+    message: Option<Uuid>,
+    before: Option<TimestampWithTimeZone>,
+) -> QueenResult<i64> {
+    let queue_id = to_pg(crate::names::queue_id(queue));
+    let key = group_key(group);
+    let shard = crate::shards::current();
+    Ok(crate::session::connect(|s| {
+        let args: [DatumWithOid; 5] = [queue_id.into(), key.into(), message.into(), before.into(), shard.into()];
+        PURGE.run(s, &args).first().req::<i64>("purged")
+    }))
+}
