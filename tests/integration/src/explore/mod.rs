@@ -29,7 +29,7 @@ mod schedule;
 
 pub use check::Violation;
 pub use schedule::{
-    Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS, SIDE_QUEUES,
+    DeadOp, Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS, SIDE_QUEUES,
 };
 
 pub use crate::Server;
@@ -145,6 +145,11 @@ pub enum Event {
         seek: bool,
     },
     Applied {
+        group: Grp,
+        msg: Uuid,
+    },
+    /// A dead letter of the group purged (by its message id): the message stays finished.
+    Purged {
         group: Grp,
         msg: Uuid,
     },
@@ -840,6 +845,7 @@ impl<'a> Run<'a> {
                     }
                 }
             }
+            Step::DeadLetters { c, group, op } => self.dead_letters(step, *c, *group, *op),
             Step::DeleteGroup(c) => {
                 match self.exec(*c, |k| k.execute("SELECT queen_delete_group('gs', $1)", &[&QUEUE])) {
                     Ok(_) => {
@@ -1794,6 +1800,45 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Replay or purge dead letters of `group` (dead_letters.rs). A replay ends the group's
+    /// leases where it replays (recorded as a reset of the group: the lease check then allows
+    /// the next pop there); a purge by id is recorded with its message, which stays finished.
+    fn dead_letters(&mut self, step: &Step, c: usize, group: Grp, op: DeadOp) -> bool {
+        let g = group.name();
+        // The oldest dead letter of the group, picked by the call's own statement.
+        const OLDEST: &str = "(SELECT message_id FROM queen.dead_letters_view
+                                WHERE queue = $1 AND consumer_group IS NOT DISTINCT FROM $2
+                                ORDER BY failed_at, message_id LIMIT 1)";
+        let r = self.exec(c, |k| match op {
+            DeadOp::Replay => k
+                .query_one("SELECT queen_replay_dead_letters($1, $2), NULL::uuid", &[&QUEUE, &g])
+                .map(|r| (r.get::<_, i32>(0), r.get::<_, Option<Uuid>>(1))),
+            DeadOp::ReplayOne | DeadOp::PurgeOne => {
+                let f = if op == DeadOp::ReplayOne { "queen_replay_dead_letters" } else { "queen_purge_dead_letters" };
+                k.query_opt(
+                    &format!("SELECT {f}($1, $2, x.m), x.m FROM (SELECT {OLDEST} AS m) x WHERE x.m IS NOT NULL"),
+                    &[&QUEUE, &g],
+                )
+                .map(|r| r.map_or((0, None), |r| (r.get::<_, i32>(0), r.get::<_, Option<Uuid>>(1))))
+            }
+        });
+        match r {
+            Ok((0, _)) => true,
+            Ok((_, msg)) => {
+                let event = match (op, msg) {
+                    (DeadOp::PurgeOne, Some(msg)) => Event::Purged { group, msg },
+                    _ => Event::Reset { group, step: self.step, seek: false },
+                };
+                self.record(c, vec![event]);
+                true
+            }
+            Err(f) => {
+                self.failed(step, f, true);
+                false
+            }
+        }
+    }
+
     /// kill -9 of the postmaster, restart, reconnect: open transactions never happened. (On
     /// Citus: a worker.)
     fn crash(&mut self) {
@@ -2247,6 +2292,23 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             Step::Seek { c, group, to }
         }
         885..=889 => Step::DeleteGroup(c),
+        965..=979 => Step::DeadLetters {
+            c,
+            group: match rng.random_range(0..7) {
+                0 => Grp::All,
+                1 => Grp::New,
+                2 => Grp::From,
+                3 => Grp::QueueMode,
+                4 if late => Grp::Late,
+                5 if sought => Grp::Seeker,
+                _ => Grp::Scratch,
+            },
+            op: match rng.random_range(0..10) {
+                0..=3 => DeadOp::Replay,
+                4..=7 => DeadOp::ReplayOne,
+                _ => DeadOp::PurgeOne,
+            },
+        },
         890..=919 => Step::Maintain(c),
         920..=929 => Step::Grant {
             c,

@@ -202,6 +202,27 @@ pub enum KvOp {
     Unlock,
 }
 
+/// What a dead-letter step does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadOp {
+    /// Replay every dead letter of the group.
+    Replay,
+    /// Replay the group's oldest dead letter, by its message id.
+    ReplayOne,
+    /// Purge the group's oldest dead letter, by its message id.
+    PurgeOne,
+}
+
+impl DeadOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadOp::Replay => "replay",
+            DeadOp::ReplayOne => "replay_one",
+            DeadOp::PurgeOne => "purge_one",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     Begin(usize),
@@ -272,6 +293,13 @@ pub enum Step {
         to: SeekTo,
     },
     DeleteGroup(usize),
+    /// `queen_replay_dead_letters` or `queen_purge_dead_letters` of a group's dead letters on
+    /// the queue: all of them, or the oldest one's by its message id.
+    DeadLetters {
+        c: usize,
+        group: Grp,
+        op: DeadOp,
+    },
     Maintain(usize),
     /// `queen_grant` (or `queen_revoke`) of a privilege on the queue to the application role.
     Grant {
@@ -329,6 +357,7 @@ impl Step {
             | Step::Renew { c, .. }
             | Step::AckLease { c, .. }
             | Step::Seek { c, .. }
+            | Step::DeadLetters { c, .. }
             | Step::Grant { c, .. }
             | Step::Side { c, .. }
             | Step::Kv { c, .. } => Some(*c),
@@ -396,6 +425,7 @@ impl fmt::Display for Step {
             }
             Step::Seek { c, group, to } => write!(f, "{c} seek {} {}", group.tag(), to.as_str()),
             Step::DeleteGroup(c) => write!(f, "{c} delete_group"),
+            Step::DeadLetters { c, group, op } => write!(f, "{c} dead {} {}", group.tag(), op.as_str()),
             Step::Maintain(c) => write!(f, "{c} maintain"),
             Step::Grant { c, privilege, grant } => {
                 write!(f, "{c} {} {}", if *grant { "grant" } else { "revoke" }, privilege.as_str())
@@ -536,6 +566,16 @@ impl FromStr for Step {
                 },
             },
             "delete_group" => Step::DeleteGroup(c),
+            "dead" => Step::DeadLetters {
+                c,
+                group: at(2)?.parse()?,
+                op: match at(3)? {
+                    "replay" => DeadOp::Replay,
+                    "replay_one" => DeadOp::ReplayOne,
+                    "purge_one" => DeadOp::PurgeOne,
+                    s => return Err(format!("no dead-letter operation {s}")),
+                },
+            },
             "kv" => {
                 let n = num(at(3)?)?;
                 let op = match at(2)? {
@@ -638,6 +678,9 @@ mod tests {
             Step::AckLease { c: 2, pick: 0, status: Status::Failed, effect: true },
             Step::AckLease { c: 1, pick: 2, status: Status::Dlq, effect: false },
             Step::Seek { c: 0, group: Grp::Scratch, to: SeekTo::Start },
+            Step::DeadLetters { c: 1, group: Grp::QueueMode, op: DeadOp::Replay },
+            Step::DeadLetters { c: 2, group: Grp::All, op: DeadOp::ReplayOne },
+            Step::DeadLetters { c: 0, group: Grp::Scratch, op: DeadOp::PurgeOne },
             Step::Seek { c: 2, group: Grp::Seeker, to: SeekTo::Now },
             Step::CommitSlow(3),
             Step::Grant { c: 1, privilege: Privilege::Push, grant: false },
