@@ -4,8 +4,9 @@
 //! **The model.** queen's tables are closed: only the extension's owner (and superusers) can
 //! read or write them. Every SQL function checks the calling role (`current_user`) against
 //! `queen.privileges` — `push`, `pop` (with ack and renew), `configure` (configure, seek,
-//! delete group, delete queue) and `read` (the views), per queue or for every queue (`'*'`),
-//! granted with `queen_grant` — and then runs its queries as the extension's owner
+//! delete group, delete queue, dead-letter replay and purge) and `read` (the views), per queue
+//! or for every queue (`'*'`), granted with `queen_grant` — and then runs its queries as the
+//! extension's owner
 //! ([`AsOwner`], entered by `spi::connect`). A role holding a granted role holds its grants too
 //! (`has_privs_of_role`, as for table privileges). Superusers and members of the owner's role
 //! hold every privilege.

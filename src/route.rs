@@ -449,6 +449,10 @@ pub fn replay_dead_letters(layout: &Layout, queue: &str, group: Option<&str>, me
             let args: [DatumWithOid; 4] = [(*k).into(), queue.into(), group.into(), message.into()];
             replayed += DELEGATE_REPLAY_DEAD_LETTERS.run(s, &args).first().req::<i32>(1);
         }
+        if replayed > 0 {
+            // Waiting pops wait on the coordinator: woken when this commits.
+            crate::wait::touched(crate::wait::queue_key(&names::queue_id(queue)));
+        }
         replayed
     })
 }

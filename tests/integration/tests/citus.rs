@@ -728,6 +728,53 @@ fn renew_seek_and_deletes_reach_every_shard() {
     assert_eq!(orders, 1);
 }
 
+/// Dead letters of partitions in several shards are replayed and purged through the
+/// coordinator: each comes back to its group only, once; a purge reaches every shard.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn dead_letters_are_replayed_and_purged_in_every_shard() {
+    let db = distributed("dead_letters");
+    let mut c = db.coordinator();
+    for p in 0..8 {
+        c.query("SELECT * FROM queen_push('q', to_jsonb($1::int), 'p' || $1::int)", &[&p]).unwrap();
+    }
+    let shards: i64 = c.query_one("SELECT count(DISTINCT shard) FROM queen.partitions", &[]).unwrap().get(0);
+    assert!(shards > 1, "the partitions spread over shards");
+    let dlq_all = |c: &mut postgres::Client, group: &str| {
+        for _ in 0..8 {
+            let rows = c.query("SELECT message_id, lease_id FROM queen_pop('q', $1)", &[&group]).unwrap();
+            let Some(r) = rows.first() else { break };
+            let (m, l): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
+            let ok: bool =
+                c.query_one("SELECT success FROM queen_ack($1, $2, 'dlq', 'no')", &[&m, &l]).unwrap().get(0);
+            assert!(ok);
+        }
+    };
+    dlq_all(&mut c, "g");
+    dlq_all(&mut c, "h");
+    let dead = |c: &mut postgres::Client, group: &str| -> i64 {
+        c.query_one("SELECT count(*) FROM queen.dead_letters_view WHERE consumer_group = $1", &[&group]).unwrap().get(0)
+    };
+    assert_eq!((dead(&mut c, "g"), dead(&mut c, "h")), (8, 8));
+
+    let n: i32 = c.query_one("SELECT queen_replay_dead_letters('q', 'g')", &[]).unwrap().get(0);
+    assert_eq!(n, 8);
+    assert_eq!(c.query_one("SELECT queen_replay_dead_letters('q', 'g')", &[]).unwrap().get::<_, i32>(0), 0);
+    let mut got: Vec<i64> = c
+        .query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, partitions => 8, auto_ack => true)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    got.sort();
+    assert_eq!(got, (0..8).collect::<Vec<i64>>());
+    assert!(c.query("SELECT 1 FROM queen_pop('q', 'h', batch => 100, partitions => 8)", &[]).unwrap().is_empty());
+
+    let n: i32 = c.query_one("SELECT queen_purge_dead_letters('q', 'h')", &[]).unwrap().get(0);
+    assert_eq!(n, 8);
+    assert_eq!((dead(&mut c, "g"), dead(&mut c, "h")), (0, 0));
+}
+
 /// maxSize counts the queue in every shard: pushes into partitions of different shards fill it
 /// together, the push over the cap is refused (54000) and leaves nothing, one at a time and in a
 /// batch; a duplicate of a full queue is still answered.

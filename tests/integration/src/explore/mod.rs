@@ -313,6 +313,9 @@ pub struct Outcome {
     /// queen_ack_lease calls that answered rows, and the messages they acked.
     pub lease_acks: usize,
     pub lease_acked: usize,
+    /// Dead letters replayed and purged by committed or uncommitted calls that answered.
+    pub replayed: usize,
+    pub purged: usize,
 }
 
 /// One exploration run over a database of its own.
@@ -353,6 +356,8 @@ pub struct Run<'a> {
     /// queen_ack_lease calls that answered rows, and the messages they acked.
     lease_acks: usize,
     lease_acked: usize,
+    replayed: usize,
+    purged: usize,
     /// The connection whose transaction a side FirstPop opened (while it is open, draw() lets
     /// time pass and maintenance run more often: issue 21, item 7's shape).
     first_pop: Option<usize>,
@@ -509,6 +514,8 @@ impl<'a> Run<'a> {
             passes: 0,
             lease_acks: 0,
             lease_acked: 0,
+            replayed: 0,
+            purged: 0,
         };
         for i in 0..cfg.conns {
             let conn = run.open(i);
@@ -1824,7 +1831,12 @@ impl<'a> Run<'a> {
         });
         match r {
             Ok((0, _)) => true,
-            Ok((_, msg)) => {
+            Ok((n, msg)) => {
+                if op == DeadOp::PurgeOne {
+                    self.purged += n as usize;
+                } else {
+                    self.replayed += n as usize;
+                }
                 let event = match (op, msg) {
                     (DeadOp::PurgeOne, Some(msg)) => Event::Purged { group, msg },
                     _ => Event::Reset { group, step: self.step, seek: false },
@@ -2052,6 +2064,8 @@ impl<'a> Run<'a> {
             passes: self.passes,
             lease_acks: self.lease_acks,
             lease_acked: self.lease_acked,
+            replayed: self.replayed,
+            purged: self.purged,
         };
         (outcome, self)
     }
@@ -2331,7 +2345,7 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             };
             Step::Kv { c, op }
         }
-        560..=619 | 965..=979 | 990..=999 => {
+        560..=619 | 990..=999 => {
             let q = rng.random_range(0..SIDE_QUEUES.len() as u8);
             let op = match rng.random_range(0..100) {
                 0..=34 => SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)),
