@@ -470,7 +470,13 @@ mod tests {
             ),
             // The frontier inside its transaction moves back; what it covered stays finished,
             // what lies after it is untouched.
-            (cur((12, 4), &[], &[]), (12, 2), vec![(12, 3), (12, 4), (12, 6)], cur((12, 1), &[], &[(12, 3), (12, 4)]), true),
+            (
+                cur((12, 4), &[], &[]),
+                (12, 2),
+                vec![(12, 3), (12, 4), (12, 6)],
+                cur((12, 1), &[], &[(12, 3), (12, 4)]),
+                true,
+            ),
             // A pending transaction's position moves back the same way.
             (
                 cur((20, 5), &[(12, 4)], &[(12, 6)]),

@@ -64,8 +64,7 @@ pub fn replay(queue: &str, group: Option<&str>, message: Option<Uuid>) -> QueenR
             // the released lease hears 'lease not held').
             let also = SaveAlso { queue_id, hint_at: Some(now), ended_lease: ended.map(|l| (l, false)) };
             state::save(s, partition, key, &row, also);
-            let args: [DatumWithOid; 4] =
-                [partition.into(), key.into(), state::timestamp(now).into(), shard.into()];
+            let args: [DatumWithOid; 4] = [partition.into(), key.into(), state::timestamp(now).into(), shard.into()];
             REPLAY_MARK.run(s, &args);
         }
         if replayed > 0 {

@@ -1,22 +1,10 @@
 use crate::ack::{self, AckEntry, AckResult, AckStatus};
-use crate::api::rows::AckRow;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
 use crate::names::from_pg;
 use pgrx::prelude::*;
 use pgrx::Uuid;
-
-fn row(r: AckResult) -> AckRow {
-    AckRow {
-        idx: r.idx,
-        message_id: r.message_id,
-        success: r.success,
-        error: r.error,
-        lease_released: r.lease_released,
-        dead_lettered: r.dead_lettered,
-    }
-}
 
 /// `queen_ack(message_id, lease_id, status, error, consumer_group)`: semantics §3.3, one message.
 /// A refused ack is a row with `success = false` and the reason, not an error.
@@ -29,14 +17,14 @@ fn queen_ack_one(
     status: default!(Option<&str>, "'completed'"),
     error: default!(Option<&str>, "NULL"),
     consumer_group: default!(Option<&str>, "NULL"),
-) -> AckRow {
+) -> AckResult {
     const F: &str = "queen_ack";
     let entry = checked_one(message_id, lease_id, status, error, consumer_group);
     if let Some(layout) = crate::route::distributed() {
         let (id, status) = (message_id.expect("checked"), status.expect("checked"));
-        return row(crate::route::ack_one(&layout, id, lease_id, status, error, consumer_group));
+        return crate::route::ack_one(&layout, id, lease_id, status, error, consumer_group);
     }
-    row(ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry"))
+    ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry")
 }
 
 /// The arguments of the one-message form, checked, as an entry (semantics §3.3, §7).
@@ -76,7 +64,7 @@ fn checked_batch(acks: Option<Jsonb>) -> (Vec<AckEntry>, Jsonb) {
 /// `RETURNS SETOF queen.ack_result`.
 /// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
-fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
+fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckResult> {
     const F: &str = "queen_ack";
     let results = crate::gucs::with_fixed_search_path(|| {
         let (entries, acks) = checked_batch(acks);
@@ -85,7 +73,7 @@ fn queen_ack_batch(acks: Option<Jsonb>) -> SetOfIterator<'static, AckRow> {
             None => ack::ack(&entries).or_report(F),
         }
     });
-    SetOfIterator::new(results.into_iter().map(row))
+    SetOfIterator::new(results)
 }
 
 /// `queen_ack_lease(lease_id, status, error)`: semantics §3.4, every message the lease delivered
@@ -96,7 +84,7 @@ fn queen_ack_lease(
     lease_id: Option<Uuid>,
     status: default!(Option<&str>, "'completed'"),
     error: default!(Option<&str>, "NULL"),
-) -> SetOfIterator<'static, AckRow> {
+) -> SetOfIterator<'static, AckResult> {
     const F: &str = "queen_ack_lease";
     let results = crate::gucs::with_fixed_search_path(|| {
         let (lease, parsed) = checked_lease(lease_id, status);
@@ -108,7 +96,7 @@ fn queen_ack_lease(
             None => ack::ack_lease(lease, parsed, error).or_report(F),
         }
     });
-    SetOfIterator::new(results.into_iter().map(row))
+    SetOfIterator::new(results)
 }
 
 /// The arguments of `queen_ack_lease`, checked (semantics §7).
@@ -124,9 +112,9 @@ fn checked_lease(lease_id: Option<Uuid>, status: Option<&str>) -> (uuid::Uuid, A
 /// (a message of another shard is not found there), under the `pop` grant as `queen_ack`.
 #[pgrx::pg_schema]
 mod queen {
-    use super::{checked_batch, checked_lease, checked_one, row};
+    use super::{checked_batch, checked_lease, checked_one};
     use crate::ack;
-    use crate::api::rows::AckRow;
+    use crate::ack::AckResult;
     use crate::error::OrReport;
     use crate::jsonb::Jsonb;
     use pgrx::prelude::*;
@@ -146,7 +134,7 @@ mod queen {
         error: Option<&str>,
         consumer_group: Option<&str>,
         grants: Option<Vec<String>>,
-    ) -> AckRow {
+    ) -> AckResult {
         const F: &str = "queen_ack";
         let entry = checked_one(message_id, lease_id, status, error, consumer_group);
         crate::route::enter_shard(shard).or_report(F);
@@ -154,7 +142,7 @@ mod queen {
             crate::shards::within(shard, || ack::ack(&[entry]))
         });
         let mut results = acked.and_then(|r| r).or_report(F);
-        row(results.pop().expect("queen: one result per entry"))
+        results.pop().expect("queen: one result per entry")
     }
 
     /// `queen.shard_ack_lease(shard, lease_id, status, error, grants)`: the lease's rows in the
@@ -166,7 +154,7 @@ mod queen {
         status: Option<&str>,
         error: Option<&str>,
         grants: Option<Vec<String>>,
-    ) -> SetOfIterator<'static, AckRow> {
+    ) -> SetOfIterator<'static, AckResult> {
         const F: &str = "queen_ack_lease";
         let results = crate::gucs::with_fixed_search_path(|| {
             let (lease, status) = checked_lease(lease_id, status);
@@ -176,12 +164,12 @@ mod queen {
             });
             acked.and_then(|r| r).or_report(F)
         });
-        SetOfIterator::new(results.into_iter().map(row))
+        SetOfIterator::new(results)
     }
 
     /// `queen.shard_ack(shard, acks, grants)`.
     #[pg_extern(volatile, parallel_unsafe)]
-    fn shard_ack(shard: i32, acks: Option<Jsonb>, grants: Option<Vec<String>>) -> SetOfIterator<'static, AckRow> {
+    fn shard_ack(shard: i32, acks: Option<Jsonb>, grants: Option<Vec<String>>) -> SetOfIterator<'static, AckResult> {
         const F: &str = "queen_ack";
         let results = crate::gucs::with_fixed_search_path(|| {
             let (entries, _) = checked_batch(acks);
@@ -191,6 +179,6 @@ mod queen {
             });
             acked.and_then(|r| r).or_report(F)
         });
-        SetOfIterator::new(results.into_iter().map(row))
+        SetOfIterator::new(results)
     }
 }

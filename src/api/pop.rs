@@ -1,7 +1,6 @@
-use crate::api::rows::MessageRow;
 use crate::error::OrReport;
 use crate::names;
-use crate::pop::{self, PopRequest};
+use crate::pop::{self, PopRequest, Popped};
 use crate::privilege::{self, Privilege};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -22,7 +21,7 @@ fn queen_pop(
     auto_ack: default!(Option<bool>, "false"),
     subscription_mode: default!(Option<&str>, "NULL"),
     subscription_from: default!(Option<TimestampWithTimeZone>, "NULL"),
-) -> SetOfIterator<'static, MessageRow> {
+) -> SetOfIterator<'static, Popped> {
     const F: &str = "queen_pop";
     let rows = crate::gucs::with_fixed_search_path(|| {
         let req = checked_request(
@@ -45,7 +44,7 @@ fn queen_pop(
         }
         .or_report(F)
     });
-    SetOfIterator::new(rows.into_iter().map(message_row))
+    SetOfIterator::new(rows)
 }
 
 /// The arguments of a pop, checked (semantics §3.2, §7).
@@ -88,23 +87,6 @@ fn checked_request(
     }
 }
 
-fn message_row(m: pop::Popped) -> MessageRow {
-    MessageRow {
-        message_id: m.message_id,
-        transaction_id: m.transaction_id,
-        queue: m.queue,
-        partition: m.partition,
-        partition_id: m.partition_id,
-        payload: m.payload,
-        trace_id: m.trace_id,
-        created_at: m.created_at,
-        consumer_group: m.consumer_group,
-        lease_id: m.lease_id,
-        lease_expires_at: m.lease_expires_at,
-        attempt: m.attempt,
-    }
-}
-
 /// The worker's side of a pop on Citus (route.rs): internal, in schema `queen`, made a
 /// distributed function by `queen_distribute()`. One attempt, without waiting (the
 /// coordinator waits), in shard `shard`: of the partition named, which must belong to it, or of
@@ -112,11 +94,11 @@ fn message_row(m: pop::Popped) -> MessageRow {
 /// checked as `queen_pop` checks it.
 #[pgrx::pg_schema]
 mod queen {
-    use super::{checked_request, message_row};
-    use crate::api::rows::MessageRow;
+    use super::checked_request;
     use crate::error::{OrReport, QueenError};
     use crate::names;
     use crate::pop;
+    use crate::pop::Popped;
     use crate::privilege;
     use pgrx::datum::TimestampWithTimeZone;
     use pgrx::prelude::*;
@@ -135,7 +117,7 @@ mod queen {
         subscription_mode: Option<&str>,
         subscription_from: Option<TimestampWithTimeZone>,
         lease_id: Option<pgrx::Uuid>,
-    ) -> SetOfIterator<'static, MessageRow> {
+    ) -> SetOfIterator<'static, Popped> {
         // Checking the arguments runs no SQL; the rest runs under queen's search_path.
         let mut req = checked_request(
             queue,
@@ -151,7 +133,7 @@ mod queen {
         );
         req.lease = lease_id;
         let rows = crate::gucs::with_fixed_search_path(|| shard_pop_rows(shard, &req));
-        SetOfIterator::new(rows.into_iter().map(message_row))
+        SetOfIterator::new(rows)
     }
 
     /// The rows of `shard_pop`, under the fixed search_path.

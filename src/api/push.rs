@@ -1,4 +1,3 @@
-use crate::api::rows::PushRow;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
@@ -7,18 +6,6 @@ use crate::push::{self, Payloads, PushItem, PushResult};
 use crate::route;
 use pgrx::prelude::*;
 use pgrx::Uuid;
-
-fn row(r: PushResult) -> PushRow {
-    PushRow {
-        idx: r.idx,
-        message_id: r.message_id,
-        transaction_id: r.transaction_id,
-        queue: r.queue,
-        partition: r.partition,
-        partition_id: r.partition_id,
-        status: r.status.as_str(),
-    }
-}
 
 /// `queen_push(queue, payload, partition, transaction_id, trace_id)`: semantics §3.1, one message;
 /// `RETURNS queen.push_result`.
@@ -30,17 +17,17 @@ fn queen_push_one(
     partition: default!(Option<&str>, "'Default'"),
     transaction_id: default!(Option<&str>, "NULL"),
     trace_id: default!(Option<Uuid>, "NULL"),
-) -> PushRow {
+) -> PushResult {
     const F: &str = "queen_push";
     let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
     // On Citus, the layout first: the plans of what follows are made for it (shards.rs).
     let distributed = route::distributed();
     privilege::require(&[&item.queue], Privilege::Push).or_report(F);
     if let Some(layout) = distributed {
-        return row(route::push_one(&layout, item, payload).or_report(F));
+        return route::push_one(&layout, item, payload).or_report(F);
     }
     let mut results = push::push(vec![item], Payloads::One(payload), None).or_report(F);
-    row(results.pop().expect("queen: one result per item"))
+    results.pop().expect("queen: one result per item")
 }
 
 /// `queen_push(items)`: semantics §3.1, a batch in Queen's wire shape; one result per item, in
@@ -48,7 +35,7 @@ fn queen_push_one(
 /// payloads go to the table as they are), so any valid jsonb payload is accepted (semantics §10).
 /// (Under queen's search_path without a SET clause: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
-fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
+fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushResult> {
     const F: &str = "queen_push";
     let results = crate::gucs::with_fixed_search_path(|| {
         let (parsed, items) = checked_items(items);
@@ -60,7 +47,7 @@ fn queen_push_batch(items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
         }
         .or_report(F)
     });
-    SetOfIterator::new(results.into_iter().map(row))
+    SetOfIterator::new(results)
 }
 
 /// The arguments of the one-message form, checked (semantics §3.1, §7).
@@ -108,10 +95,10 @@ fn require_push(items: &[PushItem]) {
 /// `queen_push` does (a role may call them by hand) and that every item belongs to `shard`.
 #[pgrx::pg_schema]
 mod queen {
-    use super::{checked_items, checked_one, row};
-    use crate::api::rows::PushRow;
+    use super::{checked_items, checked_one};
     use crate::error::OrReport;
     use crate::jsonb::Jsonb;
+    use crate::push::PushResult;
     use crate::push::{self, Payloads};
     use pgrx::prelude::*;
     use pgrx::Uuid;
@@ -126,19 +113,19 @@ mod queen {
         partition: Option<&str>,
         transaction_id: Option<&str>,
         trace_id: Option<Uuid>,
-    ) -> PushRow {
+    ) -> PushResult {
         const F: &str = "queen_push";
         let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
         let items = vec![item];
         crate::session::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
         crate::privilege::require_internal("queen.shard_push_one").or_report(F);
         let mut results = push::push(items, Payloads::One(payload), Some(shard)).or_report(F);
-        row(results.pop().expect("queen: one result per item"))
+        results.pop().expect("queen: one result per item")
     }
 
     /// `queen.shard_push(shard, items)`: items all of shard `shard`.
     #[pg_extern(volatile, parallel_unsafe)]
-    fn shard_push(shard: i32, items: Option<Jsonb>) -> SetOfIterator<'static, PushRow> {
+    fn shard_push(shard: i32, items: Option<Jsonb>) -> SetOfIterator<'static, PushResult> {
         const F: &str = "queen_push";
         let results = crate::gucs::with_fixed_search_path(|| {
             let (parsed, items) = checked_items(items);
@@ -146,6 +133,6 @@ mod queen {
             crate::privilege::require_internal("queen.shard_push").or_report(F);
             push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F)
         });
-        SetOfIterator::new(results.into_iter().map(row))
+        SetOfIterator::new(results)
     }
 }

@@ -7,7 +7,6 @@
 //! descriptor comes from the type cache (a hash lookup per row, no copy), the tuple is formed
 //! from the fields in declaration order.
 
-use crate::jsonb::Jsonb;
 use pgrx::callconv::{BoxRet, FcInfo};
 use pgrx::datum::{Datum, IntoDatum, TimestampWithTimeZone};
 use pgrx::pg_sys;
@@ -47,13 +46,20 @@ unsafe fn composite<'fcx>(fcinfo: &mut FcInfo<'fcx>, datums: &[Option<pg_sys::Da
     }
 }
 
+/// Make a struct a result row: `result_row!(Type = "queen.x" { field, ... })` for a struct the
+/// rules already return (pop's, push's and ack's results are returned as they are, never copied
+/// into a second struct), or `result_row!(struct Name = "queen.x" { field: Type, ... })` to
+/// declare one here. The fields are listed in the SQL type's attribute order; a field written
+/// `status.as_str()` is converted by that method.
 macro_rules! result_row {
-    ($(#[$doc:meta])* $name:ident = $sql:literal { $($field:ident: $ty:ty),* $(,)? }) => {
+    ($(#[$doc:meta])* struct $name:ident = $sql:literal { $($field:ident: $ty:ty),* $(,)? }) => {
         $(#[$doc])*
         pub struct $name {
             $(pub $field: $ty,)*
         }
-
+        result_row!($name = $sql { $($field),* });
+    };
+    ($name:ty = $sql:literal { $($field:ident $(. $conv:ident ())?),* $(,)? }) => {
         // SAFETY: a function returning this row is declared to return `$sql` (RETURN_SQL
         // below), a composite type whose attributes are the fields, in order and with the
         // SQL types of their Rust types (sql/schema.sql); box_into forms a tuple of it.
@@ -64,7 +70,7 @@ macro_rules! result_row {
             /// this row's composite type (or a set of it), and the datum must be returned as
             /// its result.
             unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
-                let datums = [$(self.$field.into_datum(),)*];
+                let datums = [$(self.$field $(.$conv())?.into_datum(),)*];
                 // SAFETY: the caller's fcinfo is of a function returning `$sql`, whose
                 // attributes the fields give in order, each as a datum of its SQL type.
                 unsafe { composite(fcinfo, &datums) }
@@ -83,52 +89,25 @@ macro_rules! result_row {
     };
 }
 
-result_row!(
-    /// `queen.push_result`.
-    PushRow = "queen.push_result" {
-        idx: i32,
-        message_id: Uuid,
-        transaction_id: String,
-        queue: String,
-        partition: String,
-        partition_id: Uuid,
-        status: &'static str,
-    }
-);
+// `queen.push_result`: push's results as they are.
+result_row!(crate::push::PushResult = "queen.push_result" {
+    idx, message_id, transaction_id, queue, partition, partition_id, status.as_str()
+});
 
-result_row!(
-    /// `queen.message`.
-    MessageRow = "queen.message" {
-        message_id: Uuid,
-        transaction_id: String,
-        queue: String,
-        partition: String,
-        partition_id: Uuid,
-        payload: Jsonb,
-        trace_id: Option<Uuid>,
-        created_at: TimestampWithTimeZone,
-        consumer_group: Option<String>,
-        lease_id: Option<Uuid>,
-        lease_expires_at: Option<TimestampWithTimeZone>,
-        attempt: i32,
-    }
-);
+// `queen.message`: pop's deliveries as they are.
+result_row!(crate::pop::Popped = "queen.message" {
+    message_id, transaction_id, queue, partition, partition_id, payload, trace_id, created_at,
+    consumer_group, lease_id, lease_expires_at, attempt,
+});
 
-result_row!(
-    /// `queen.ack_result`.
-    AckRow = "queen.ack_result" {
-        idx: i32,
-        message_id: Option<Uuid>,
-        success: bool,
-        error: Option<String>,
-        lease_released: bool,
-        dead_lettered: bool,
-    }
-);
+// `queen.ack_result`: ack's results as they are.
+result_row!(crate::ack::AckResult = "queen.ack_result" {
+    idx, message_id, success, error, lease_released, dead_lettered
+});
 
 result_row!(
     /// `queen.timer_result`.
-    TimerResultRow = "queen.timer_result" {
+    struct TimerResultRow = "queen.timer_result" {
         queue: String,
         timer_key: String,
         partition: String,
@@ -141,7 +120,7 @@ result_row!(
 
 result_row!(
     /// `queen.timer`.
-    TimerRow = "queen.timer" {
+    struct TimerRow = "queen.timer" {
         queue: String,
         timer_key: String,
         partition: String,

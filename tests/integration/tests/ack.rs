@@ -385,10 +385,7 @@ fn renew_and_seek() {
     push_n(&mut c, "q", "p", 1);
     assert_eq!(payloads(&pop_g(&mut c, "batch => 10, auto_ack => true")), vec![0]);
     c.query_one("SELECT queen_seek('q', 'g', now() - interval '1 hour')", &[]).unwrap();
-    assert_eq!(
-        payloads(&pop_g(&mut c, "batch => 10, auto_ack => true")),
-        vec![0, 1, 2, 0]
-    );
+    assert_eq!(payloads(&pop_g(&mut c, "batch => 10, auto_ack => true")), vec![0, 1, 2, 0]);
     // A group that never popped is subscribed by seek.
     c.query_one("SELECT queen_seek('q', 'fresh')", &[]).unwrap();
     push_n(&mut c, "q", "later", 1);
@@ -436,10 +433,7 @@ fn deleting_groups_and_queues_and_the_views() {
     let left: i64 = c.query_one("SELECT count(*) FROM queen.group_lag WHERE consumer_group = 'g'", &[]).unwrap().get(0);
     assert_eq!(left, 0);
     // A later pop subscribes it afresh, from the oldest message.
-    assert_eq!(
-        payloads(&pop_g(&mut c, "batch => 5, partition => 'a', auto_ack => true")),
-        vec![0, 1, 2]
-    );
+    assert_eq!(payloads(&pop_g(&mut c, "batch => 5, partition => 'a', auto_ack => true")), vec![0, 1, 2]);
     assert_eq!(
         c.query_one("SELECT queen_delete_group(NULL)", &[]).unwrap().get::<_, i32>(0),
         2,

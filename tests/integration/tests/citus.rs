@@ -745,8 +745,7 @@ fn dead_letters_are_replayed_and_purged_in_every_shard() {
             let rows = c.query("SELECT message_id, lease_id FROM queen_pop('q', $1)", &[&group]).unwrap();
             let Some(r) = rows.first() else { break };
             let (m, l): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
-            let ok: bool =
-                c.query_one("SELECT success FROM queen_ack($1, $2, 'dlq', 'no')", &[&m, &l]).unwrap().get(0);
+            let ok: bool = c.query_one("SELECT success FROM queen_ack($1, $2, 'dlq', 'no')", &[&m, &l]).unwrap().get(0);
             assert!(ok);
         }
     };
@@ -761,7 +760,10 @@ fn dead_letters_are_replayed_and_purged_in_every_shard() {
     assert_eq!(n, 8);
     assert_eq!(c.query_one("SELECT queen_replay_dead_letters('q', 'g')", &[]).unwrap().get::<_, i32>(0), 0);
     let mut got: Vec<i64> = c
-        .query("SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, partitions => 8, auto_ack => true)", &[])
+        .query(
+            "SELECT payload::text::bigint FROM queen_pop('q', 'g', batch => 100, partitions => 8, auto_ack => true)",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get(0))

@@ -224,7 +224,10 @@ fn purge_deletes_dead_letters_and_keeps_the_messages() {
     let id1 = id_of(&got, 1);
     assert_eq!(c.query_one("SELECT queen_purge_dead_letters('q', 'g', $1)", &[&id1]).unwrap().get::<_, i32>(0), 1);
     assert_eq!(dead(&mut c, "g"), vec![0, 2]);
-    assert_eq!(purge(&mut c, "SELECT queen_purge_dead_letters('q', 'g', failed_before => now() - interval '1 hour')"), 0);
+    assert_eq!(
+        purge(&mut c, "SELECT queen_purge_dead_letters('q', 'g', failed_before => now() - interval '1 hour')"),
+        0
+    );
     assert_eq!(purge(&mut c, "SELECT queen_purge_dead_letters('q', 'g', failed_before => clock_timestamp())"), 2);
     assert_eq!(purge(&mut c, "SELECT queen_purge_dead_letters('q', 'g')"), 0, "idempotent");
     assert_eq!(dead(&mut c, "h"), vec![0], "other groups keep theirs");

@@ -153,7 +153,9 @@ fn the_tests_the_docs_cite_exist() {
         for span in text.split('`').skip(1).step_by(2) {
             let words: Vec<&str> = span.split('_').collect();
             let a_name = words.len() >= 5
-                && words.iter().all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+                && words
+                    .iter()
+                    .all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
             if !a_name || NOT_TESTS.contains(&span) {
                 continue;
             }
@@ -188,11 +190,18 @@ fn the_documented_sqlstates_are_those_queen_raises() {
     let doc = include_str!("../../../docs/api.md");
     // The opening paragraph lists the errors (up to the first section).
     let list = &doc[..doc.find("\n## ").unwrap()];
-    let mut raised: Vec<&str> = source.split("PgSqlErrorCode::").skip(1).map(|s| s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap()).collect();
+    let mut raised: Vec<&str> = source
+        .split("PgSqlErrorCode::")
+        .skip(1)
+        .map(|s| s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap())
+        .collect();
     raised.sort_unstable();
     raised.dedup();
     for name in &raised {
-        let code = CODES.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("src/error.rs raises {name}: add its SQLSTATE here"));
+        let code = CODES
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("src/error.rs raises {name}: add its SQLSTATE here"));
         assert!(list.contains(&format!("`{}`", code.1)), "docs/api.md does not list {} ({name})", code.1);
     }
     for (name, code) in CODES {
@@ -225,7 +234,8 @@ fn every_cited_section_of_the_contract_exists() {
     for f in &files {
         let Ok(text) = std::fs::read_to_string(f) else { continue };
         for (i, _) in text.match_indices('§') {
-            let num: String = text[i + '§'.len_utf8()..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let num: String =
+                text[i + '§'.len_utf8()..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
             let num = num.trim_end_matches('.');
             if num.is_empty() {
                 continue;

@@ -170,7 +170,12 @@ fn prefixes_page_in_key_order_and_take_metacharacters_as_data() {
     );
     // The page is a range of the primary key, both bounds in the index scan's condition, not a
     // scan of the rest of the namespace: the kept (generic) plan, planned as queen plans.
-    queen_integration_tests::prepare_query(&mut c, "kv", "kv_prefix", &["text", "text", "timestamptz", "text", "bigint", "boolean"]);
+    queen_integration_tests::prepare_query(
+        &mut c,
+        "kv",
+        "kv_prefix",
+        &["text", "text", "timestamptz", "text", "bigint", "boolean"],
+    );
     c.batch_execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off").unwrap();
     let plan: String = c
         .query("EXPLAIN (COSTS OFF) EXECUTE kv_prefix ('p', 'walk:', now(), 'walk;', 3, false)", &[])
@@ -349,7 +354,14 @@ fn bad_input_is_22023_and_changes_nothing() {
         (json!([{"op": "get", "ns": "a", "key": "k"}, {"op": "explode", "ns": "a"}]), "operations[1].op"),
         (json!({"op": "get"}), "must be a JSON array"),
         (Value::Array((0..1001).map(|_| json!({"op": "get", "ns": "a", "key": "k"})).collect()), "limit is 1000"),
-        (Value::Array((0..20).map(|_| json!({"op": "put", "ns": "a", "key": "k", "value": "x".repeat(1 << 20), "forever": true})).collect()), "bytes as JSON"),
+        (
+            Value::Array(
+                (0..20)
+                    .map(|_| json!({"op": "put", "ns": "a", "key": "k", "value": "x".repeat(1 << 20), "forever": true}))
+                    .collect(),
+            ),
+            "bytes as JSON",
+        ),
     ];
     for (ops, why) in cases {
         let (code, msg) = kv_err(&mut c, ops);

@@ -19,7 +19,10 @@ fn one_holder_and_its_token() {
     let a = lock(&mut c, json!({"op": "acquire", "name": "job", "ttlSeconds": 30, "owner": "a"}));
     assert_eq!((a["acquired"].clone(), a["slot"].clone(), a["owner"].clone()), (json!(true), json!(0), json!("a")));
     let token = a["token"].as_i64().unwrap();
-    assert_eq!(a["guard"], json!({"op": "check", "ns": "queen-locks", "key": "job#0", "expect": token, "required": true}));
+    assert_eq!(
+        a["guard"],
+        json!({"op": "check", "ns": "queen-locks", "key": "job#0", "expect": token, "required": true})
+    );
     let b = lock(&mut c, json!({"op": "acquire", "name": "job", "ttlSeconds": 30, "owner": "b"}));
     assert_eq!((b["acquired"].clone(), b["reason"].clone()), (json!(false), json!("held")));
     assert_eq!(b["holders"][0]["owner"], json!("a"));
@@ -94,12 +97,16 @@ fn a_semaphore_never_grants_more_than_its_limit() {
             let name = db.name.clone();
             std::thread::spawn(move || {
                 let mut c = queen_integration_tests::connect(&name);
-                lock(&mut c, json!({"op": "acquire", "name": "crowd", "ttlSeconds": 30, "limit": 3, "owner": format!("w{i}")}))
+                lock(
+                    &mut c,
+                    json!({"op": "acquire", "name": "crowd", "ttlSeconds": 30, "limit": 3, "owner": format!("w{i}")}),
+                )
             })
         })
         .collect();
     let got: Vec<Value> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let mut slots: Vec<i64> = got.iter().filter(|r| r["acquired"] == json!(true)).map(|r| r["slot"].as_i64().unwrap()).collect();
+    let mut slots: Vec<i64> =
+        got.iter().filter(|r| r["acquired"] == json!(true)).map(|r| r["slot"].as_i64().unwrap()).collect();
     slots.sort();
     assert!(!slots.is_empty() && slots.len() <= 3, "{got:?}");
     slots.dedup();
@@ -127,13 +134,16 @@ fn locks_are_granted_on_their_namespace_and_bad_calls_refused() {
     let db = TestDb::new("locks_grants");
     let mut admin = db.connect();
     let (holder, watcher) = (db.role("holder"), db.role("watcher"));
-    admin.query("SELECT queen_grant('queen-locks', $1::text::regrole, ARRAY['kv_read', 'kv_write'])", &[&holder]).unwrap();
+    admin
+        .query("SELECT queen_grant('queen-locks', $1::text::regrole, ARRAY['kv_read', 'kv_write'])", &[&holder])
+        .unwrap();
     admin.query("SELECT queen_grant('queen-locks', $1::text::regrole, ARRAY['kv_read'])", &[&watcher]).unwrap();
     let mut h = db.connect_as(&holder);
     assert_eq!(lock(&mut h, json!({"op": "acquire", "name": "n", "ttlSeconds": 30}))["acquired"], json!(true));
     let mut w = db.connect_as(&watcher);
     assert_eq!(lock(&mut w, json!({"op": "get", "name": "n"}))["held"], json!(true));
-    let e = w.query("SELECT queen_lock('[{\"op\": \"acquire\", \"name\": \"n\", \"ttlSeconds\": 5}]')", &[]).unwrap_err();
+    let e =
+        w.query("SELECT queen_lock('[{\"op\": \"acquire\", \"name\": \"n\", \"ttlSeconds\": 5}]')", &[]).unwrap_err();
     assert_eq!(sqlstate(&e), "42501");
     assert!(e.as_db_error().unwrap().message().contains("queen-locks"), "{e}");
     for (ops, want) in [
@@ -151,18 +161,27 @@ fn locks_are_granted_on_their_namespace_and_bad_calls_refused() {
 fn a_message_and_what_each_group_made_of_it() {
     let db = TestDb::new("message_detail");
     let mut c = db.connect();
-    let r = c.query_one("SELECT partition_id, message_id FROM queen_push('q', '{\"n\": 1}', transaction_id => 'tx1')", &[]).unwrap();
+    let r = c
+        .query_one("SELECT partition_id, message_id FROM queen_push('q', '{\"n\": 1}', transaction_id => 'tx1')", &[])
+        .unwrap();
     let (pid, mid): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));
     c.query("SELECT * FROM queen_pop('q', 'done', auto_ack => true)", &[]).unwrap();
-    let lease: uuid::Uuid = c.query_one("SELECT lease_id FROM queen_pop('q', 'busy', lease_seconds => 60)", &[]).unwrap().get(0);
+    let lease: uuid::Uuid =
+        c.query_one("SELECT lease_id FROM queen_pop('q', 'busy', lease_seconds => 60)", &[]).unwrap().get(0);
     let d: Value = c.query_one("SELECT queen_message($1, 'tx1')", &[&pid]).unwrap().get(0);
-    assert_eq!((d["messageId"].clone(), d["payload"].clone(), d["queue"].clone()), (json!(mid.to_string()), json!({"n": 1}), json!("q")));
+    assert_eq!(
+        (d["messageId"].clone(), d["payload"].clone(), d["queue"].clone()),
+        (json!(mid.to_string()), json!({"n": 1}), json!("q"))
+    );
     let groups = d["consumerGroups"].as_array().unwrap();
     assert_eq!(groups.len(), 2, "{d}");
     assert_eq!((groups[0]["name"].clone(), groups[0]["consumed"].clone()), (json!("busy"), json!(false)));
     assert_eq!(groups[0]["leaseId"], json!(lease.to_string()));
     assert!(groups[0]["leaseExpiresAt"].is_string());
-    assert_eq!((groups[1]["name"].clone(), groups[1]["consumed"].clone(), groups[1]["leaseExpiresAt"].clone()), (json!("done"), json!(true), Value::Null));
+    assert_eq!(
+        (groups[1]["name"].clone(), groups[1]["consumed"].clone(), groups[1]["leaseExpiresAt"].clone()),
+        (json!("done"), json!(true), Value::Null)
+    );
     // A message pushed without a transaction id is known by its message id; none is NULL.
     let r = c.query_one("SELECT partition_id, message_id FROM queen_push('q', '2')", &[]).unwrap();
     let (pid2, mid2): (uuid::Uuid, uuid::Uuid) = (r.get(0), r.get(1));

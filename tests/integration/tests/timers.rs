@@ -8,7 +8,13 @@ use postgres::Client;
 use queen_integration_tests::{sqlstate, TestDb};
 use serde_json::{json, Value};
 
-fn schedule(c: &mut impl postgres::GenericClient, queue: &str, key: &str, payload: Value, secs: f64) -> (String, uuid::Uuid, String) {
+fn schedule(
+    c: &mut impl postgres::GenericClient,
+    queue: &str,
+    key: &str,
+    payload: Value,
+    secs: f64,
+) -> (String, uuid::Uuid, String) {
     let r = c
         .query_one(
             "SELECT status, message_id, transaction_id FROM queen_schedule($1, $2, $3,

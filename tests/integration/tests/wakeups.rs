@@ -245,8 +245,8 @@ fn pops_read_no_log_while_nothing_is_pushed() {
     push(&mut c, "q", json!(1));
     assert_eq!(empty_pop(&mut reader), 1);
     assert_eq!(empty_pop(&mut reader), 0); // reads the log to its end
-    // (What changes cached state anywhere in the cluster — other tests' configure, seeks —
-    // makes the next pop read the log once more: a few tries.)
+                                           // (What changes cached state anywhere in the cluster — other tests' configure, seeks —
+                                           // makes the next pop read the log once more: a few tries.)
     let quiet = (0..5).any(|_| {
         let before = log_reads(&mut c);
         for _ in 0..10 {

@@ -722,9 +722,11 @@ pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     for t in &run.history {
         for (i, e) in t.events.iter().enumerate() {
             match e {
-                Event::TimerScheduled { key, txn, replaced } => {
-                    by_key.entry(*key).or_default().push((t.commit, i, Op::Schedule { txn: txn.clone(), replaced: *replaced }))
-                }
+                Event::TimerScheduled { key, txn, replaced } => by_key.entry(*key).or_default().push((
+                    t.commit,
+                    i,
+                    Op::Schedule { txn: txn.clone(), replaced: *replaced },
+                )),
                 Event::TimerCancelled { key } => by_key.entry(*key).or_default().push((t.commit, i, Op::Cancel)),
                 _ => {}
             }
@@ -756,7 +758,10 @@ pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         })
         .collect();
     for txn in fired.iter().filter(|t| !committed.contains(t.as_str())) {
-        out.push(Violation { kind: "timer fired uncommitted", detail: format!("message {txn} of a schedule that never committed") });
+        out.push(Violation {
+            kind: "timer fired uncommitted",
+            detail: format!("message {txn} of a schedule that never committed"),
+        });
     }
     for key in 0..super::KV_KEYS {
         let mut ops = by_key.remove(&key).unwrap_or_default();
@@ -804,21 +809,31 @@ pub(super) fn locks(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     for t in &run.history {
         for (i, e) in t.events.iter().enumerate() {
             match e {
-                Event::LockAcquired { slot, token } => by_slot.entry(*slot).or_default().push((t.commit, i, true, *token)),
-                Event::LockReleased { slot, token } => by_slot.entry(*slot).or_default().push((t.commit, i, false, *token)),
+                Event::LockAcquired { slot, token } => {
+                    by_slot.entry(*slot).or_default().push((t.commit, i, true, *token))
+                }
+                Event::LockReleased { slot, token } => {
+                    by_slot.entry(*slot).or_default().push((t.commit, i, false, *token))
+                }
                 _ => {}
             }
         }
     }
     let stored: HashMap<String, i64> = k
-        .query("SELECT key, version FROM queen.kv WHERE namespace = 'queen-locks' AND key LIKE $1", &[&format!("{}#%", super::LOCK_NAME)])
+        .query(
+            "SELECT key, version FROM queen.kv WHERE namespace = 'queen-locks' AND key LIKE $1",
+            &[&format!("{}#%", super::LOCK_NAME)],
+        )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
     let mut out = Vec::new();
     if let Some(bad) = by_slot.keys().find(|s| !(0..super::LOCK_LIMIT).contains(*s)) {
-        out.push(Violation { kind: "lock over its limit", detail: format!("a permit of slot {bad} of a lock of {}", super::LOCK_LIMIT) });
+        out.push(Violation {
+            kind: "lock over its limit",
+            detail: format!("a permit of slot {bad} of a lock of {}", super::LOCK_LIMIT),
+        });
     }
     for slot in 0..super::LOCK_LIMIT {
         let mut ops = by_slot.remove(&slot).unwrap_or_default();
@@ -843,7 +858,10 @@ pub(super) fn locks(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         }
         let row = stored.get(&format!("{}#{slot}", super::LOCK_NAME)).copied();
         if row != held {
-            out.push(Violation { kind: "lock two holders", detail: format!("slot {slot}: the table holds token {row:?}, the committed history {held:?}") });
+            out.push(Violation {
+                kind: "lock two holders",
+                detail: format!("slot {slot}: the table holds token {row:?}, the committed history {held:?}"),
+            });
         }
     }
     out

@@ -29,7 +29,8 @@ mod schedule;
 
 pub use check::Violation;
 pub use schedule::{
-    DeadOp, Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS, SIDE_QUEUES,
+    DeadOp, Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS,
+    SIDE_QUEUES,
 };
 
 pub use crate::Server;

@@ -439,7 +439,9 @@ impl fmt::Display for Step {
                 KvOp::Incr(n) => write!(f, "{c} kv incr {n}"),
                 KvOp::Claim(n) => write!(f, "{c} kv claim {n}"),
                 KvOp::Release(n) => write!(f, "{c} kv release {n}"),
-                KvOp::Schedule { key, now } => write!(f, "{c} kv schedule {key} {}", if *now { "now" } else { "later" }),
+                KvOp::Schedule { key, now } => {
+                    write!(f, "{c} kv schedule {key} {}", if *now { "now" } else { "later" })
+                }
                 KvOp::Cancel(n) => write!(f, "{c} kv cancel {n}"),
                 KvOp::Acquire => write!(f, "{c} kv acquire 0"),
                 KvOp::Unlock => write!(f, "{c} kv unlock 0"),
