@@ -60,6 +60,33 @@ pub fn section(file: &'static str, name: &str) -> &'static str {
     file[start..end].trim()
 }
 
+/// The pieces queries share (sql/queries/fragments.sql).
+const FRAGMENTS: &str = include_str!("../sql/queries/fragments.sql");
+
+/// A query's text with its pieces written out: `{{name}}` is section `name` of
+/// sql/queries/fragments.sql, `{{name key=value ...}}` the same with each `{key}` in it replaced
+/// by `value`; pieces may name pieces. Expanded once, where the query is prepared: the kept plan
+/// is that of the text written out.
+pub fn expand(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find("}}").unwrap_or_else(|| panic!("queen: an unclosed {{{{ in a query")) + i;
+        let mut words = rest[i + 2..end].split_whitespace();
+        let name = words.next().expect("queen: {{}} names no piece");
+        let mut piece = section(FRAGMENTS, name).to_string();
+        for w in words {
+            let (k, v) = w.split_once('=').unwrap_or_else(|| panic!("queen: {{{{{name}}}}}: {w} is not key=value"));
+            piece = piece.replace(&format!("{{{k}}}"), v);
+        }
+        out.push_str(&expand(&piece));
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A query's text on Citus: without its lines marked `-- [one server]` (a join with a reference
 /// table, which no statement of a shard may make there; the caller reads that apart).
 pub fn without_one_server_lines(text: &str) -> String {
@@ -185,8 +212,8 @@ impl Query {
         if let Some(p) = PLANS.with(|p| p.borrow().get(self.name).copied()) {
             return p;
         }
-        let text = section(self.file, self.name);
-        let text = if planning_for_citus() { without_one_server_lines(text) } else { text.to_string() };
+        let text = expand(section(self.file, self.name));
+        let text = if planning_for_citus() { without_one_server_lines(&text) } else { text };
         let sql = CString::new(text).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
         // SAFETY: called inside an SPI connection (Query is only run with a `&mut Spi`);
@@ -394,6 +421,17 @@ mod tests {
         let text =
             "SELECT a,\n       o.x, -- [one server]\n       b\n  FROM t\n  JOIN o ON true  -- [one server]\n WHERE c";
         assert_eq!(super::without_one_server_lines(text), "SELECT a,\n       b\n  FROM t\n WHERE c");
+    }
+
+    #[test]
+    fn pieces_are_written_out_with_their_keys() {
+        let q = "WITH snap AS MATERIALIZED ({{stored_snapshot}}) SELECT 1";
+        let x = super::expand(q);
+        assert!(x.starts_with("WITH snap AS MATERIALIZED (-- The calling"), "{x}");
+        assert!(x.contains("pg_current_snapshot()") && x.ends_with(") SELECT 1") && !x.contains("{{"), "{x}");
+        let x = super::expand("{{from_position key=partition_id}}");
+        assert!(x.contains("m.partition_id = $1") && !x.contains("{key}") && !x.contains("{{"), "{x}");
+        assert_eq!(super::expand("SELECT '{}'::int[]"), "SELECT '{}'::int[]");
     }
 
     #[test]

@@ -54,11 +54,7 @@ SELECT (SELECT e FROM new) AS expires_at, secs.s AS seconds, EXISTS (SELECT 1 FR
 -- a first pop still open now, which this statement cannot delete; restart its discovery there,
 -- and hint every partition. Returns the number of partitions set. $4 shard, $5 the clock.
 WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-           ARRAY(SELECT x FROM (SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x
-                                UNION SELECT z.own WHERE z.own IS NOT NULL) AS u(x) ORDER BY x) AS xip,
-           z.own
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
+    SELECT z.xmax, ARRAY(SELECT x FROM unnest(z.xip) AS x ORDER BY x) AS xip, z.own FROM ({{stored_snapshot}}) AS z
 ),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $4),
 -- The cursor rows it creates are created under their pairs' locks (locks.rs, state.rs

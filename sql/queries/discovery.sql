@@ -13,14 +13,7 @@
 -- transaction counts as running — in xip, and xmin no later than it — because
 -- pg_current_snapshot() leaves it out (semantics §3.1); so its own messages are neither read nor
 -- passed, and its xid becomes pending like any other running transaction's.
-WITH snap AS MATERIALIZED (
-    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
-           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
-           z.own
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
-),
+WITH snap AS MATERIALIZED ({{stored_snapshot}}),
 stored AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid, queen.written_here(xmin::text::bigint) AS own FROM queen.discovery
      WHERE queue_id = $1 AND consumer_group = $2 AND shard = $11 AND sub_key = $7

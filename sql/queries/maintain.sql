@@ -16,14 +16,7 @@ SELECT DISTINCT ON (queue_id) queue_id, retention_seconds, completed_retention_s
 -- how many messages pending transactions that committed since added, and what the snapshot
 -- (as discovery_scan in discovery.sql reads it) says of those transactions. $1 queue id, $3
 -- shard.
-WITH snap AS MATERIALIZED (
-    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
-           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
-           z.own
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
-),
+WITH snap AS MATERIALIZED ({{stored_snapshot}}),
 cur AS MATERIALIZED (
     SELECT upto_txid, upto_seq, pending_txid, counted FROM queen.queue_counts WHERE queue_id = $1 AND shard = $3
     UNION ALL
@@ -86,14 +79,7 @@ WITH head AS MATERIALIZED (
                AND NOT EXISTS (SELECT 1 FROM leased l
                                 WHERE l.partition_id = h.partition_id AND l.t = h.txid AND l.s = h.seq)))
     RETURNING m.txid, m.seq
-), c AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1 AND shard = $4
-)
-SELECT count(*) AS deleted,
-       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
-                                                        AND NOT gone.txid = ANY (c.pending_txid)))
-         AS counted
-  FROM gone;
+), {{deleted_and_counted}};
 
 -- name: completed_retention
 -- Delete the queue's messages created before $2 that every group subscribed to the queue has
@@ -160,14 +146,7 @@ WITH subs AS MATERIALIZED (
 ), gone AS (
     DELETE FROM queen.messages m WHERE m.shard = $4 AND m.ctid = ANY (ARRAY(SELECT ctid FROM doomed))
     RETURNING m.txid, m.seq
-), c AS MATERIALIZED (
-    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1 AND shard = $4
-)
-SELECT count(*) AS deleted,
-       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
-                                                        AND NOT gone.txid = ANY (c.pending_txid)))
-         AS counted
-  FROM gone;
+), {{deleted_and_counted}};
 
 -- name: completed_subscriptions
 -- The subscriptions of queue $1 in shard $2 that completed retention waits for (as
@@ -186,12 +165,7 @@ UPDATE queen.queue_counts SET counted = greatest(counted - $2, 0) WHERE queue_id
 -- a point older than the longest max wait ($1 seconds; the newest such serves every queue), and those with
 -- a newer point in the same bucket, buckets being 2^k seconds wide for the largest 2^k under
 -- a thirty-second of their age (1 s at least): about 32 points per doubling of age.
-WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
-), added AS (
+WITH snap AS MATERIALIZED ({{stored_snapshot}}), added AS (
     INSERT INTO queen.visibility_points (taken_at, seen_xmax, seen_xip)
     SELECT clock_timestamp(), xmax, xip FROM snap
         ON CONFLICT (taken_at) DO NOTHING

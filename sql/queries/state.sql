@@ -16,14 +16,7 @@
 -- §3.2: order wins over a first pop that commits later with an earlier point; a seek rewrote
 -- the rows it replaced).
 -- $1 partition, $2 group, $7 limit, $8 lease seconds, $9 shard (src/shards.rs: 0 on one server).
-WITH snap AS MATERIALIZED (
-    SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
-           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
-           z.own, clock_timestamp() AS now
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
-),
+WITH snap AS MATERIALIZED (SELECT z.*, clock_timestamp() AS now FROM ({{stored_snapshot}}) AS z),
 c AS MATERIALIZED (
     SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
            fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,

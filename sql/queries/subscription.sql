@@ -54,11 +54,7 @@ SELECT o.mode, c.from_ts, c.start_xmax, x.xip AS start_xip,
 -- $1 queue id, $2 group, $3 mode, $4 from_ts, $5 shard
 INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip, shard)
 SELECT $1, $2, $3, $4, snap.xmax, snap.xip, $5
-  FROM (SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-               ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-                 || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip
-          FROM (SELECT pg_current_snapshot() AS s,
-                       queen.own_txid() AS own, queen.xid_offset() AS o) AS z) AS snap
+  FROM ({{stored_snapshot}}) AS snap
  WHERE NOT EXISTS (SELECT 1 FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2 AND shard = $5)
    AND EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1);
 
@@ -73,56 +69,16 @@ SELECT EXISTS (SELECT 1 FROM queen.queues WHERE queue_id = $1) AS exists;
 SELECT EXISTS (SELECT 1 FROM queen.subscriptions WHERE queue_id = $1 AND consumer_group = $2 AND shard = $3) AS subscribed;
 
 -- name: citus_subscription_point
-SELECT pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-       ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-         || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip
-  FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z;
+SELECT xmax, xip FROM ({{stored_snapshot}}) AS snap;
 
 -- name: citus_subscribe
 INSERT INTO queen.subscriptions (queue_id, consumer_group, mode, from_ts, start_xmax, start_xip, shard)
 VALUES ($1, $2, $3, $4, $5, $6, $7);
 
 -- name: queue_from_position
--- Where a 'from' subscription starts reading the queue log: just before the first message
--- created at or after $2, or after the last one; with the transactions running now below it.
--- The caller's own messages are not stored yet as far as positions go (semantics §3.1), and its
--- transaction is among the running ones kept below the position.
-WITH snap AS MATERIALIZED (
-    SELECT ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
-           z.own
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
-),
-f AS (SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m, snap
-       WHERE m.queue_id = $1 AND m.shard = $3 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
-       ORDER BY m.txid, m.seq LIMIT 1),
-l AS (SELECT m.txid, m.seq FROM queen.messages m, snap
-       WHERE m.queue_id = $1 AND m.shard = $3 AND m.txid IS DISTINCT FROM snap.own
-       ORDER BY m.txid DESC, m.seq DESC LIMIT 1),
-pos AS (SELECT * FROM f
-        UNION ALL SELECT * FROM l WHERE NOT EXISTS (SELECT 1 FROM f)
-        UNION ALL SELECT 0::bigint, 0::bigint WHERE NOT EXISTS (SELECT 1 FROM f) AND NOT EXISTS (SELECT 1 FROM l))
-SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS xip
-  FROM pos, snap;
+-- Where a 'from' subscription starts reading the queue log (fragments.sql, from_position).
+{{from_position key=queue_id}};
 
 -- name: partition_from_position
 -- The same for one partition: where a 'from' subscriber's cursor starts.
--- The caller's own messages are not stored yet as far as positions go (semantics §3.1), and its
--- transaction is among the running ones kept below the position.
-WITH snap AS MATERIALIZED (
-    SELECT ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
-             || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
-           z.own
-      FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
-),
-f AS (SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m, snap
-       WHERE m.partition_id = $1 AND m.shard = $3 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
-       ORDER BY m.txid, m.seq LIMIT 1),
-l AS (SELECT m.txid, m.seq FROM queen.messages m, snap
-       WHERE m.partition_id = $1 AND m.shard = $3 AND m.txid IS DISTINCT FROM snap.own
-       ORDER BY m.txid DESC, m.seq DESC LIMIT 1),
-pos AS (SELECT * FROM f
-        UNION ALL SELECT * FROM l WHERE NOT EXISTS (SELECT 1 FROM f)
-        UNION ALL SELECT 0::bigint, 0::bigint WHERE NOT EXISTS (SELECT 1 FROM f) AND NOT EXISTS (SELECT 1 FROM l))
-SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS xip
-  FROM pos, snap;
+{{from_position key=partition_id}};

@@ -268,6 +268,7 @@ pub fn query_file(file: &str) -> &'static str {
         "configure" => include_str!("../../../sql/queries/configure.sql"),
         "dead_letters" => include_str!("../../../sql/queries/dead_letters.sql"),
         "discovery" => include_str!("../../../sql/queries/discovery.sql"),
+        "fragments" => include_str!("../../../sql/queries/fragments.sql"),
         "kv" => include_str!("../../../sql/queries/kv.sql"),
         "maintain" => include_str!("../../../sql/queries/maintain.sql"),
         "pop" => include_str!("../../../sql/queries/pop.sql"),
@@ -280,13 +281,26 @@ pub fn query_file(file: &str) -> &'static str {
 }
 
 /// The text of section `name` of sql/queries/`file`.sql, as queen's SPI layer reads it: from
-/// its `-- name:` line to the next one.
+/// its `-- name:` line to the next one, with the pieces it names written out (`{{piece}}`,
+/// `{{piece key=value}}`: sql/queries/fragments.sql, as src/spi.rs `expand` writes them).
 pub fn query_section(file: &str, name: &str) -> String {
     let text = query_file(file);
     let marker = format!("-- name: {name}\n");
     let start = text.find(&marker).unwrap_or_else(|| panic!("{name} is missing from {file}.sql")) + marker.len();
     let end = text[start..].find("-- name: ").map_or(text.len(), |i| start + i);
-    text[start..end].trim().trim_end_matches(';').to_string()
+    expand(text[start..end].trim().trim_end_matches(';'))
+}
+
+fn expand(text: &str) -> String {
+    let Some(i) = text.find("{{") else { return text.to_string() };
+    let end = text[i..].find("}}").expect("an unclosed {{") + i;
+    let mut words = text[i + 2..end].split_whitespace();
+    let mut piece = query_section("fragments", words.next().expect("a piece's name"));
+    for w in words {
+        let (k, v) = w.split_once('=').expect("key=value");
+        piece = piece.replace(&format!("{{{k}}}"), v);
+    }
+    format!("{}{}{}", &text[..i], piece, expand(&text[end + 2..]))
 }
 
 /// PREPARE queen's query `name` of sql/queries/`file`.sql under its own name, with these

@@ -1,0 +1,50 @@
+-- Pieces that several of queen's queries share, written once (issue 25, item 5). A query names
+-- one as {{name}}, or {{name key=value ...}} for a piece that says {key}; src/spi.rs expands it
+-- where the query is prepared, so a kept plan is the plan of the text written out (the plans
+-- test reads the expanded text too). Not queries of their own.
+
+-- name: stored_snapshot
+-- The calling statement's snapshot in stored ids (this cluster's xids moved by
+-- queen.xid_offset(): src/cluster.rs), its own transaction counted as running — its pushes are
+-- not stored yet (semantics §3.1): xmin (the own id if lower), xmax, xip (the running ones as
+-- the snapshot lists them, then the own one), own (NULL without an xid).
+-- pg_current_snapshot() returns the snapshot of the statement that calls it, so a query that
+-- reads rows and this together sees exactly what the snapshot says.
+SELECT least(pg_snapshot_xmin(z.s)::text::bigint + z.o, z.own) AS xmin,
+       pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+       ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x)
+         || ARRAY(SELECT z.own WHERE z.own IS NOT NULL) AS xip,
+       z.own
+  FROM (SELECT pg_current_snapshot() AS s, queen.own_txid() AS own, queen.xid_offset() AS o) AS z
+
+-- name: from_position
+-- Where a 'from' subscription starts reading the log of a queue or a partition (messages with
+-- {key} = $1): just before the first message created at or after $2, or after the last one;
+-- with the transactions running now below it. The caller's own messages are not stored yet as
+-- far as positions go (semantics §3.1), and its transaction is among the running ones kept
+-- below the position. $3 shard.
+WITH snap AS MATERIALIZED ({{stored_snapshot}}),
+f AS (SELECT m.txid, m.seq - 1 AS seq FROM queen.messages m, snap
+       WHERE m.{key} = $1 AND m.shard = $3 AND m.created_at >= $2 AND m.txid IS DISTINCT FROM snap.own
+       ORDER BY m.txid, m.seq LIMIT 1),
+l AS (SELECT m.txid, m.seq FROM queen.messages m, snap
+       WHERE m.{key} = $1 AND m.shard = $3 AND m.txid IS DISTINCT FROM snap.own
+       ORDER BY m.txid DESC, m.seq DESC LIMIT 1),
+pos AS (SELECT * FROM f
+        UNION ALL SELECT * FROM l WHERE NOT EXISTS (SELECT 1 FROM f)
+        UNION ALL SELECT 0::bigint, 0::bigint WHERE NOT EXISTS (SELECT 1 FROM f) AND NOT EXISTS (SELECT 1 FROM l))
+SELECT pos.txid, pos.seq, ARRAY(SELECT x FROM unnest(snap.xip) AS x WHERE x < pos.txid ORDER BY x) AS xip
+  FROM pos, snap
+
+-- name: deleted_and_counted
+-- The tail of the retention deletes (maintain.sql): of the rows `gone` returned, how many, and
+-- how many of them queue $1's count had counted (at or before its point, not of a transaction
+-- it kept pending). $4 shard.
+c AS MATERIALIZED (
+    SELECT upto_txid, upto_seq, pending_txid FROM queen.queue_counts WHERE queue_id = $1 AND shard = $4
+)
+SELECT count(*) AS deleted,
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM c WHERE (gone.txid, gone.seq) <= (c.upto_txid, c.upto_seq)
+                                                        AND NOT gone.txid = ANY (c.pending_txid)))
+         AS counted
+  FROM gone
