@@ -1812,6 +1812,22 @@ impl<'a> Run<'a> {
     /// leases where it replays (recorded as a reset of the group: the lease check then allows
     /// the next pop there); a purge by id is recorded with its message, which stays finished.
     fn dead_letters(&mut self, step: &Step, c: usize, group: Grp, op: DeadOp) -> bool {
+        // The group of the newest committed dead letter, when there is one (else the step's):
+        // dead letters are few, and a step on a group without any would test nothing.
+        let newest: Option<String> = self
+            .observer
+            .query_opt(
+                "SELECT consumer_group FROM queen.dead_letters
+                  WHERE queue_id IN (SELECT queue_id FROM queen.queues WHERE name = $1)
+                  ORDER BY failed_at DESC LIMIT 1",
+                &[&QUEUE],
+            )
+            .ok()
+            .flatten()
+            .map(|r| r.get(0));
+        let group = newest
+            .and_then(|n| Grp::ALL.into_iter().find(|g| g.name().unwrap_or("__QUEUE_MODE__") == n))
+            .unwrap_or(group);
         let g = group.name();
         // The oldest dead letter of the group, picked by the call's own statement.
         const OLDEST: &str = "(SELECT message_id FROM queen.dead_letters_view
