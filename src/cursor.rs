@@ -295,10 +295,13 @@ impl Cursor {
                 i64::MAX
             }
         };
-        for &l in later.iter().filter(|l| l.0 == x && l.1 > s && l.1 <= covered_to) {
-            if let Err(i) = self.ahead.binary_search(&l) {
-                self.ahead.insert(i, l);
-            }
+        // Merged, not inserted one by one: a transaction of thousands replayed from its first
+        // message adds thousands of keys.
+        let before = self.ahead.len();
+        self.ahead.extend(later.iter().filter(|l| l.0 == x && l.1 > s && l.1 <= covered_to));
+        if self.ahead.len() > before {
+            self.ahead.sort_unstable();
+            self.ahead.dedup();
         }
         true
     }

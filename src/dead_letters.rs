@@ -17,7 +17,7 @@
 use crate::cursor::Key;
 use crate::error::QueenResult;
 use crate::names::{group_key, to_pg};
-use crate::spi::types::{INT4, TEXT, TSTZ, UUID};
+use crate::spi::types::{INT4, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::Query;
 use crate::state::{self, SaveAlso};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -25,8 +25,8 @@ use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/dead_letters.sql");
 const REPLAY_ROWS: Query = Query { file: SQL, name: "replay_rows", args: &[UUID, TEXT, UUID, INT4] };
-const REPLAY_TAKE: Query = Query { file: SQL, name: "replay_take", args: &[UUID, TEXT, UUID, INT4] };
-const REPLAY_MARK: Query = Query { file: SQL, name: "replay_mark", args: &[UUID, TEXT, TSTZ, INT4] };
+const REPLAY_TAKE: Query = Query { file: SQL, name: "replay_take", args: &[UUID, TEXT, UUID, INT4, UUIDS] };
+const REPLAY_MARK: Query = Query { file: SQL, name: "replay_mark", args: &[UUIDS, TEXT, TSTZ, INT4] };
 const PURGE: Query = Query { file: SQL, name: "purge", args: &[UUID, TEXT, UUID, TSTZ, INT4] };
 
 /// Owe group `group`'s dead letters on `queue` (every one, or that of `message`) again; how many
@@ -39,37 +39,49 @@ pub fn replay(queue: &str, group: Option<&str>, message: Option<Uuid>) -> QueenR
     let shard = crate::shards::current();
     Ok(crate::session::connect(|s| {
         let args: [DatumWithOid; 4] = [queue_id.into(), key.into(), message.into(), shard.into()];
-        let rows: Vec<(Uuid, state::CursorRow, state::Micros)> = REPLAY_ROWS
+        let mut rows: Vec<(Uuid, state::CursorRow, state::Micros)> = REPLAY_ROWS
             .run(s, &args)
             .map(|r| (r.req("partition_id"), state::parse(&r), state::micros(r.req("now"))))
             .collect();
+        let Some(now) = rows.first().map(|r| r.2) else { return 0 };
+        // Every locked partition's dead letters at once, by (partition, transaction).
+        let parts: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
+        let args: [DatumWithOid; 5] = [queue_id.into(), key.into(), message.into(), shard.into(), parts.into()];
+        let taken: Vec<(Uuid, i64, Vec<i64>, Vec<i64>)> = REPLAY_TAKE
+            .run(s, &args)
+            .map(|r| (r.req("partition_id"), r.req("txid"), r.req("seqs"), r.req("later")))
+            .collect();
         let mut replayed = 0;
-        for (partition, mut row, now) in rows {
-            let args: [DatumWithOid; 4] = [partition.into(), key.into(), message.into(), shard.into()];
-            let letters: Vec<(Key, Vec<i64>)> =
-                REPLAY_TAKE.run(s, &args).map(|r| ((r.req("txid"), r.req("seq")), r.req("later"))).collect();
-            if letters.is_empty() {
+        let mut marked: Vec<Uuid> = Vec::new();
+        for (partition, row, _) in rows.iter_mut() {
+            let mut letters = taken.iter().filter(|t| t.0 == *partition).peekable();
+            if letters.peek().is_none() {
                 continue;
             }
             let ended = row.lease_id.filter(|_| row.cursor.lease.is_some());
             row.cursor.release();
             row.lease_id = None;
             row.lease_expires_at = None;
-            for (k, later) in &letters {
-                let later: Vec<Key> = later.iter().map(|&q| (k.0, q)).collect();
-                row.cursor.owe_again(*k, &later);
+            for (_, txid, seqs, later) in letters {
+                let later: Vec<Key> = later.iter().map(|&q| (*txid, q)).collect();
+                // In seq order: the first moves the position back before all of them; the
+                // others then leave `ahead` (owe_again).
+                for &seq in seqs {
+                    row.cursor.owe_again((*txid, seq), &later);
+                }
+                replayed += seqs.len() as i64;
             }
-            replayed += letters.len() as i64;
             // A hint due now: the next pop of the group finds the partition (and a late ack of
             // the released lease hears 'lease not held').
             let also = SaveAlso { queue_id, hint_at: Some(now), ended_lease: ended.map(|l| (l, false)) };
-            state::save(s, partition, key, &row, also);
-            let args: [DatumWithOid; 4] = [partition.into(), key.into(), state::timestamp(now).into(), shard.into()];
-            REPLAY_MARK.run(s, &args);
+            state::save(s, *partition, key, row, also);
+            marked.push(*partition);
         }
-        if replayed > 0 {
+        if !marked.is_empty() {
+            let args: [DatumWithOid; 4] = [marked.into(), key.into(), state::timestamp(now).into(), shard.into()];
+            REPLAY_MARK.run(s, &args);
             // Waiting pops of the queue look again when this commits.
-            crate::wait::touched(crate::wait::queue_key(&crate::names::from_pg(queue_id)));
+            crate::wait::touched(crate::wait::queue_key(&crate::names::queue_id(queue)));
         }
         replayed
     }))

@@ -15,7 +15,7 @@ use crate::shards::{
     DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PURGE_DEAD_LETTERS, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW,
     DELEGATE_REPLAY_DEAD_LETTERS, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
 };
-use crate::spi::{Row, Spi};
+use crate::spi::{Query, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 use std::cell::RefCell;
@@ -428,27 +428,36 @@ pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<Ti
     })
 }
 
+/// `delegate`, a call of a `queen.shard_…` function that answers a count, in every shard of
+/// `layout` (its first argument the shard key, then what `args` gives): the counts, summed.
+fn sum_in_every_shard<'a>(
+    s: &mut Spi,
+    layout: &Layout,
+    delegate: &Query,
+    args: impl Fn() -> Vec<DatumWithOid<'a>>,
+) -> i32 {
+    let mut sum = 0;
+    for k in &layout.keys {
+        let mut with_key: Vec<DatumWithOid> = vec![(*k).into()];
+        with_key.extend(args());
+        sum += delegate.run(s, &with_key).first().req::<i32>(1);
+    }
+    sum
+}
+
 /// `queen_seek` in every shard, each with its worker's snapshot (a seek's position is a
 /// partition's, and each shard's subscription row its own): the partitions set, summed.
 pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {
     crate::session::connect(|s| {
-        let mut set = 0;
-        for k in &layout.keys {
-            let args: [DatumWithOid; 4] = [(*k).into(), queue.into(), group.into(), to_time.into()];
-            set += DELEGATE_SEEK.run(s, &args).first().req::<i32>(1);
-        }
-        set
+        sum_in_every_shard(s, layout, &DELEGATE_SEEK, || vec![queue.into(), group.into(), to_time.into()])
     })
 }
 
 /// `queen_replay_dead_letters` in every shard (dead_letters.rs): how many, summed.
 pub fn replay_dead_letters(layout: &Layout, queue: &str, group: Option<&str>, message: Option<Uuid>) -> i32 {
     crate::session::connect(|s| {
-        let mut replayed = 0;
-        for k in &layout.keys {
-            let args: [DatumWithOid; 4] = [(*k).into(), queue.into(), group.into(), message.into()];
-            replayed += DELEGATE_REPLAY_DEAD_LETTERS.run(s, &args).first().req::<i32>(1);
-        }
+        let args = || vec![queue.into(), group.into(), message.into()];
+        let replayed = sum_in_every_shard(s, layout, &DELEGATE_REPLAY_DEAD_LETTERS, args);
         if replayed > 0 {
             // Waiting pops wait on the coordinator: woken when this commits.
             crate::wait::touched(crate::wait::queue_key(&names::queue_id(queue)));
@@ -466,12 +475,8 @@ pub fn purge_dead_letters(
     before: Option<TimestampWithTimeZone>,
 ) -> i32 {
     crate::session::connect(|s| {
-        let mut purged = 0;
-        for k in &layout.keys {
-            let args: [DatumWithOid; 5] = [(*k).into(), queue.into(), group.into(), message.into(), before.into()];
-            purged += DELEGATE_PURGE_DEAD_LETTERS.run(s, &args).first().req::<i32>(1);
-        }
-        purged
+        let args = || vec![queue.into(), group.into(), message.into(), before.into()];
+        sum_in_every_shard(s, layout, &DELEGATE_PURGE_DEAD_LETTERS, args)
     })
 }
 
@@ -480,12 +485,7 @@ pub fn purge_dead_letters(
 pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> i32 {
     crate::cache::changed();
     crate::session::connect(|s| {
-        let mut removed = 0;
-        for k in &layout.keys {
-            let args: [DatumWithOid; 3] = [(*k).into(), group.into(), queue.into()];
-            removed += DELEGATE_DELETE_GROUP.run(s, &args).first().req::<i32>(1);
-        }
-        removed
+        sum_in_every_shard(s, layout, &DELEGATE_DELETE_GROUP, || vec![group.into(), queue.into()])
     })
 }
 

@@ -286,3 +286,23 @@ fn a_replayed_message_waits_afresh_for_max_wait() {
     let again = pop(&mut c, Some("g"), 10);
     assert_eq!(payloads(&again), vec![0]);
 }
+
+/// A whole batch filed together (one transaction's 500 messages) is replayed in one call: each
+/// comes back once, in push order, to its group alone (the dead letters of one transaction are
+/// taken together: replay_take).
+#[test]
+fn a_transactions_batch_of_dead_letters_comes_back_in_order() {
+    let (_db, mut c) = queue_db("dl_replay_batch", "", 500);
+    let got = pop(&mut c, Some("g"), 500);
+    assert_eq!(got.len(), 500);
+    let lease = got[0]["lease_id"].as_str().unwrap().parse::<uuid::Uuid>().unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM queen_ack_lease($1, 'dlq')", &[&lease]).unwrap().get(0);
+    assert_eq!(n, 500);
+    assert_eq!(dead(&mut c, "g").len(), 500);
+    assert_eq!(replay(&mut c, Some("g"), None), 500);
+    let again = pop(&mut c, Some("g"), 1000);
+    assert_eq!(payloads(&again), (0..500).collect::<Vec<i64>>());
+    ack(&mut c, &again, &["completed"; 500]);
+    assert!(pop(&mut c, Some("g"), 10).is_empty());
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}

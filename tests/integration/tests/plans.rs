@@ -68,7 +68,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ),
     ("push", "citus_holders", &["uuid[]", "text[]", "int"]),
     ("cluster", "cluster_hi", &["int"]),
-    ("dead_letters", "replay_take", &["uuid", "text", "uuid", "int"]),
+    ("dead_letters", "replay_take", &["uuid", "text", "uuid", "int", "uuid[]"]),
 ];
 
 /// Every query that touches queen.messages is in QUERIES (or is delete_queue, or reads Citus's
