@@ -393,8 +393,14 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                 v(
                     "exclusive lease",
                     format!(
-                        "group {:?}: step {} got partition {} while lease {la} (step {}, until {:.3}) was active at {:.3}",
-                        b.group, b.step, b.partition, a.step, expiry[&la], b.at
+                        "group {:?}: step {} got partition {} while lease {la} (step {}, until {:.3}) was active at {:.3}; {}",
+                        b.group,
+                        b.step,
+                        b.partition,
+                        a.step,
+                        expiry[&la],
+                        b.at,
+                        lease_trace(run, a.group, b.partition, a.step, b.step)
                     ),
                 );
             }
@@ -865,4 +871,43 @@ pub(super) fn locks(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// What the history holds of (group, partition) between two steps, for an exclusive-lease
+/// violation's report: every grant, ack and reset there, with its transaction's first and
+/// commit steps (a finding the schedule does not replay is then read from its report).
+fn lease_trace(run: &Run<'_>, group: Grp, partition: Uuid, from: usize, to: usize) -> String {
+    let leases: HashSet<Uuid> = run
+        .history
+        .iter()
+        .flat_map(|t| t.events.iter())
+        .filter_map(|e| match e {
+            Event::Delivered(d) if d.group == group && d.partition == partition => d.lease,
+            _ => None,
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for t in &run.history {
+        for e in &t.events {
+            let line = match e {
+                Event::Delivered(d)
+                    if d.group == group && d.partition == partition && (from..=to).contains(&d.step) =>
+                {
+                    format!("step {} grant lease {:?} until {:?} at {:.3}", d.step, d.lease, d.expires, d.at)
+                }
+                Event::Acked { group: g, partition: p, step, status, success, released, .. }
+                    if *g == group && *p == partition && (from..=to).contains(step) =>
+                {
+                    format!("step {step} ack {status:?} success {success} released {released:?}")
+                }
+                Event::Reset { group: g, step, seek } if *g == group && (from..=to).contains(step) => {
+                    format!("step {step} reset (seek {seek})")
+                }
+                Event::Renewed { lease, expires } if leases.contains(lease) => format!("renew {lease} to {expires:.3}"),
+                _ => continue,
+            };
+            lines.push(format!("[tx {}..{}] {line}", t.begin, t.commit));
+        }
+    }
+    format!("trace: {}", lines.join("; "))
 }
