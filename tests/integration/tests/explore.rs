@@ -31,10 +31,10 @@ fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize
     let (outcome, schedule) = explore::explore_seed(cfg, seed);
     if outcome.violations.is_empty() {
         println!(
-            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes, {} lease acks of {} messages, {} dead letters replayed and {} purged",
+            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes, {} lease acks of {} messages, {} dead letters filed, {} replayed and {} purged",
             outcome.steps, outcome.crashes, outcome.moves, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks,
             outcome.side_deletes, outcome.passes, outcome.lease_acks, outcome.lease_acked,
-            outcome.replayed, outcome.purged
+            outcome.dead_filed, outcome.replayed, outcome.purged
         );
         return (outcome.steps, outcome.crashes);
     }

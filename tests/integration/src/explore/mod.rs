@@ -317,6 +317,8 @@ pub struct Outcome {
     /// Dead letters replayed and purged by committed or uncommitted calls that answered.
     pub replayed: usize,
     pub purged: usize,
+    /// Acks that filed a dead letter and committed (`dlq`, or `failed` past the retry limit).
+    pub dead_filed: usize,
 }
 
 /// One exploration run over a database of its own.
@@ -2083,6 +2085,15 @@ impl<'a> Run<'a> {
             lease_acked: self.lease_acked,
             replayed: self.replayed,
             purged: self.purged,
+            dead_filed: drainer
+                .query_one(
+                    "SELECT count(*)::int8 FROM queen.dead_letters
+                      WHERE queue_id IN (SELECT queue_id FROM queen.queues WHERE name = $1)",
+                    &[&QUEUE],
+                )
+                .map_or(0, |r| r.get::<_, i64>(0) as usize)
+                + self.replayed
+                + self.purged,
         };
         (outcome, self)
     }
@@ -2284,9 +2295,9 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             c,
             pick: rng.random_range(0..3),
             status: match rng.random_range(0..100) {
-                0..=69 => Status::Completed,
-                70..=81 => Status::Failed,
-                82..=91 => Status::Retry,
+                0..=59 => Status::Completed,
+                60..=71 => Status::Failed,
+                72..=81 => Status::Retry,
                 _ => Status::Dlq,
             },
             effect: rng.random_bool(0.6),
@@ -2297,9 +2308,9 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 c,
                 pick: (0..n).map(|_| rng.random_range(0..5)).collect(),
                 status: match rng.random_range(0..100) {
-                    0..=69 => Status::Completed,
-                    70..=81 => Status::Failed,
-                    82..=91 => Status::Retry,
+                    0..=59 => Status::Completed,
+                    60..=71 => Status::Failed,
+                    72..=81 => Status::Retry,
                     _ => Status::Dlq,
                 },
                 lease: match rng.random_range(0..100) {
@@ -2393,6 +2404,37 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
     }
 }
 
+/// Dead letters filed on purpose: a pop of a checked group and a `dlq` ack of its whole lease on
+/// the same connection, then (often) a replay or purge of the group's dead letters from
+/// another. Left to chance, acks file a dead letter or two per run (a lease of one second runs
+/// out between most pops and their acks), and replay would rarely meet one.
+fn dead_letter_burst(rng: &mut SmallRng, cfg: &Config) -> Vec<Step> {
+    let c = rng.random_range(0..cfg.conns);
+    let group = [Grp::All, Grp::New, Grp::From, Grp::QueueMode][rng.random_range(0..4)];
+    let mut steps = vec![
+        Step::Pop {
+            c,
+            group,
+            batch: rng.random_range(1..=3),
+            partitions: rng.random_range(1..=2),
+            partition: None,
+            auto_ack: false,
+            wait_ms: 0,
+            rollback_empty: false,
+        },
+        Step::AckLease { c, pick: 0, status: Status::Dlq, effect: false },
+    ];
+    if rng.random_bool(0.7) {
+        let op = match rng.random_range(0..10) {
+            0..=3 => DeadOp::Replay,
+            4..=7 => DeadOp::ReplayOne,
+            _ => DeadOp::PurgeOne,
+        };
+        steps.push(Step::DeadLetters { c: rng.random_range(0..cfg.conns), group, op });
+    }
+    steps
+}
+
 /// First pops of one group on several connections at once, around commits: connection 0
 /// subscribes in a transaction it keeps open; others push and subscribe after it, some in
 /// transactions of their own. The opening of half the schedules (for `New`, ...), and for
@@ -2453,6 +2495,13 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
         if openings.last().is_some_and(|(at, _)| schedule.len() >= *at) {
             let (_, group) = openings.pop().unwrap();
             for step in first_pops(&mut rng, cfg, group) {
+                run.run_step(&step);
+                schedule.push(step);
+            }
+            continue;
+        }
+        if rng.random_bool(0.03) {
+            for step in dead_letter_burst(&mut rng, cfg) {
                 run.run_step(&step);
                 schedule.push(step);
             }
