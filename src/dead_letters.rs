@@ -1,4 +1,4 @@
-//! Replaying and purging dead letters (docs/semantics.md "Dead letters"): `queen_replay_dead_letters`
+//! Replaying and purging dead letters (docs/semantics.md §3.4): `queen_replay_dead_letters`
 //! and `queen_purge_dead_letters`.
 //!
 //! A dead letter belongs to one group; the message stays in its partition, finished for that

@@ -1,5 +1,5 @@
-//! `queen_replay_dead_letters` and `queen_purge_dead_letters` (docs/semantics.md "Dead
-//! letters"; the rules: dead_letters.rs).
+//! `queen_replay_dead_letters` and `queen_purge_dead_letters` (docs/semantics.md §3.4;
+//! the rules: dead_letters.rs).
 
 use crate::dead_letters;
 use crate::error::OrReport;

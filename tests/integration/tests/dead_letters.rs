@@ -1,5 +1,5 @@
 //! Dead letters replayed and purged (`queen_replay_dead_letters`, `queen_purge_dead_letters`;
-//! docs/semantics.md "Dead letters"), over real connections.
+//! docs/semantics.md §3.4), over real connections.
 
 use postgres::Client;
 use queen_integration_tests::{lag, push_n, queue_db, sqlstate};

@@ -245,9 +245,49 @@ fn every_cited_section_of_the_contract_exists() {
                 missing.push(format!("{}: §{num}", f.strip_prefix(&root).unwrap_or(f).display()));
             }
         }
+        // A section is cited by its number, not by a title the page may not have.
+        for (i, _) in text.match_indices("semantics.md \"") {
+            let quoted: String = text[i..].chars().take(40).collect();
+            missing.push(format!("{}: {quoted}… (cite a § number)", f.strip_prefix(&root).unwrap_or(f).display()));
+        }
     }
     assert!(cited >= 100, "too few citations found: {cited}");
     assert!(missing.is_empty(), "cited sections docs/semantics.md does not have:\n  {}", missing.join("\n  "));
+}
+
+/// The contract names every SQL function the extension gives applications (those outside
+/// schema `queen`) and every view of schema `queen` (issue 25, item 1: the contract is the
+/// whole surface, not part of it).
+#[test]
+fn the_contract_names_every_function_and_view() {
+    let contract = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/semantics.md")).unwrap();
+    let db = TestDb::new("docs_contract_names");
+    let mut c = db.connect();
+    let names: Vec<String> = c
+        .query(
+            "SELECT p.proname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname <> 'queen'
+                AND p.oid IN (SELECT objid FROM pg_depend WHERE classid = 'pg_proc'::regclass AND deptype = 'e'
+                                AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'queen'))
+             UNION
+             SELECT 'queen.' || r.relname FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace
+              WHERE n.nspname = 'queen' AND r.relkind = 'v'
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(names.len() >= 20, "{names:?}");
+    let unnamed: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            let bare = n.strip_prefix("queen.").unwrap_or(n);
+            !(contract.contains(&format!("`{n}")) || contract.contains(&format!("`{bare}(")))
+        })
+        .collect();
+    assert!(unnamed.is_empty(), "docs/semantics.md does not name: {unnamed:?}");
 }
 
 /// The files under `dirs` of the repository at `root`, build output (`target/`) left out.
