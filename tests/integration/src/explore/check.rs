@@ -102,8 +102,10 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     // What each group got and finished, from committed transactions.
     let mut first: HashMap<(Grp, Uuid), (usize, usize)> = HashMap::new();
     let mut finished: HashMap<(Grp, Uuid), u32> = HashMap::new();
-    // The earliest committed ack of each (group, message) that took effect.
+    // The earliest committed ack of each (group, message) that took effect, and the steps of
+    // each group's committed replays (recorded as resets that are not seeks).
     let mut acked: HashMap<(Grp, Uuid), usize> = HashMap::new();
+    let mut replays: HashMap<Grp, Vec<usize>> = HashMap::new();
     // For each 'new' group: the earliest pop statement, and the earliest commit of a
     // transaction that popped it (or sought it: a seek subscribes a group).
     let mut first_pop: HashMap<Grp, usize> = HashMap::new();
@@ -118,6 +120,9 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                     *p = (*p).min(*step);
                     let c = first_commit.entry(*group).or_insert(usize::MAX);
                     *c = (*c).min(t.commit);
+                }
+                Event::Reset { group, step, seek: false } => {
+                    replays.entry(*group).or_default().push(*step);
                 }
                 Event::Reset { group, step, seek: true } => {
                     seeks.entry(*group).or_default().push((*step, t.commit));
@@ -281,14 +286,19 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     }
 
     // Order, per group and partition, on pairs whose real-time order the history proves.
-    // A message the application acked before any pop delivered it left delivery order by
-    // the application's hand: a `dlq` ack files it, and a replay may bring it back after
-    // later messages (found by the explorer's seed 1796362278119), so it is not compared.
+    // A message the application acked before any pop delivered it, and a replay brought back
+    // afterwards, is delivered where the operator's hand put it:
+    // a `dlq` ack files it, and the replay owes it again after later messages (found by the
+    // explorer's seed 1796362278119), so it is not compared. Without a replay in between, an
+    // early ack leaves it compared: a delivery after its ack is still an order finding.
     for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
         let mut by_part: BTreeMap<u8, Vec<(&Uuid, &Msg, (usize, usize))>> = BTreeMap::new();
         for (id, m) in &msgs {
             if let Some(f) = first.get(&(g, *id)) {
-                if acked.get(&(g, *id)).is_some_and(|a| *a < f.0) {
+                let replayed_after_ack = acked
+                    .get(&(g, *id))
+                    .is_some_and(|a| replays.get(&g).is_some_and(|r| r.iter().any(|s| *a < *s && *s < f.0)));
+                if replayed_after_ack {
                     continue;
                 }
                 by_part.entry(m.partition).or_default().push((id, m, *f));
