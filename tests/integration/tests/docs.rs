@@ -171,7 +171,8 @@ fn the_tests_the_docs_cite_exist() {
 }
 
 /// Every SQLSTATE queen's one error type raises (src/error.rs) is in docs/api.md's list of
-/// errors, and the list names no queen SQLSTATE the code does not have.
+/// errors and in the contract's (docs/semantics.md §7), and the list names no queen SQLSTATE the
+/// code does not have.
 #[test]
 fn the_documented_sqlstates_are_those_queen_raises() {
     const CODES: &[(&str, &str)] = &[
@@ -191,6 +192,10 @@ fn the_documented_sqlstates_are_those_queen_raises() {
     let doc = include_str!("../../../docs/api.md");
     // The opening paragraph lists the errors (up to the first section).
     let list = &doc[..doc.find("\n## ").unwrap()];
+    // So does the contract's §7, in its own words.
+    let contract = include_str!("../../../docs/semantics.md");
+    let errors = contract.split("\n## 7. Errors").nth(1).expect("docs/semantics.md has a §7");
+    let errors = &errors[..errors.find("\n## ").unwrap_or(errors.len())];
     let mut raised: Vec<&str> = source
         .split("PgSqlErrorCode::")
         .skip(1)
@@ -204,6 +209,7 @@ fn the_documented_sqlstates_are_those_queen_raises() {
             .find(|(n, _)| n == name)
             .unwrap_or_else(|| panic!("src/error.rs raises {name}: add its SQLSTATE here"));
         assert!(list.contains(&format!("`{}`", code.1)), "docs/api.md does not list {} ({name})", code.1);
+        assert!(errors.contains(code.1), "docs/semantics.md §7 does not list {} ({name})", code.1);
     }
     for (name, code) in CODES {
         assert!(raised.contains(name), "{code} ({name}) is listed here but src/error.rs no longer raises it");
