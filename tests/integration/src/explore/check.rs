@@ -157,6 +157,15 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     let first_commit_of = |g: Grp| first_commit.get(&g).copied().unwrap_or(usize::MAX);
     // The last committed seek of a group, by commit.
     let last_seek = |g: Grp| seeks.get(&g).and_then(|v| v.iter().max_by_key(|(_, c)| *c).copied());
+    // A dead letter brings its message back by the operator's hand: whether a committed ack
+    // of (g, msg) took effect, then a committed replay of g ran, both after step `from` and
+    // before step `to`. What comes back so is not held to the delivery order or to a seek
+    // that ran before the replay (semantics §3.4: a replay owes the message again).
+    let replayed_between = |g: Grp, msg: &Uuid, from: usize, to: usize| {
+        acked
+            .get(&(g, *msg))
+            .is_some_and(|a| replays.get(&g).is_some_and(|r| r.iter().any(|s| *a < *s && from < *s && *s < to)))
+    };
     // An ack without a lease subscribes a group that has no subscription, from the start
     // ('all'); if one may have come first for a 'new' group, what it must and must not see is
     // open (until a seek subscribes it anew).
@@ -232,7 +241,9 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                 if d.group != *g {
                     continue;
                 }
-                if let Some((seek, commit)) = list.iter().find(|(seek, commit)| d.step > *commit && m.commit < *seek) {
+                if let Some((seek, commit)) = list.iter().find(|(seek, commit)| {
+                    d.step > *commit && m.commit < *seek && !replayed_between(*g, &d.msg, *commit, d.step)
+                }) {
                     v(
                         "came back after a seek",
                         format!(
@@ -287,18 +298,14 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
 
     // Order, per group and partition, on pairs whose real-time order the history proves.
     // A message the application acked before any pop delivered it, and a replay brought back
-    // afterwards, is delivered where the operator's hand put it:
-    // a `dlq` ack files it, and the replay owes it again after later messages (found by the
-    // explorer's seed 1796362278119), so it is not compared. Without a replay in between, an
-    // early ack leaves it compared: a delivery after its ack is still an order finding.
+    // afterwards, is delivered where the operator's hand put it (`replayed_between`; found by
+    // the explorer's seed 1796362278119), so it is not compared. Without a replay in between,
+    // an early ack leaves it compared: a delivery after its ack is still an order finding.
     for g in Grp::ALL.into_iter().filter(|g| g.checked()) {
         let mut by_part: BTreeMap<u8, Vec<(&Uuid, &Msg, (usize, usize))>> = BTreeMap::new();
         for (id, m) in &msgs {
             if let Some(f) = first.get(&(g, *id)) {
-                let replayed_after_ack = acked
-                    .get(&(g, *id))
-                    .is_some_and(|a| replays.get(&g).is_some_and(|r| r.iter().any(|s| *a < *s && *s < f.0)));
-                if replayed_after_ack {
+                if replayed_between(g, id, 0, f.0) {
                     continue;
                 }
                 by_part.entry(m.partition).or_default().push((id, m, *f));
