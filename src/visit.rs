@@ -74,7 +74,10 @@ impl Visit {
 
     fn try_mark(kind: Kind, key: u32) -> Option<Visit> {
         let tag = locks::tag(kind, key);
-        locks::try_take(&tag, true).then_some(Visit { tag })
+        // `then`, not `then_some`: a guard built for a lock not taken would release, when
+        // dropped, a lock this backend does not hold (a WARNING to the client at every pop that
+        // found a mark taken).
+        locks::try_take(&tag, true).then(|| Visit { tag })
     }
 }
 

@@ -135,6 +135,17 @@ impl TestDb {
         connect(&self.name)
     }
 
+    /// A connection that keeps every notice and warning the server sends it (messages as the
+    /// client shows them: severity and text).
+    pub fn connect_hearing(&self) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = heard.clone();
+        let mut config: postgres::Config = conninfo(&self.name).parse().unwrap();
+        config.notice_callback(move |n| keep.lock().unwrap().push(format!("{}: {}", n.severity(), n.message())));
+        let c = config.connect(NoTls).unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.name));
+        (c, heard)
+    }
+
     /// A new login role of this test (not a superuser), named after the database: roles are
     /// the cluster's, and tests run in parallel.
     pub fn role(&self, suffix: &str) -> String {

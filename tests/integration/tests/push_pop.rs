@@ -893,3 +893,26 @@ fn a_pop_reads_on_past_a_finished_stretch_of_the_log() {
     assert_eq!(payloads(&rows), vec![json!("z")]);
     assert!(started.elapsed() < Duration::from_secs(30), "the waiting pop slept: {:?}", started.elapsed());
 }
+
+/// A pop that finds a partition another pop is visiting moves on to the next, and tells its
+/// client nothing: its try at the other's mark built a guard for a lock it had not taken, whose
+/// release drew a WARNING ("you don't own a lock of type ExclusiveLock") to the application at
+/// every such pop — 200 in 400 pops at 4 clients.
+#[test]
+fn a_pop_passing_a_partition_in_use_sends_no_warning() {
+    let db = TestDb::new("pass_quiet");
+    let mut c = db.connect();
+    push(&mut c, "q", "x", json!("x"));
+    push(&mut c, "q", "y", json!("y"));
+    // A delivers from one partition and holds its mark until it ends (visit.rs).
+    let mut a = open_tx(&db);
+    let first = payloads(&a.query("SELECT * FROM queen_pop('q', 'g', batch => 1)", &[]).unwrap());
+    assert_eq!(first.len(), 1);
+    // B finds both partitions and looks at each: the one A holds is passed by.
+    let (mut b, heard) = db.connect_hearing();
+    let second = payloads(&b.query("SELECT * FROM queen_pop('q', 'g', batch => 10, partitions => 2)", &[]).unwrap());
+    let other = if first[0] == json!("x") { json!("y") } else { json!("x") };
+    assert_eq!(second, vec![other]);
+    assert_eq!(*heard.lock().unwrap(), Vec::<String>::new());
+    a.batch_execute("COMMIT").unwrap();
+}
