@@ -54,7 +54,7 @@ use pgrx::Uuid;
 /// starves). (Reading four times, or batch × partitions, made discovery a third of a pop's
 /// cost in a backlog: docs/benchmarks.md, "Measurements behind the design".)
 const MIN_SCAN: i64 = 64;
-const MAX_SCAN: i64 = 1000;
+pub const MAX_SCAN: i64 = 1000;
 
 pub fn scan_limit(batch: i64) -> i64 {
     batch.saturating_mul(2).clamp(MIN_SCAN, MAX_SCAN)
@@ -433,8 +433,10 @@ pub fn at_commit() {
 /// messages. Eight rounds read up to ~18 000 entries (batch 100) before giving up for this
 /// pop, which then says so (`Outcome::more`): a waiting pop goes on at once.
 pub const ROUNDS: u32 = 8;
-pub fn round_limit(batch: i64, round: u32) -> i64 {
-    let limit = scan_limit(batch).saturating_mul(1 << round.min(16)).min(4 * MAX_SCAN);
+/// `first`: the first round's limit (a pop's share of the log, scan_limit, or more when the
+/// backend owes the log what pops the hints filled did not read: pace.rs).
+pub fn round_limit(first: i64, round: u32) -> i64 {
+    let limit = first.saturating_mul(1 << round.min(16)).min(4 * MAX_SCAN);
     match crate::gucs::DEBUG_SCAN_LIMIT.get() {
         0 => limit,
         cap => limit.min(cap as i64),

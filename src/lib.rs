@@ -28,6 +28,7 @@ mod message;
 mod names;
 mod options;
 mod owner;
+mod pace;
 mod permits;
 mod pop;
 mod privilege;

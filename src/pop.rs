@@ -13,6 +13,7 @@ use crate::error::{QueenError, QueenResult};
 use crate::jsonb::Jsonb;
 use crate::names;
 use crate::options::QueueOptions;
+use crate::pace;
 use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Spi};
 use crate::state::{self, CursorRow, Look, Micros};
@@ -237,12 +238,32 @@ impl Pop<'_> {
                 }
             }
         }
+        // In a backlog the hints may fill the pop without a read of the log (pace.rs).
+        let share = discovery::scan_limit(self.req.batch as i64);
+        let account = pace::account(self.queue_id, &self.group);
+        let first = match pace::decide(account, share, discovery::MAX_SCAN) {
+            pace::Plan::HintsFirst => {
+                self.take_candidates(s, &mut tried);
+                if self.done() {
+                    // Owed only when no other pop of the group is reading the log now (a
+                    // pop that finds it taken leaves the log to that one, below).
+                    let free = crate::visit::Visit::try_discover(self.queue_id, &self.group).is_some();
+                    let owe = if free { share } else { 0 };
+                    pace::keep(self.queue_id, &self.group, pace::after(account, owe, true, false));
+                    return;
+                }
+                (account.owed + share).min(discovery::MAX_SCAN)
+            }
+            pace::Plan::Scan { limit } => limit,
+        };
+        let mut scanned = false;
         for round in 0..discovery::ROUNDS {
             // One pop of the group at a time reads the log (visit.rs); the others use the
             // hints there are.
             let more = match crate::visit::Visit::try_discover(self.queue_id, &self.group) {
                 Some(_discovering) => {
-                    let limit = discovery::round_limit(self.req.batch as i64, round);
+                    scanned = true;
+                    let limit = discovery::round_limit(first, round);
                     discovery::discover(s, self.queue_id, &self.group, &self.sub, limit)
                 }
                 None => false,
@@ -250,9 +271,10 @@ impl Pop<'_> {
             self.take_candidates(s, &mut tried);
             self.more = more && self.out.is_empty();
             if !self.more {
-                return;
+                break;
             }
         }
+        pace::keep(self.queue_id, &self.group, pace::after(account, 0, self.done(), scanned));
     }
 
     /// Visit due partitions from the hints, oldest first, until the pop is done or none is

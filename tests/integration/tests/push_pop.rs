@@ -2,7 +2,7 @@
 //! semantics §6.1–§6.4 and the behaviour of semantics §3.1–§3.2.
 
 use queen_integration_tests::{
-    connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, sqlstate, TestDb,
+    connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, push_n, sqlstate, TestDb,
 };
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -543,6 +543,46 @@ fn no_partition_starves() {
     assert_eq!(served.len(), 31, "served only {served:?}");
 }
 
+/// In a backlog the hints fill the pops, and discovery reads the log once a few pops, all it
+/// owes at once (pace.rs): the same reading in fewer statements, while a partition that gets
+/// its first message behind the backlog is still found and served long before the backlog
+/// drains. (Read at every pop, 64 entries each, the point moved 16 times before x was found.)
+#[test]
+fn a_backlog_reads_the_log_once_a_few_pops_and_still_finds_a_new_partition() {
+    let db = TestDb::new("paced");
+    let mut c = db.connect();
+    push_n(&mut c, "q", "y", 1000);
+    push(&mut c, "q", "x", json!("x"));
+    let point = |c: &mut postgres::Client| -> (i64, i64) {
+        let r = c
+            .query_one(
+                "SELECT upto_txid, upto_seq FROM queen.discovery WHERE consumer_group = 'g'
+                  ORDER BY upto_txid DESC, upto_seq DESC LIMIT 1",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let mut consumer = db.connect();
+    let (mut moves, mut last, mut served_at) = (0, None, None);
+    for n in 1..=40 {
+        let got = pop_auto(&mut consumer, "q", Some("g"), 10);
+        assert!(!got.is_empty(), "pop {n} found nothing in a backlog");
+        let now = Some(point(&mut c));
+        if now != last {
+            moves += 1;
+            last = now;
+        }
+        if got.contains(&json!("x")) {
+            served_at = Some(n);
+            break;
+        }
+    }
+    let served_at = served_at.expect("x was not served in 40 pops, with 60 more pops of y to go");
+    assert!(served_at <= 20, "x served at pop {served_at}");
+    assert!(moves <= 3, "the point moved {moves} times in {served_at} pops");
+}
+
 /// A queue that does not exist pops empty; wait_ms honours its deadline; a waiting pop gets a
 /// message committed meanwhile by another connection.
 #[test]
@@ -693,11 +733,12 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     push(&mut c, "q", "x", json!("M"));
     // This pop's discovery reads M in the log and hints x; it delivers from y, since x is
     // taken meanwhile by an open transaction's pop (which pop goes first among due partitions
-    // is the implementation's choice; this one has no choice).
+    // is the implementation's choice; this one has no choice). A session of its own: one whose
+    // last pop was filled takes the hints first, and reads the log a few pops later (pace.rs).
     let mut holder = db.connect();
     holder.batch_execute("BEGIN").unwrap();
     holder.query("SELECT * FROM queen_pop('q', 'g', partition => 'x')", &[]).unwrap();
-    assert_eq!(pop_auto(&mut c, "q", Some("g"), 1), vec![json!("y2")]);
+    assert_eq!(pop_auto(&mut db.connect(), "q", Some("g"), 1), vec![json!("y2")]);
     holder.batch_execute("ROLLBACK").unwrap();
     let x: uuid::Uuid = c.query_one("SELECT partition_id FROM queen.partitions WHERE name = 'x'", &[]).unwrap().get(0);
     let hints = |c: &mut postgres::Client| -> i64 {

@@ -1,0 +1,152 @@
+//! When a pop reads the queue's log: discovery paced by what the hints already give.
+//!
+//! Discovery (discovery.rs) reads twice what a pop may deliver, so that it outpaces
+//! consumption and no partition starves. In a backlog the hints alone fill the pops (a pop
+//! leaves its partition hinted while it has more), and the scan at every pop found nothing
+//! new: the same partitions probed again, at every pop, by a statement of its own — and in
+//! fan-out, by every group. So a backend whose last pop of the group was filled takes the
+//! hints first; when they fill this pop too, it does not read the log, and owes the entries
+//! it would have read. The next scan reads what is owed with its own share, in one statement
+//! of at most `MAX_SCAN` entries: the same reading over the same pops, once a few pops. A
+//! pop the hints do not fill reads the log as before (an idle consumer, a queue that
+//! drains); so does one with more owed than a scan may read. A partition that got its first
+//! message is found after a few more pops of the backlog at most, as long as the hints
+//! keep filling them — none starves.
+//!
+//! Skipping a scan changes nothing stored: what is carried out of a rollback
+//! (discovery.rs) is hinted at the next scan, which every backend comes to.
+//!
+//! The rule is plain Rust ([`decide`]), table-tested without a server; the state, per
+//! backend and group, is in memory.
+
+/// What a pop does about the log, given what the backend owes the group's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Take the hints first; read the log only if they do not fill the pop.
+    HintsFirst,
+    /// Read the log first, `limit` entries in its first round.
+    Scan { limit: i64 },
+}
+
+/// The backend's account of one group's log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Account {
+    /// Entries not read by pops the hints filled since the last scan.
+    pub owed: i64,
+    /// The last pop was filled.
+    pub filled: bool,
+}
+
+/// The plan for a pop whose own share of the log is `share` entries (discovery::scan_limit),
+/// where a scan may read at most `max` in one round.
+pub fn decide(account: Account, share: i64, max: i64) -> Plan {
+    // Deferring adds `share`; what the scan after it reads is owed + share: within max.
+    if account.filled && account.owed + 2 * share <= max {
+        Plan::HintsFirst
+    } else {
+        Plan::Scan { limit: (account.owed + share).min(max).max(share) }
+    }
+}
+
+/// The account after a pop: `filled` whether the pop was, `scanned` whether it read the log,
+/// `owe` the entries it adds to what is owed when it did not — its share when the hints
+/// filled it while no other pop of the group was reading the log; nothing when one was
+/// (that pop's scan reads on for the group, as a pop that finds the log taken leaves it to
+/// it: visit.rs).
+pub fn after(account: Account, owe: i64, filled: bool, scanned: bool) -> Account {
+    let owed = if scanned { 0 } else { account.owed + owe };
+    Account { owed, filled }
+}
+
+/// Which (schema, queue, group) an account is of.
+type Key = (pgrx::pg_sys::Oid, [u8; 16], String);
+
+/// The most groups a backend keeps accounts for; past it, it starts again (each group then
+/// scans at its next pop).
+const MAX_GROUPS: usize = 1024;
+
+thread_local! {
+    static ACCOUNTS: std::cell::RefCell<std::collections::HashMap<Key, Account>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+fn key(queue_id: pgrx::Uuid, group: &str) -> Key {
+    (crate::names::schema_oid(), *queue_id.as_bytes(), group.to_string())
+}
+
+/// This backend's account of the group's log.
+pub fn account(queue_id: pgrx::Uuid, group: &str) -> Account {
+    ACCOUNTS.with(|a| a.borrow().get(&key(queue_id, group)).copied().unwrap_or_default())
+}
+
+/// Keep the group's account.
+pub fn keep(queue_id: pgrx::Uuid, group: &str, account: Account) {
+    ACCOUNTS.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.len() >= MAX_GROUPS {
+            a.clear();
+        }
+        a.insert(key(queue_id, group), account);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: i64 = 1000;
+
+    #[test]
+    fn the_rule_over_a_table_of_accounts() {
+        let a = |owed, filled| Account { owed, filled };
+        // (account, share, plan)
+        let table = [
+            // A first pop, or one after a pop the hints did not fill: the log first.
+            (a(0, false), 200, Plan::Scan { limit: 200 }),
+            (a(600, false), 200, Plan::Scan { limit: 800 }),
+            // In a backlog: the hints first while what is owed and two shares fit in a scan.
+            (a(0, true), 200, Plan::HintsFirst),
+            (a(600, true), 200, Plan::HintsFirst),
+            (a(800, true), 200, Plan::Scan { limit: 1000 }),
+            // A share of half a scan or more: never deferred.
+            (a(0, true), 500, Plan::HintsFirst),
+            (a(500, true), 500, Plan::Scan { limit: 1000 }),
+            (a(0, true), 1000, Plan::Scan { limit: 1000 }),
+            // Small batches defer longer, and read what they owe at once.
+            (a(832, true), 64, Plan::HintsFirst),
+            (a(896, true), 64, Plan::Scan { limit: 960 }),
+        ];
+        for (account, share, plan) in table {
+            assert_eq!(decide(account, share, MAX), plan, "{account:?}, share {share}");
+        }
+    }
+
+    #[test]
+    fn a_backlog_reads_the_same_log_in_fewer_scans() {
+        // Pops of 100 that the hints always fill: what they would have read (200 each) is
+        // read in scans of 1 000, one every five pops.
+        let (share, mut account, mut read, mut scans) = (200, Account { owed: 0, filled: true }, 0, 0);
+        for _ in 0..100 {
+            let plan = decide(account, share, MAX);
+            let scanned = matches!(plan, Plan::Scan { .. });
+            if let Plan::Scan { limit } = plan {
+                read += limit;
+                scans += 1;
+            }
+            account = after(account, if scanned { 0 } else { share }, true, scanned);
+        }
+        assert_eq!(scans, 20);
+        assert_eq!(read + account.owed, 100 * share);
+    }
+
+    #[test]
+    fn what_is_owed_is_kept_until_a_scan_and_cleared_by_it() {
+        let filled = Account { owed: 400, filled: true };
+        assert_eq!(after(filled, 200, true, false), Account { owed: 600, filled: true });
+        // Another pop of the group was reading the log: nothing more owed.
+        assert_eq!(after(filled, 0, true, false), Account { owed: 400, filled: true });
+        assert_eq!(after(filled, 0, false, false), Account { owed: 400, filled: false });
+        assert_eq!(after(filled, 0, true, true), Account { owed: 0, filled: true });
+        assert_eq!(after(filled, 0, false, true), Account { owed: 0, filled: false });
+    }
+}
