@@ -371,10 +371,34 @@ pub struct Run<'a> {
     permits: Vec<(i64, i64)>,
 }
 
+thread_local! {
+    /// The WARNINGs the server sent this thread's connections since the last step took them:
+    /// no call of queen's warns its client, whatever the interleaving (a pop that passed a
+    /// partition another pop was visiting warned "you don't own a lock" at every pass). Left
+    /// out: the notice a crash sends every other backend (class 57), and those of the
+    /// executor's own COMMIT or ROLLBACK outside a transaction (25P01) or BEGIN inside one
+    /// (25001).
+    static HEARD: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What the server warned this thread's connections of since the last call.
+fn heard() -> Vec<String> {
+    HEARD.with(|h| std::mem::take(&mut *h.borrow_mut()))
+}
+
 fn connect_retrying(info: &str) -> Client {
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut config: postgres::Config = info.parse().unwrap_or_else(|e| panic!("explorer: bad conninfo {info}: {e}"));
+    // The synchronous client drives its connection on the calling thread: notices arrive here.
+    config.notice_callback(|n| {
+        let code = n.code().code();
+        if n.severity() == "WARNING" && !code.starts_with("57") && code != "25P01" && code != "25001" {
+            let heard = format!("{}: {}", n.code().code(), n.message());
+            HEARD.with(|h| h.borrow_mut().push(heard));
+        }
+    });
     loop {
-        match Client::connect(info, NoTls) {
+        match config.connect(NoTls) {
             Ok(c) => return c,
             Err(e) if Instant::now() < deadline => {
                 let _ = e;
@@ -467,6 +491,8 @@ impl<'a> Run<'a> {
     /// A fresh database with the extension, the queue configured for short leases and retries,
     /// the table the business writes go to, and the application role's grants.
     pub fn new(cfg: &'a Config, name: &str) -> Run<'a> {
+        // An earlier run's leftovers are not this run's.
+        heard();
         let server = cfg.server.clone();
         match &cfg.citus {
             Some(nodes) => Self::create_citus_db(nodes, name),
@@ -766,6 +792,9 @@ impl<'a> Run<'a> {
         let ok = self.execute(step);
         if !ok && before.is_some() {
             self.check_no_trace(step, before);
+        }
+        for w in heard() {
+            self.violation("a warning to a client", format!("step {} ({step:?}): {w}", self.step));
         }
         self.step += 1;
     }
@@ -2054,6 +2083,12 @@ impl<'a> Run<'a> {
         }
         if first.is_some() {
             self.conns[0].client = first;
+        }
+        for w in heard() {
+            self.violation(
+                "a warning to a client",
+                format!("while the run's transactions ended and groups drained: {w}"),
+            );
         }
         let violations = check::check(&self, &mut drainer, &traces);
         self.violations.extend(violations);
