@@ -19,12 +19,13 @@
 //! The rule is plain Rust ([`decide`]), table-tested without a server; the state, per
 //! backend and group, is in memory.
 
-/// What a pop does about the log, given what the backend owes the group's log.
+/// What a pop does about the log, given what the backend owes the group's log. `limit`: the
+/// entries the first round of its scan reads, when it scans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
     /// Take the hints first; read the log only if they do not fill the pop.
-    HintsFirst,
-    /// Read the log first, `limit` entries in its first round.
+    HintsFirst { limit: i64 },
+    /// Read the log first.
     Scan { limit: i64 },
 }
 
@@ -40,11 +41,13 @@ pub struct Account {
 /// The plan for a pop whose own share of the log is `share` entries (discovery::scan_limit),
 /// where a scan may read at most `max` in one round.
 pub fn decide(account: Account, share: i64, max: i64) -> Plan {
+    // What is owed and this pop's share (share is at most max: discovery::scan_limit).
+    let limit = (account.owed + share).min(max);
     // Deferring adds `share`; what the scan after it reads is owed + share: within max.
     if account.filled && account.owed + 2 * share <= max {
-        Plan::HintsFirst
+        Plan::HintsFirst { limit }
     } else {
-        Plan::Scan { limit: (account.owed + share).min(max).max(share) }
+        Plan::Scan { limit }
     }
 }
 
@@ -59,34 +62,36 @@ pub fn after(account: Account, owe: i64, filled: bool, scanned: bool) -> Account
 }
 
 /// Which (schema, queue, group) an account is of.
-type Key = (pgrx::pg_sys::Oid, [u8; 16], String);
+type Group = (pgrx::pg_sys::Oid, [u8; 16], String);
+pub struct Key(Group);
 
 /// The most groups a backend keeps accounts for; past it, it starts again (each group then
 /// scans at its next pop).
 const MAX_GROUPS: usize = 1024;
 
 thread_local! {
-    static ACCOUNTS: std::cell::RefCell<std::collections::HashMap<Key, Account>> =
+    static ACCOUNTS: std::cell::RefCell<std::collections::HashMap<Group, Account>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-fn key(queue_id: pgrx::Uuid, group: &str) -> Key {
-    (crate::names::schema_oid(), *queue_id.as_bytes(), group.to_string())
+/// The key of the group's account, made once per pop.
+pub fn key(queue_id: pgrx::Uuid, group: &str) -> Key {
+    Key((crate::names::schema_oid(), *queue_id.as_bytes(), group.to_string()))
 }
 
 /// This backend's account of the group's log.
-pub fn account(queue_id: pgrx::Uuid, group: &str) -> Account {
-    ACCOUNTS.with(|a| a.borrow().get(&key(queue_id, group)).copied().unwrap_or_default())
+pub fn account(key: &Key) -> Account {
+    ACCOUNTS.with(|a| a.borrow().get(&key.0).copied().unwrap_or_default())
 }
 
-/// Keep the group's account.
-pub fn keep(queue_id: pgrx::Uuid, group: &str, account: Account) {
+/// Keep the group's account (the key is the pop's last use of it).
+pub fn keep(key: Key, account: Account) {
     ACCOUNTS.with(|a| {
         let mut a = a.borrow_mut();
         if a.len() >= MAX_GROUPS {
             a.clear();
         }
-        a.insert(key(queue_id, group), account);
+        a.insert(key.0, account);
     });
 }
 
@@ -105,15 +110,15 @@ mod tests {
             (a(0, false), 200, Plan::Scan { limit: 200 }),
             (a(600, false), 200, Plan::Scan { limit: 800 }),
             // In a backlog: the hints first while what is owed and two shares fit in a scan.
-            (a(0, true), 200, Plan::HintsFirst),
-            (a(600, true), 200, Plan::HintsFirst),
+            (a(0, true), 200, Plan::HintsFirst { limit: 200 }),
+            (a(600, true), 200, Plan::HintsFirst { limit: 800 }),
             (a(800, true), 200, Plan::Scan { limit: 1000 }),
             // A share of half a scan or more: never deferred.
-            (a(0, true), 500, Plan::HintsFirst),
+            (a(0, true), 500, Plan::HintsFirst { limit: 500 }),
             (a(500, true), 500, Plan::Scan { limit: 1000 }),
             (a(0, true), 1000, Plan::Scan { limit: 1000 }),
             // Small batches defer longer, and read what they owe at once.
-            (a(832, true), 64, Plan::HintsFirst),
+            (a(832, true), 64, Plan::HintsFirst { limit: 896 }),
             (a(896, true), 64, Plan::Scan { limit: 960 }),
         ];
         for (account, share, plan) in table {

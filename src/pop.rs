@@ -240,19 +240,20 @@ impl Pop<'_> {
         }
         // In a backlog the hints may fill the pop without a read of the log (pace.rs).
         let share = discovery::scan_limit(self.req.batch as i64);
-        let account = pace::account(self.queue_id, &self.group);
+        let key = pace::key(self.queue_id, &self.group);
+        let account = pace::account(&key);
         let first = match pace::decide(account, share, discovery::MAX_SCAN) {
-            pace::Plan::HintsFirst => {
+            pace::Plan::HintsFirst { limit } => {
                 self.take_candidates(s, &mut tried);
                 if self.done() {
                     // Owed only when no other pop of the group is reading the log now (a
                     // pop that finds it taken leaves the log to that one, below).
-                    let free = crate::visit::Visit::try_discover(self.queue_id, &self.group).is_some();
-                    let owe = if free { share } else { 0 };
-                    pace::keep(self.queue_id, &self.group, pace::after(account, owe, true, false));
+                    let elsewhere = crate::visit::Visit::discovering_elsewhere(self.queue_id, &self.group);
+                    let owe = if elsewhere { 0 } else { share };
+                    pace::keep(key, pace::after(account, owe, true, false));
                     return;
                 }
-                (account.owed + share).min(discovery::MAX_SCAN)
+                limit
             }
             pace::Plan::Scan { limit } => limit,
         };
@@ -274,7 +275,7 @@ impl Pop<'_> {
                 break;
             }
         }
-        pace::keep(self.queue_id, &self.group, pace::after(account, 0, self.done(), scanned));
+        pace::keep(key, pace::after(account, 0, self.done(), scanned));
     }
 
     /// Visit due partitions from the hints, oldest first, until the pop is done or none is

@@ -72,6 +72,12 @@ impl Visit {
         Visit::try_mark(Kind::Discovery, locks::hash(queue, group))
     }
 
+    /// Whether another backend is discovering the group's queue log now, without taking the
+    /// mark (a pop that took it for a look would turn away one that came to read the log).
+    pub fn discovering_elsewhere(queue: Uuid, group: &str) -> bool {
+        locks::held_by_others(Kind::Discovery, locks::hash(queue, group), locks::Mode::Exclusive)
+    }
+
     fn try_mark(kind: Kind, key: u32) -> Option<Visit> {
         let tag = locks::tag(kind, key);
         // `then`, not `then_some`: a guard built for a lock not taken would release, when

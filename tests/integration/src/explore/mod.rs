@@ -281,8 +281,9 @@ struct Tx {
     savepoint: Option<usize>,
 }
 
-/// A commit sent from another thread (`commit_slow`): the connection comes back with it.
-type Pending = std::thread::JoinHandle<(Client, Result<(), postgres::Error>)>;
+/// A commit sent from another thread (`commit_slow`): the connection comes back with it, and
+/// the warnings that thread heard.
+type Pending = std::thread::JoinHandle<(Client, Result<(), postgres::Error>, Vec<String>)>;
 
 struct Conn {
     client: Option<Client>,
@@ -372,7 +373,8 @@ pub struct Run<'a> {
 }
 
 thread_local! {
-    /// The WARNINGs the server sent this thread's connections since the last step took them:
+    /// The WARNINGs the server sent this thread's connections since the last step took them
+    /// (a slow commit's thread hands its own back with the connection):
     /// no call of queen's warns its client, whatever the interleaving (a pop that passed a
     /// partition another pop was visiting warned "you don't own a lock" at every pass). Left
     /// out: the notice a crash sends every other backend (class 57), and those of the
@@ -678,8 +680,11 @@ impl<'a> Run<'a> {
     /// back: the transaction committed at the slow commit's step, or never happened.
     fn land(&mut self, c: usize) {
         let Some((handle, tx, step)) = self.conns[c].slow.take() else { return };
-        let (client, result) = handle.join().expect("the slow commit's thread");
+        let (client, result, warned) = handle.join().expect("the slow commit's thread");
         self.conns[c].client = Some(client);
+        for w in warned {
+            self.violation("a warning to a client", format!("step {step}: {c} commit_slow: {w}"));
+        }
         match result {
             Ok(()) => {
                 let begin = if tx.begin == usize::MAX { step } else { tx.begin };
@@ -1085,7 +1090,7 @@ impl<'a> Run<'a> {
         let pid = self.conns[c].pid;
         let handle = std::thread::spawn(move || {
             let r = client.batch_execute("SET LOCAL queen.debug_commit_delay_ms = 250; COMMIT");
-            (client, r)
+            (client, r, heard())
         });
         let deadline = Instant::now() + Duration::from_secs(5);
         while !handle.is_finished() && Instant::now() < deadline {
