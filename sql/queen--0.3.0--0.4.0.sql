@@ -700,3 +700,26 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'shard_purge_dead_letters_wrapper';
+
+-- A lease's batch stored packed (src/packed_keys.rs): a few bytes a key where two bigint[] took
+-- sixteen. The batches of leases open at the update are packed as they are.
+CREATE  FUNCTION queen."batch_keys"(
+	"packed" bytea /* & [u8] */
+) RETURNS TABLE (
+	"txid" bigint,  /* i64 */
+	"seq" bigint  /* i64 */
+)
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'batch_keys_wrapper';
+CREATE  FUNCTION queen."pack_keys"(
+	"txids" bigint[], /* Vec < Option < i64 > > */
+	"seqs" bigint[] /* Vec < Option < i64 > > */
+) RETURNS bytea /* Vec < u8 > */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'pack_keys_wrapper';
+REVOKE EXECUTE ON FUNCTION queen.batch_keys(bytea), queen.pack_keys(bigint[], bigint[]) FROM PUBLIC;
+ALTER TABLE queen.cursors ADD COLUMN lease_keys bytea;
+UPDATE queen.cursors SET lease_keys = queen.pack_keys(lease_txid, lease_seq) WHERE lease_txid IS NOT NULL;
+ALTER TABLE queen.cursors DROP COLUMN lease_txid, DROP COLUMN lease_seq;

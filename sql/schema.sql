@@ -185,8 +185,10 @@ SELECT o.queue_id, o.consumer_group, o.mode, c.from_ts, c.start_xmax, x.xip AS s
 --   fail_txid/seq,      the first unfinished message and the failures charged to it
 --   failures              (attempt = failures + 1); starts afresh for the next message
 --   retry_at            no delivery before this (retryDelay after a failed ack)
---   lease_*             the active lease, its batch in delivery order, and the transactions
---                       the popping snapshot saw in progress inside the batch's range. The
+--   lease_*             the active lease, its batch in delivery order (lease_keys: packed,
+--                       a few bytes a key; read in SQL through queen.batch_keys,
+--                       src/packed_keys.rs), and the transactions the popping snapshot saw in
+--                       progress inside the batch's range. The
 --                       lease lives here and nowhere else: a pop writes it with the row it
 --                       claims, the ack that releases it clears it with the row it moves (one
 --                       write each per cycle; a table of leases grew with pops).
@@ -212,8 +214,7 @@ CREATE TABLE queen.cursors (
     retry_at         timestamptz,
     lease_id         uuid,
     lease_expires_at timestamptz,
-    lease_txid       bigint[],
-    lease_seq        bigint[],
+    lease_keys       bytea,
     lease_xip        bigint[],
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     last_lease_id    uuid,

@@ -143,7 +143,8 @@ GRANT USAGE ON SCHEMA queen TO PUBLIC;
 GRANT SELECT ON queen.queue_stats, queen.group_lag, queen.dead_letters_view, queen.grants TO PUBLIC;
 -- queen's own id functions are for its queries, which run as the owner.
 REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset(), queen.written_here(bigint),
-                           queen.lock_pair(uuid, text) FROM PUBLIC;
+                           queen.lock_pair(uuid, text), queen.batch_keys(bytea),
+                           queen.pack_keys(bigint[], bigint[]) FROM PUBLIC;
 -- Distributing queen is the superuser's (sql/distribute.sql).
 REVOKE EXECUTE ON FUNCTION queen_distribute(integer) FROM PUBLIC;
 -- The waiting pops show backend pids: for superusers, the owner and pg_monitor

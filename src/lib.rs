@@ -29,6 +29,7 @@ mod names;
 mod options;
 mod owner;
 mod pace;
+mod packed_keys;
 mod permits;
 mod pop;
 mod privilege;

@@ -36,6 +36,7 @@ pub mod types {
     pub const FLOAT8: PgOid = PgOid::BuiltIn(T::FLOAT8OID);
     pub const TSTZ: PgOid = PgOid::BuiltIn(T::TIMESTAMPTZOID);
     pub const JSONB: PgOid = PgOid::BuiltIn(T::JSONBOID);
+    pub const BYTEA: PgOid = PgOid::BuiltIn(T::BYTEAOID);
 }
 
 /// A query of a `sql/queries/*.sql` file: the file's text, the name of its section, and the

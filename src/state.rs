@@ -4,7 +4,7 @@
 use crate::cursor::{Batch, Cursor, Key};
 use crate::error::QueenResult;
 use crate::jsonb::Jsonb;
-use crate::spi::types::{BOOL, INT4, INT8, INT8S, TEXT, TSTZ, UUID};
+use crate::spi::types::{BOOL, BYTEA, INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
@@ -12,10 +12,11 @@ use pgrx::Uuid;
 const SQL: &str = include_str!("../sql/queries/state.sql");
 
 /// The argument types of a query that takes a cursor row: `$pre`, then the row's columns as
-/// [`row_columns`] gives them (`done_txid` to `lease_xip`), then `$post`.
+/// [`row_columns`] gives them (`done_txid` to `lease_xip`, `lease_keys` before `lease_xip`), then
+/// `$post`.
 macro_rules! with_row_columns {
     ($($pre:expr),* ; $($post:expr),*) => {
-        &[$($pre,)* INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, INT8S, INT8S, INT8S, $($post),*]
+        &[$($pre,)* INT8, INT8, INT8S, INT8S, INT8S, INT8S, INT8, INT8, INT4, TSTZ, UUID, TSTZ, BYTEA, INT8S, $($post),*]
     };
 }
 /// The argument types of a query that takes where a row starts: `$pre`, then [`start_columns`]
@@ -77,16 +78,13 @@ fn start_columns(c: &Cursor) -> [DatumWithOid<'static>; 4] {
 
 /// A row's columns, `done_txid` to `lease_xip`, in the order of `queen.cursors` (and of
 /// [`with_row_columns`]): what `cursor_save` and `cursor_update` write, and [`parse`] reads back.
-fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 15] {
+fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 14] {
     let c = &row.cursor;
     let [done_txid, done_seq, pending_txid, pending_seq] = start_columns(c);
     let (at, aseq): (Vec<i64>, Vec<i64>) = c.ahead.iter().copied().unzip();
-    let (lt, ls, lx) = match &c.lease {
-        Some(b) => {
-            let (t, s): (Vec<i64>, Vec<i64>) = b.keys.iter().copied().unzip();
-            (Some(t), Some(s), Some(b.xip.clone()))
-        }
-        None => (None, None, None),
+    let (lk, lx) = match &c.lease {
+        Some(b) => (Some(crate::packed_keys::pack(&b.keys)), Some(b.xip.clone())),
+        None => (None, None),
     };
     // A lease lives in the row only with its batch.
     let lease_id = c.lease.as_ref().and(row.lease_id);
@@ -104,8 +102,7 @@ fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 15] {
         row.retry_at.map(timestamp).into(),
         lease_id.into(),
         lease_expires.into(),
-        lt.into(),
-        ls.into(),
+        lk.into(),
         lx.into(),
     ]
 }
@@ -121,7 +118,12 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
         (Some(t), Some(s)) => Some(((t, s), row.get::<i32>("failures").unwrap_or(0))),
         _ => None,
     };
-    let lease = lease_id.map(|_| Batch { keys: keys(arr("lease_txid"), arr("lease_seq")), xip: arr("lease_xip") });
+    // Only queen writes the column, always packed (packed_keys.rs).
+    let lease_keys = |bytes: Option<Vec<u8>>| {
+        crate::packed_keys::unpack(bytes.as_deref().unwrap_or(&[crate::packed_keys::VERSION]))
+            .expect("queen: a lease's keys are stored packed")
+    };
+    let lease = lease_id.map(|_| Batch { keys: lease_keys(row.get("lease_keys")), xip: arr("lease_xip") });
     CursorRow {
         cursor: Cursor {
             done: (row.get("done_txid").unwrap_or(0), row.get("done_seq").unwrap_or(0)),

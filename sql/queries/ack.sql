@@ -53,7 +53,7 @@ WITH m AS MATERIALIZED (
 SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
+       c.lease_keys, c.lease_xip, c.xmin::text AS version,
        clock_timestamp() AS now,
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
@@ -76,7 +76,7 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 SELECT c.partition_id, c.consumer_group, c.queue_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
+       c.lease_keys, c.lease_xip, c.xmin::text AS version,
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
        o.max_wait_time_seconds,                                                               -- [one server]
@@ -127,7 +127,7 @@ WITH m AS MATERIALIZED (
     SELECT x.* FROM p CROSS JOIN LATERAL (
         SELECT c.partition_id, c.queue_id, c.consumer_group, c.done_txid, c.done_seq, c.pending_txid,
                c.pending_seq, c.ahead_txid, c.ahead_seq, c.fail_txid, c.fail_seq, c.failures, c.retry_at,
-               c.lease_id, c.lease_expires_at, c.lease_txid, c.lease_seq, c.lease_xip,
+               c.lease_id, c.lease_expires_at, c.lease_keys, c.lease_xip,
                c.xmin::text AS version,
                -- The lease as this partition's row knows it (a lease over two partitions may
                -- be released in one and run out in the other: each entry hears its own).
@@ -180,7 +180,7 @@ SELECT DISTINCT c.queue_id FROM queen.cursors c WHERE c.lease_id = $1 AND c.shar
 SELECT c.partition_id, c.consumer_group, c.queue_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_txid, c.lease_seq, c.lease_xip, c.xmin::text AS version,
+       c.lease_keys, c.lease_xip, c.xmin::text AS version,
        b.ids AS batch_ids,
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
@@ -189,7 +189,7 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
   FROM queen.cursors c
   CROSS JOIN LATERAL (
         SELECT array_agg(m.message_id ORDER BY k.ord) AS ids
-          FROM unnest(c.lease_txid, c.lease_seq) WITH ORDINALITY AS k(txid, seq, ord)
+          FROM queen.batch_keys(c.lease_keys) WITH ORDINALITY AS k(txid, seq, ord)
           LEFT JOIN queen.messages m ON m.partition_id = c.partition_id AND m.txid = k.txid
                                     AND m.seq = k.seq AND m.shard = $2) b
   LEFT JOIN LATERAL (                                                      -- [one server]

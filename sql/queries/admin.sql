@@ -109,8 +109,8 @@ set AS (
        SET done_txid = EXCLUDED.done_txid, done_seq = EXCLUDED.done_seq,
            pending_txid = EXCLUDED.pending_txid, pending_seq = EXCLUDED.pending_seq,
            ahead_txid = '{}', ahead_seq = '{}', fail_txid = NULL, fail_seq = NULL, failures = 0,
-           retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_txid = NULL,
-           lease_seq = NULL, lease_xip = NULL, updated_at = $5
+           retry_at = NULL, lease_id = NULL, lease_expires_at = NULL, lease_keys = NULL,
+           lease_xip = NULL, updated_at = $5
     RETURNING 1
 )
 SELECT count(*) AS partitions_set FROM set;

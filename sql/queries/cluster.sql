@@ -31,8 +31,8 @@ SELECT greatest(
        CROSS JOIN LATERAL (SELECT txid FROM queen.messages WHERE queue_id = q.queue_id AND shard = $1
                             ORDER BY txid DESC, seq DESC LIMIT 1) AS m),
     (SELECT max(greatest(done_txid, fail_txid,
-                         (SELECT max(x) FROM unnest(pending_txid || ahead_txid || COALESCE(lease_txid, '{}')
-                                                    || COALESCE(lease_xip, '{}')) AS x)))
+                         (SELECT max(x) FROM unnest(pending_txid || ahead_txid || COALESCE(lease_xip, '{}')) AS x),
+                         (SELECT max(k.txid) FROM queen.batch_keys(lease_keys) AS k)))
        FROM queen.cursors WHERE shard = $1),
     (SELECT max(greatest(start_xmax, (SELECT max(x) FROM unnest(start_xip) AS x)))
        FROM queen.subscriptions WHERE shard = $1),

@@ -7,8 +7,8 @@
 -- two never wait for each other crosswise), waiting for a pop or an ack that holds one; with the
 -- clock. $4 shard.
 SELECT c.partition_id, c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
-       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at, c.lease_txid,
-       c.lease_seq, c.lease_xip, c.xmin::text AS version, clock_timestamp() AS now
+       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at, c.lease_keys,
+       c.lease_xip, c.xmin::text AS version, clock_timestamp() AS now
   FROM queen.cursors c
  WHERE c.consumer_group = $2 AND c.shard = $4 AND c.partition_id IN (
         SELECT d.partition_id FROM queen.dead_letters d

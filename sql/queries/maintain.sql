@@ -68,7 +68,7 @@ WITH head AS MATERIALIZED (
      ORDER BY txid, seq LIMIT $3
 ), leased AS MATERIALIZED (
     SELECT c.partition_id, l.t, l.s
-      FROM queen.cursors c CROSS JOIN LATERAL unnest(c.lease_txid, c.lease_seq) AS l(t, s)
+      FROM queen.cursors c CROSS JOIN LATERAL queen.batch_keys(c.lease_keys) AS l(t, s)
      WHERE c.partition_id IN (SELECT DISTINCT partition_id FROM head WHERE created_at < $2)
        AND c.shard = $4 AND c.lease_expires_at > $5
 ), gone AS (

@@ -22,7 +22,7 @@ SELECT m.message_id, m.transaction_id, m.queue_id, m.partition, m.payload, m.tra
 -- name: message_groups
 -- The cursor rows of partition $1: every group that has read it, in name order.
 SELECT consumer_group, done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
-       fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq, lease_xip,
+       fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_keys, lease_xip,
        xmin::text AS version, clock_timestamp() AS now,
        to_char(lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS lease_expires_text
   FROM queen.cursors WHERE partition_id = $1 AND shard = 0

@@ -19,13 +19,13 @@
 WITH snap AS MATERIALIZED (SELECT z.*, clock_timestamp() AS now FROM ({{stored_snapshot}}) AS z),
 c AS MATERIALIZED (
     SELECT done_txid, done_seq, pending_txid, pending_seq, ahead_txid, ahead_seq, fail_txid,
-           fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_txid, lease_seq,
+           fail_seq, failures, retry_at, lease_id, lease_expires_at, lease_keys,
            lease_xip, xmin::text AS version, true AS stored
       FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND shard = $9
     UNION ALL
     SELECT $3::bigint, $4::bigint, $5::bigint[], $6::bigint[], '{}'::bigint[], '{}'::bigint[],
            NULL::bigint, NULL::bigint, 0, NULL::timestamptz, NULL::uuid, NULL::timestamptz,
-           NULL::bigint[], NULL::bigint[], NULL::bigint[], NULL::text, false
+           NULL::bytea, NULL::bigint[], NULL::text, false
      WHERE NOT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_group = $2 AND shard = $9)
 ),
 busy AS MATERIALIZED (
@@ -86,7 +86,7 @@ SELECT NULL::bigint AS txid, NULL::bigint AS seq, NULL::uuid AS message_id,
 UNION ALL
 SELECT txid, seq, message_id, transaction_id, partition, payload, trace_id, created_at,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  -- the cursor
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL,                    -- ... row
+       NULL, NULL, NULL, NULL, NULL, NULL,                          -- ... row
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL               -- the snapshot
   FROM msgs;
 
@@ -102,43 +102,43 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
 
 -- name: cursor_save
 -- Write a (partition, group) row back (its lease included: the lease lives in the row); when
--- $19 is not NULL, replace the partition's visible hints by one due at $19 (a lease's expiry;
+-- $18 is not NULL, replace the partition's visible hints by one due at $18 (a lease's expiry;
 -- now, after an auto_ack pop or a release): a partition with work always has a hint, and the
 -- duplicates discovery leaves are folded here, by the holder of the cursor row (rows another
--- transaction holds are skipped, never waited for); when $20 is not NULL, record it as the
--- last lease that ended here, run out ($21) or released. $18 queue id, $22 shard, $23 the
--- clock, $24 the caller's stored id (queen.txid(); Citus takes no volatile function in an
+-- transaction holds are skipped, never waited for); when $19 is not NULL, record it as the
+-- last lease that ended here, run out ($20) or released. $17 queue id, $21 shard, $22 the
+-- clock, $23 the caller's stored id (queen.txid(); Citus takes no volatile function in an
 -- UPDATE).
 WITH folded AS (
-    DELETE FROM queen.ready WHERE $19 IS NOT NULL AND shard = $22 AND ctid IN (
-        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2 AND shard = $22
+    DELETE FROM queen.ready WHERE $18 IS NOT NULL AND shard = $21 AND ctid IN (
+        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2 AND shard = $21
            FOR UPDATE SKIP LOCKED)
 ), hinted AS (
     -- Accounts for every message this statement's snapshot sees: each is in the batch, or
-    -- after it (behind the lease: due at $19 or when the lease is released), or finished.
+    -- after it (behind the lease: due at $18 or when the lease is released), or finished.
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
-    SELECT $18, $2, $1, $19, $24,
-           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), $24), $22
-     WHERE $19 IS NOT NULL
+    SELECT $17, $2, $1, $18, $23,
+           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), $23), $21
+     WHERE $18 IS NOT NULL
 )
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
        ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
-       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, updated_at = $23,
-       last_lease_id = COALESCE($20, last_lease_id),
-       last_lease_expired = CASE WHEN $20 IS NULL THEN last_lease_expired ELSE $21 END
- WHERE partition_id = $1 AND consumer_group = $2 AND shard = $22;
+       lease_id = $13, lease_expires_at = $14, lease_keys = $15, lease_xip = $16,
+       updated_at = $22,
+       last_lease_id = COALESCE($19, last_lease_id),
+       last_lease_expired = CASE WHEN $19 IS NULL THEN last_lease_expired ELSE $20 END
+ WHERE partition_id = $1 AND consumer_group = $2 AND shard = $21;
 
 -- name: cursor_update
 -- cursor_save when nothing but the row changes (an ack inside a batch, say): a plain update.
--- $18 shard, $19 the clock.
+-- $17 shard, $18 the clock.
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
        ahead_seq = $8, fail_txid = $9, fail_seq = $10, failures = $11, retry_at = $12,
-       lease_id = $13, lease_expires_at = $14, lease_txid = $15, lease_seq = $16,
-       lease_xip = $17, updated_at = $19
- WHERE partition_id = $1 AND consumer_group = $2 AND shard = $18;
+       lease_id = $13, lease_expires_at = $14, lease_keys = $15, lease_xip = $16,
+       updated_at = $18
+ WHERE partition_id = $1 AND consumer_group = $2 AND shard = $17;
 
 -- name: cursor_create
 -- Create a cursor row for a (partition, group) that has none, in the state the group's

@@ -9,6 +9,7 @@ mod dead_letters;
 mod kv;
 mod locks;
 mod maintain;
+mod packed_keys;
 mod permits;
 mod pop;
 mod privilege;

@@ -294,3 +294,54 @@ fn messages_deleted_under_the_lease_count_as_finished() {
     push_n(&mut c, "q", "p", 1);
     assert_eq!(payloads(&pop(&mut c, "batch => 10")), vec![0], "the partition goes on");
 }
+
+/// A lease's batch is stored packed (src/packed_keys.rs): a batch of 100 takes a few bytes a
+/// key in its cursor row, not the 1 600 of two bigint[]; queen's SQL reads it back through
+/// queen.batch_keys, which no other role may call and which refuses bytes that are not a batch.
+#[test]
+fn a_lease_keeps_its_batch_packed() {
+    let (db, mut c) = queue_db("al_packed", "", 100);
+    let got = pop(&mut c, "batch => 100");
+    assert_eq!(got.len(), 100);
+    let row = c
+        .query_one(
+            "SELECT pg_column_size(c.lease_keys),
+                    (SELECT count(*) FROM queen.batch_keys(c.lease_keys)),
+                    (SELECT bool_and((m.txid, m.seq) = (k.txid, k.seq))
+                       FROM queen.batch_keys(c.lease_keys) WITH ORDINALITY AS k(txid, seq, ord)
+                       JOIN (SELECT m.txid, m.seq, row_number() OVER (ORDER BY m.txid, m.seq) AS ord
+                               FROM queen.messages m WHERE m.partition_id = c.partition_id) m ON m.ord = k.ord)
+               FROM queen.cursors c WHERE c.lease_id = $1",
+            &[&got[0].1],
+        )
+        .unwrap();
+    let (bytes, keys, in_order): (i32, i64, bool) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(keys, 100);
+    assert!(in_order, "the keys read back are the batch's, in delivery order");
+    assert!(bytes < 400, "{bytes} bytes for a batch of 100");
+    assert_eq!(ack_lease(&mut c, got[0].1, "completed").len(), 100);
+
+    // Bytes that are not a packed batch: 22023, naming the argument.
+    for bad in ["\\x", "\\x02", "\\x0180"] {
+        let e = c.query("SELECT * FROM queen.batch_keys($1::text::bytea)", &[&bad]).unwrap_err();
+        assert_eq!(sqlstate(&e), "22023", "{bad}: {e}");
+        assert!(e.as_db_error().unwrap().message().contains("\"packed\""), "{e:?}");
+    }
+    let e = c.query("SELECT queen.pack_keys('{1,2}', '{1}')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "22023", "{e}");
+    let round: Vec<(i64, i64)> = c
+        .query("SELECT * FROM queen.batch_keys(queen.pack_keys('{5,5,3}', '{7,9,-1}'))", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(round, vec![(5, 7), (5, 9), (3, -1)]);
+
+    // For queen's own queries only.
+    let stranger = db.role("stranger");
+    let mut s = db.connect_as(&stranger);
+    for q in ["SELECT * FROM queen.batch_keys('\\x01')", "SELECT queen.pack_keys('{}', '{}')"] {
+        let e = s.query(q, &[]).unwrap_err();
+        assert_eq!(sqlstate(&e), "42501", "{q}: {e}");
+    }
+}
