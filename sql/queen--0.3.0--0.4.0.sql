@@ -720,6 +720,7 @@ IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'pack_keys_wrapper';
 REVOKE EXECUTE ON FUNCTION queen.batch_keys(bytea), queen.pack_keys(bigint[], bigint[]) FROM PUBLIC;
+ALTER FUNCTION queen.batch_keys(bytea) ROWS 10;
 ALTER TABLE queen.cursors ADD COLUMN lease_keys bytea;
 UPDATE queen.cursors SET lease_keys = queen.pack_keys(lease_txid, lease_seq) WHERE lease_txid IS NOT NULL;
 ALTER TABLE queen.cursors DROP COLUMN lease_txid, DROP COLUMN lease_seq;
