@@ -160,6 +160,7 @@ pub fn pop_once(req: &PopRequest) -> QueenResult<Outcome> {
             claimed: Vec::new(),
             contended: false,
             more: false,
+            passed: Vec::new(),
         };
         pop.run(s);
         let next_due = (pop.out.is_empty() && req.wait_ms > 0).then(|| pop.next_due(s)).flatten();
@@ -193,6 +194,9 @@ struct Pop<'a> {
     contended: bool,
     /// Discovery stopped with more of the log to read, and nothing was delivered.
     more: bool,
+    /// The marks of the partitions this attempt passed by, kept until it ends (visit.rs): what
+    /// it wrote of their hints is not visible to other pops before it commits.
+    passed: Vec<crate::visit::Visit>,
 }
 
 impl Pop<'_> {
@@ -236,6 +240,7 @@ impl Pop<'_> {
                     crate::visit::hold_until_end(visiting);
                     return;
                 }
+                self.passed.push(visiting);
             }
         }
         // In a backlog the hints may fill the pop without a read of the log (pace.rs).
@@ -313,8 +318,11 @@ impl Pop<'_> {
                 self.visit(s, p);
                 if self.claimed.len() > claimed {
                     // Delivered from: its row is this transaction's now, so the mark stays until
-                    // the transaction ends (visit.rs); a partition passed by is free at once.
+                    // the transaction ends (visit.rs).
                     crate::visit::hold_until_end(visiting);
+                } else {
+                    // Passed by: free when this attempt ends (visit.rs).
+                    self.passed.push(visiting);
                 }
                 if self.done() {
                     break;

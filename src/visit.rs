@@ -1,8 +1,12 @@
 //! Which pop is looking at which (partition, group) right now: a session-level lock of queen's own
-//! held for the length of one visit (look, claim, deliver or pass by). A partition the pop
-//! delivered from keeps its mark until the transaction (or the subtransaction that popped)
-//! ends: its row is the transaction's until then, and others would only look and fail to claim
-//! it (most of a pop's looks were, at 16 clients). A partition passed by is free at once.
+//! taken for a visit (look, claim, deliver or pass by). A partition the pop delivered from keeps
+//! its mark until the transaction (or the subtransaction that popped) ends: its row is the
+//! transaction's until then, and others would only look and fail to claim it (most of a pop's
+//! looks were, at 16 clients). A partition passed by keeps its mark until the pop's attempt
+//! ends (pop.rs, `Pop::passed`): passing by deleted or moved its hints, which other pops see only
+//! once the pop commits — freed at once, the partition was looked at again and again by the
+//! others while the pop went on (20 726 looks and 19 326 hint deletes for 1 400 deliveries as 16
+//! clients drained a backlog; 3 122 and 1 722 with the mark kept).
 //!
 //! Concurrent pops of a group read the same page of due partitions. Without a mark they all
 //! look at the same few, and all but one fail to claim (docs/benchmarks.md, "Measurements
