@@ -26,7 +26,7 @@ use pgrx::Uuid;
 /// The most messages one pop may return.
 pub const MAX_BATCH: i32 = 10_000;
 
-const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8, INT4] };
+const CANDIDATES: Query = Query { file: SQL, name: "candidates", args: &[UUID, TEXT, UUIDS, INT8, INT4, TSTZ] };
 /// How many due partitions one candidate query returns.
 const CANDIDATE_PAGE: i64 = 16;
 const HINTS_SET: Query =
@@ -286,18 +286,29 @@ impl Pop<'_> {
     /// Visit due partitions from the hints, oldest first, until the pop is done or none is
     /// left that it has not tried.
     fn take_candidates(&mut self, s: &mut Spi, tried: &mut Vec<Uuid>) {
+        // Each page reads on from the due time where the one before ended (ties at it are
+        // read again, and left out as tried): at 16 clients, pops that went through many pages
+        // re-read every earlier one (407 hints filtered out by one call, 19 ms a call on
+        // average in a drain).
+        let mut from = Micros::MIN;
         while !self.done() {
-            let args: [DatumWithOid; 5] = [
+            let args: [DatumWithOid; 6] = [
                 self.queue_id.into(),
                 self.group.as_str().into(),
                 tried.to_vec().into(),
                 CANDIDATE_PAGE.into(),
                 crate::shards::current().into(),
+                state::timestamp(from).into(),
             ];
-            let page: Vec<Uuid> = CANDIDATES.run(s, &args).map(|r| r.req::<Uuid>(1)).collect();
-            if page.is_empty() {
+            let page: Vec<(Uuid, Micros)> = CANDIDATES
+                .run(s, &args)
+                .map(|r| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2))))
+                .collect();
+            let Some(&(_, last)) = page.last() else {
                 break;
-            }
+            };
+            from = last;
+            let page: Vec<Uuid> = page.into_iter().map(|(p, _)| p).collect();
             // Concurrent pops read the same page: each starts at a place of its own in it, so
             // that they do not all look at the oldest partition, and all but one fail to claim
             // it (docs/benchmarks.md, "Measurements behind the design"). Oldest first still

@@ -957,3 +957,43 @@ fn a_pop_passing_a_partition_in_use_sends_no_warning() {
     assert_eq!(*heard.lock().unwrap(), Vec::<String>::new());
     a.batch_execute("COMMIT").unwrap();
 }
+
+/// A pop reads on through pages of due partitions that are all in use until it finds a free
+/// one: partitions hinted by one discovery (one due time for all: ties across pages), all but
+/// one of them leased by an open transaction (their marks held, their hints still due to
+/// others), and the one left is delivered by a pop of one message. Each page reads on from where the one
+/// before ended (pop.rs `take_candidates`), ties at its end read again.
+#[test]
+fn a_pop_reads_on_through_pages_of_partitions_in_use() {
+    let db = TestDb::new("pages_in_use");
+    let mut c = db.connect();
+    let items: Vec<serde_json::Value> =
+        (0..100).map(|i| json!({"queue": "q", "partition": format!("p{i}"), "payload": i})).collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&serde_json::Value::Array(items)]).unwrap();
+    // One discovery hints all 100 at one due time; this pop takes one of them.
+    let taken = payloads(&c.query("SELECT * FROM queen_pop('q', 'g', batch => 1, auto_ack => true)", &[]).unwrap());
+    let taken = taken[0].as_i64().unwrap();
+    // The partitions hinted at the most common due time, and the one left free among them.
+    let tied: Vec<i64> = c
+        .query(
+            "SELECT substr(p.name, 2)::bigint FROM queen.ready r JOIN queen.partitions p USING (partition_id)
+              WHERE r.ready_at = (SELECT ready_at FROM queen.ready GROUP BY ready_at ORDER BY count(*) DESC LIMIT 1)
+              ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(tied.len() > 3 * 16, "{} partitions hinted at one due time: pages of 16", tied.len());
+    let free = tied[tied.len() - 1];
+    let mut a = open_tx(&db);
+    for i in (0..100).filter(|i| *i != free && *i != taken) {
+        let got = a.query(&format!("SELECT * FROM queen_pop('q', 'g', batch => 1, partition => 'p{i}')"), &[]).unwrap();
+        assert_eq!(got.len(), 1, "p{i}");
+    }
+    let mut b = db.connect();
+    let got = payloads(&b.query("SELECT * FROM queen_pop('q', 'g', batch => 1)", &[]).unwrap());
+    assert_eq!(got, vec![json!(free)]);
+    a.batch_execute("COMMIT").unwrap();
+}
