@@ -308,14 +308,13 @@ impl Pop<'_> {
                 break;
             };
             from = last;
-            let page: Vec<Uuid> = page.into_iter().map(|(p, _)| p).collect();
             // Concurrent pops read the same page: each starts at a place of its own in it, so
             // that they do not all look at the oldest partition, and all but one fail to claim
             // it (docs/benchmarks.md, "Measurements behind the design"). Oldest first still
             // holds within a few pops, so none starves.
             let start = spread(page.len());
             for i in 0..page.len() {
-                let p = page[(start + i) % page.len()];
+                let (p, _) = page[(start + i) % page.len()];
                 if tried.contains(&p) {
                     continue; // a second hint of a partition already looked at
                 }

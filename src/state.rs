@@ -119,11 +119,11 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
         _ => None,
     };
     // Only queen writes the column, always packed (packed_keys.rs).
-    let lease_keys = |bytes: Option<Vec<u8>>| {
-        crate::packed_keys::unpack(bytes.as_deref().unwrap_or(&[crate::packed_keys::VERSION]))
-            .expect("queen: a lease's keys are stored packed")
+    let lease_keys = || match row.get::<Vec<u8>>("lease_keys") {
+        Some(bytes) => crate::packed_keys::unpack(&bytes).expect("queen: a lease's keys are stored packed"),
+        None => Vec::new(),
     };
-    let lease = lease_id.map(|_| Batch { keys: lease_keys(row.get("lease_keys")), xip: arr("lease_xip") });
+    let lease = lease_id.map(|_| Batch { keys: lease_keys(), xip: arr("lease_xip") });
     CursorRow {
         cursor: Cursor {
             done: (row.get("done_txid").unwrap_or(0), row.get("done_seq").unwrap_or(0)),
