@@ -497,6 +497,16 @@ impl Pop<'_> {
     }
 
     fn deliver(&mut self, s: &mut Spi, partition: Uuid, look: Look, n: usize) {
+        // An auto_ack pop that takes every message the look read, when the look read fewer
+        // than it asked for, leaves the partition with nothing to deliver as of the look's
+        // snapshot: its hints go now, by the rule of a look that finds nothing (hints_delete),
+        // instead of one due now that the next pop looks at only to delete. (In a drain,
+        // every partition emptied cost a later pop a look and a delete: 5 a pop at 4 clients
+        // over 10 000 partitions, 8 at 16.)
+        let drained = self.req.auto_ack && n == look.msgs.len() && n < self.remaining().max(0) as usize;
+        if drained {
+            self.hints_delete(s, partition, &look);
+        }
         let mut row = look.row;
         let keys: Vec<Key> = look.msgs[..n].iter().map(|m| m.key).collect();
         // Transactions running between the frontier and the last key delivered: they become
@@ -514,9 +524,8 @@ impl Pop<'_> {
             row.cursor.finish_all();
             row.lease_id = None;
             row.lease_expires_at = None;
-            // There may be more: the partition stays due now; the next look deletes the hint
-            // if it is empty.
-            state::SaveAlso { queue_id: self.queue_id, hint_at: Some(look.now), ended_lease: None }
+            // Unless drained (above), there may be more: the partition stays due now.
+            state::SaveAlso { queue_id: self.queue_id, hint_at: (!drained).then_some(look.now), ended_lease: None }
         } else {
             // The lease is the row's: every partition this pop claims carries the same id and
             // expiry, and nothing else records it.

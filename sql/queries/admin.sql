@@ -54,7 +54,7 @@ SELECT (SELECT e FROM new) AS expires_at, secs.s AS seconds, EXISTS (SELECT 1 FR
 -- a first pop still open now, which this statement cannot delete; restart its discovery there,
 -- and hint every partition. Returns the number of partitions set. $4 shard, $5 the clock.
 WITH snap AS MATERIALIZED (
-    SELECT z.xmax, ARRAY(SELECT x FROM unnest(z.xip) AS x ORDER BY x) AS xip, z.own FROM ({{stored_snapshot}}) AS z
+    SELECT z.xmin, z.xmax, ARRAY(SELECT x FROM unnest(z.xip) AS x ORDER BY x) AS xip, z.own FROM ({{stored_snapshot}}) AS z
 ),
 parts AS MATERIALIZED (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $4),
 -- The cursor rows it creates are created under their pairs' locks (locks.rs, state.rs
@@ -89,15 +89,19 @@ disc AS (
     DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
 ),
 -- The group's hints give way to one due now per partition (rows another transaction holds
--- are skipped and stay): a seek does not add to them.
+-- are skipped and stay): a seek does not add to them. Each accounts for what this statement's
+-- snapshot sees (seen_xmin, as discovery_record's): whoever deletes or moves it sees the seek
+-- committed, and so every message below that xmin. Discovery, which reads the log again from
+-- the new position, then rewrites none of them (with seen_xmin 0 it rewrote the hint of every
+-- partition of a backlog: 10 000 row locks and updates after a seek over 10 000 partitions).
 unhinted AS (
     DELETE FROM queen.ready WHERE shard = $4 AND ctid IN (
         SELECT ctid FROM queen.ready WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
            FOR UPDATE SKIP LOCKED)
 ),
 hints AS (
-    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, shard)
-    SELECT $1, $2, partition_id, $5, queen.txid(), $4 FROM pos
+    INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
+    SELECT $1, $2, pos.partition_id, $5, queen.txid(), snap.xmin, $4 FROM pos, snap
 ),
 set AS (
     INSERT INTO queen.cursors AS c (partition_id, consumer_group, queue_id, done_txid, done_seq,

@@ -758,6 +758,98 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     assert_eq!(hints(&mut c), 0);
 }
 
+/// An `auto_ack` pop that takes everything its look read, having read fewer than it asked for,
+/// leaves the partition no hint: as of its look there is nothing left there, and a hint due now
+/// would only send the next pop to look and delete it (each partition emptied in a drain cost
+/// a look and a delete). A pop that leaves messages behind keeps the partition due now; a
+/// message pushed after the drain is found as any other.
+#[test]
+fn an_auto_ack_pop_that_empties_a_partition_leaves_it_no_hint() {
+    let db = TestDb::new("drained_hint");
+    let mut c = db.connect();
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "g subscribes");
+    for i in 0..3 {
+        push(&mut c, "q", "x", json!(i));
+    }
+    let hints = |c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM queen.ready r JOIN queen.partitions p USING (partition_id)
+              WHERE p.name = 'x' AND r.consumer_group = 'g'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(0), json!(1), json!(2)]);
+    assert_eq!(hints(&mut c), 0, "x emptied: no hint left for it");
+    for i in 3..6 {
+        push(&mut c, "q", "x", json!(i));
+    }
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 2), vec![json!(3), json!(4)]);
+    assert_eq!(hints(&mut c), 1, "a message left in x: it stays due");
+    // Exactly as many as are left: the look read fewer than it asked for only if it asked for
+    // more, so this pop cannot tell the partition is empty and leaves the hint.
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 1), vec![json!(5)]);
+    assert_eq!(hints(&mut c), 1, "a look that read all it asked for may not have seen the end");
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty());
+    assert_eq!(hints(&mut c), 0);
+    push(&mut c, "q", "x", json!(6));
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 10), vec![json!(6)], "a later push to x is found");
+    assert_eq!(hints(&mut c), 0);
+}
+
+/// A seek hints every partition of the queue, and those hints account for every message the
+/// seek saw (their `seen_xmin`), as discovery's do: the discovery that reads the log again from
+/// the new position leaves them as they are. (With hints that accounted for nothing, the first
+/// scans after a seek locked and rewrote the hint of every partition they met: 10 000 row
+/// locks and updates after a seek over a backlog in 10 000 partitions.)
+#[test]
+fn discovery_after_a_seek_rewrites_none_of_its_hints() {
+    let db = TestDb::new("seek_hints");
+    let mut c = db.connect();
+    let parts = 30;
+    for round in 0..2 {
+        let items: Vec<Value> =
+            (0..parts).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": round})).collect();
+        c.query("SELECT 1 FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
+    }
+    // A hint accounts for the transactions below its seek's xmin, which a transaction of
+    // another test that was running then holds back: seek again until it was not.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        c.query("SELECT queen_seek('q', 'g', '-infinity')", &[]).unwrap();
+        let accounted: bool = c
+            .query_one(
+                "SELECT min(seen_xmin) > (SELECT max(txid) FROM queen.messages) FROM queen.ready WHERE consumer_group = 'g'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if accounted {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the seek's hints never accounted for the messages it saw");
+    }
+    let hints = |c: &mut postgres::Client| -> HashMap<uuid::Uuid, String> {
+        c.query("SELECT partition_id, xmin::text FROM queen.ready WHERE consumer_group = 'g'", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let before = hints(&mut c);
+    assert_eq!(before.len(), parts, "the seek hinted every partition");
+    let mut consumer = db.connect();
+    let got = consumer.query("SELECT partition_id FROM queen_pop('q', 'g', batch => 1)", &[]).unwrap();
+    let delivered: uuid::Uuid = got[0].get(0);
+    let points: i64 =
+        c.query_one("SELECT count(*) FROM queen.discovery WHERE consumer_group = 'g'", &[]).unwrap().get(0);
+    assert_eq!(points, 1, "the pop read the log after the seek's position");
+    let after = hints(&mut c);
+    let rewritten: Vec<_> = before.iter().filter(|(p, x)| **p != delivered && after.get(*p) != Some(*x)).collect();
+    assert!(rewritten.is_empty(), "discovery rewrote {} of the seek's hints", rewritten.len());
+}
+
 /// The hints are bounded by partitions × groups, not by pops (issue 10): discovery reads the
 /// queue log in stretches that name most partitions again and again; it writes nothing for a
 /// partition whose hint already accounts for what it found, and updates a hint in place before
