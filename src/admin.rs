@@ -17,6 +17,7 @@ const SQL: &str = include_str!("../sql/queries/admin.sql");
 const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID, INT4] };
 const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4, INT4, INT4, TSTZ, INT8, INT4] };
 const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ, INT4, TSTZ] };
+const SEEK_POINT: Query = Query { file: SQL, name: "seek_point", args: &[UUID, TEXT, INT4] };
 const DELETE_GROUP_LOCK: Query = Query { file: SQL, name: "delete_group_lock", args: &[TEXT, UUID, INT4] };
 const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID, INT4] };
 const DELETE_QUEUE_LOCK: Query = Query { file: SQL, name: "delete_queue_lock", args: &[UUID, INT4] };
@@ -81,7 +82,15 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
         let args: [DatumWithOid; 5] =
             [queue_id.into(), key.into(), to_time.into(), crate::shards::current().into(), now.into()];
         crate::cache::changed();
-        SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32
+        let set = SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32;
+        // Discovery reads on from the seek's snapshot (admin.sql seek_point). On Citus, where a
+        // worker's statement may not join a shard with the subscriptions view, it reads the
+        // log again from the seek's position, as it did before.
+        if !crate::shards::planning_for_citus() {
+            let args: [DatumWithOid; 3] = [queue_id.into(), key.into(), crate::shards::current().into()];
+            SEEK_POINT.run(s, &args);
+        }
+        set
     }))
 }
 

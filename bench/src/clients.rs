@@ -6,9 +6,12 @@
 //! start together and run for QUEEN_BENCH_SECONDS (default 5). A consumer whose call returns
 //! nothing has drained what the set-up filled and stops; throughput is the messages handled
 //! over the time until the last client stopped. Between runs, consumer state is reset (queen:
-//! `queen_seek(..., '-infinity')`; raw: cursors to 0; PgQ: consumers re-registered at the
-//! first tick), so every run reads the same data, and queen keeps its history (dead tuples,
-//! hints, points), as a long-running group does.
+//! the groups deleted, so that each run's first pop subscribes a group that has never read the
+//! queue and finds the backlog through the queue log, as a consumer that falls behind does; raw:
+//! cursors to 0; PgQ: consumers re-registered at the first tick), so every run reads the same
+//! data, and queen's tables keep their history (dead tuples). (Until 2026-12-04 queen's reset
+//! was `queen_seek(..., '-infinity')`; a seek now hints every partition and starts discovery
+//! after what it saw, so a drain after it reads no log: not the backlog this bench means.)
 //!
 //! With QUEEN_BENCH_PROFILE=1, each queen run also samples `pg_stat_activity` every 5 ms
 //! (what the clients' backends wait on) and prints the statements that took the most time
@@ -374,7 +377,7 @@ fn fill(c: &mut Client, n: usize, parts: usize, groups: usize) {
 /// Consumer state back to the start, before each run.
 fn reset(c: &mut Client, groups: &[String], pgq_consumers: usize) {
     for g in groups {
-        c.query("SELECT queen_seek('bench', $1, '-infinity')", &[g]).unwrap();
+        c.query("SELECT queen_delete_group($1, 'bench')", &[g]).unwrap();
     }
     c.batch_execute(&format!(
         "UPDATE raw_cursor SET pos = 0;

@@ -119,6 +119,23 @@ set AS (
 )
 SELECT count(*) AS partitions_set FROM set;
 
+-- name: seek_point
+-- After `seek`, in the same transaction: the group's discovery starts where the seek's snapshot
+-- ended (its xmax, with the transactions it saw running pending), not at the seek's position.
+-- Every partition with a message the seek saw has a hint that accounts for it (seek's
+-- `hints`), and keeps one until a pop that sees the seek committed finds it empty, so a read of
+-- the log below that point would find nothing that needs a hint (after a seek to the start, a
+-- read of the whole log). The point is recorded under the group's subscription now: the seek's
+-- own row (a later seek waits for this one's pair locks; with no partition to lock, the queue
+-- held no message the point passes). $1 queue id, $2 group, $3 shard.
+INSERT INTO queen.discovery (queue_id, consumer_group, upto_txid, upto_seq, pending_txid, sub_key, shard)
+SELECT $1, $2, s.start_xmax, 0, s.start_xip, e.sub_key, $3
+  FROM queen.subscriptions s, queen.effective_subscriptions e
+ WHERE s.queue_id = $1 AND s.consumer_group = $2 AND s.shard = $3 AND s.seek
+   AND queen.written_here(s.xmin::text::bigint)
+   AND e.queue_id = $1 AND e.consumer_group = $2 AND e.shard = $3
+ ORDER BY s.created_at DESC LIMIT 1;
+
 -- name: delete_group_lock
 -- The group's cursor rows on queue $2 (NULL: every queue), locked: waits for the open acks that
 -- hold them (pops are kept out by the group's lock, locks.rs), so that delete_group, a
