@@ -188,6 +188,7 @@ pub fn discover(s: &mut Spi, queue_id: Uuid, group: &str, sub: &Subscription, li
         let from = Point { upto, pending };
         sc = scan(s, queue_id, group, &sub.key, &from, None, limit);
     }
+    crate::gucs::debug_discovery_delay();
     let next = next_point(&sc.point, &sc.visible, &sc.xip, sc.last);
     let save = next != sc.point || !sc.stored;
     // A point another transaction committed has passed what was carried: its hints cover it.

@@ -56,6 +56,16 @@ pub fn debug_after_commit() {
 /// explorer, which makes stretches of the log longer than a pop reads out of a few messages.
 pub static DEBUG_SCAN_LIMIT: GucSetting<i32> = GucSetting::<i32>::new(0);
 
+/// Milliseconds a pop that reads the queue log sleeps after its scan, before it records what it
+/// found, holding the group's discovery mark (visit.rs): for tests of pops that come meanwhile
+/// (superusers only).
+pub static DEBUG_DISCOVERY_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// Sleep `queen.debug_discovery_delay_ms`, if set (wait event PgSleep, as pg_sleep).
+pub fn debug_discovery_delay() {
+    sleep_ms(DEBUG_DISCOVERY_DELAY_MS.get());
+}
+
 /// Sleep `queen.debug_commit_delay_ms`, if set (wait event PgSleep, as pg_sleep).
 pub fn debug_commit_delay() {
     sleep_ms(DEBUG_COMMIT_DELAY_MS.get());
@@ -136,6 +146,16 @@ pub fn init() {
         c"For tests: milliseconds every commit sleeps once durable, before the commit hooks run.",
         c"On a Citus coordinator, before the workers' COMMIT PREPARED. Never set it in production.",
         &DEBUG_AFTER_COMMIT_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"queen.debug_discovery_delay_ms",
+        c"For tests: milliseconds a pop that reads the queue log sleeps before recording what it found.",
+        c"Lets a test run other pops while one reads the log. Never set it in production.",
+        &DEBUG_DISCOVERY_DELAY_MS,
         0,
         60_000,
         GucContext::Suset,

@@ -2,7 +2,8 @@
 //! semantics §6.1–§6.4 and the behaviour of semantics §3.1–§3.2.
 
 use queen_integration_tests::{
-    connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, push_n, sqlstate, TestDb,
+    await_debug_sleep, connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, push_n,
+    sqlstate, TestDb,
 };
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -884,6 +885,40 @@ fn a_seek_starts_discovery_after_what_it_saw() {
     want.extend([json!("after"), json!("late")]);
     want.sort_by_key(|v| v.to_string());
     assert_eq!(got, want, "every message once: the replayed ones, the late commit's, the one pushed after");
+}
+
+/// A pop that finds no hint while another pop of its group is reading the queue log reads the log
+/// too, instead of coming back empty: the other's hints are not visible before it commits, and
+/// the messages are deliverable now. (A pop without a wait returned nothing — 54 of 2 400 pops
+/// of 16 clients draining a backlog their group had never read — and a waiting one slept while
+/// messages were deliverable, semantics §3.2.)
+#[test]
+fn a_pop_does_not_come_back_empty_while_another_reads_the_log() {
+    let db = TestDb::new("discovering_elsewhere");
+    let mut c = db.connect();
+    for p in ["a", "b", "c"] {
+        push(&mut c, "q", p, json!(p));
+    }
+    let mut a = db.connect();
+    let a_pid: i32 = a.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    a.batch_execute("SET queen.debug_discovery_delay_ms = 3000").unwrap();
+    let h = std::thread::spawn(move || pop_auto(&mut a, "q", Some("g"), 1));
+    // A holds the group's discovery mark, its hints not written yet.
+    await_debug_sleep(&mut c, a_pid);
+    let t = Instant::now();
+    let b = pop_auto(&mut db.connect(), "q", Some("g"), 1);
+    assert_eq!(b.len(), 1, "B read the log itself and delivered");
+    let waited = db
+        .connect()
+        .query("SELECT * FROM queen_pop('q', 'g', batch => 1, wait_ms => 10000, auto_ack => true)", &[])
+        .unwrap();
+    assert_eq!(waited.len(), 1, "a waiting pop too, at once");
+    assert!(t.elapsed() < Duration::from_secs(2), "neither waited for A: {:?}", t.elapsed());
+    let a = h.join().unwrap();
+    let mut all: Vec<Value> = a.into_iter().chain(b).chain(payloads(&waited)).collect();
+    all.extend(drain(&mut c, "q", Some("g")));
+    all.sort_by_key(|v| v.to_string());
+    assert_eq!(all, vec![json!("a"), json!("b"), json!("c")], "each message once");
 }
 
 /// The hints are bounded by partitions × groups, not by pops (issue 10): discovery reads the
