@@ -265,7 +265,7 @@ impl Pop<'_> {
         let mut scanned = false;
         for round in 0..discovery::ROUNDS {
             // One pop of the group at a time reads the log (visit.rs); the others use the
-            // hints there are.
+            // hints there are, unless those give them nothing (below).
             let limit = discovery::round_limit(first, round);
             let mut more = match crate::visit::Visit::try_discover(self.queue_id, &self.group) {
                 Some(_discovering) => {
