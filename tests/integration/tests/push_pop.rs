@@ -759,6 +759,16 @@ fn clearing_hints_keeps_those_a_look_could_not_account_for() {
     assert_eq!(hints(&mut c), 0);
 }
 
+/// `rounds` batch pushes to queue q, each one message to every partition p0..p(parts-1) with
+/// the round as payload: the partitions' messages interleave in the queue log.
+fn push_rounds(c: &mut postgres::Client, parts: usize, rounds: i32) {
+    for round in 0..rounds {
+        let items: Vec<Value> =
+            (0..parts).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": round})).collect();
+        c.query("SELECT 1 FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
+    }
+}
+
 /// An `auto_ack` pop that takes everything its look read, having read fewer than it asked for,
 /// leaves the partition no hint: as of its look there is nothing left there, and a hint due now
 /// would only send the next pop to look and delete it (each partition emptied in a drain cost
@@ -809,11 +819,7 @@ fn discovery_after_a_seek_rewrites_none_of_its_hints() {
     let db = TestDb::new("seek_hints");
     let mut c = db.connect();
     let parts = 30;
-    for round in 0..2 {
-        let items: Vec<Value> =
-            (0..parts).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": round})).collect();
-        c.query("SELECT 1 FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
-    }
+    push_rounds(&mut c, parts, 2);
     // A hint accounts for the transactions below its seek's xmin, which a transaction of
     // another test that was running then holds back: seek again until it was not.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -864,11 +870,7 @@ fn a_seek_starts_discovery_after_what_it_saw() {
     let db = TestDb::new("seek_point");
     let mut c = db.connect();
     let parts = 20;
-    for round in 0..2 {
-        let items: Vec<Value> =
-            (0..parts).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": round})).collect();
-        c.query("SELECT 1 FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
-    }
+    push_rounds(&mut c, parts, 2);
     let mut late = open_tx(&db);
     push(&mut late, "q", "late", json!("late"));
     c.query("SELECT queen_seek('q', 'g', '-infinity')", &[]).unwrap();
@@ -931,11 +933,7 @@ fn hints_stay_bounded_by_partitions_and_groups() {
     let db = TestDb::new("bounded");
     let mut c = db.connect();
     let parts = 20;
-    for round in 0..40 {
-        let items: Vec<Value> =
-            (0..parts).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": round})).collect();
-        c.query("SELECT 1 FROM queen_push($1::jsonb)", &[&Value::Array(items)]).unwrap();
-    }
+    push_rounds(&mut c, parts, 40);
     let pop_ack = "SELECT count(*) FILTER (WHERE success) FROM queen_ack(
                        coalesce((SELECT jsonb_agg(to_jsonb(m)) FROM queen_pop('q', $1, batch => 10) m), '[]'))";
     let (mut most, mut pops, mut acked) = (0i64, 0, 0i64);
