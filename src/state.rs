@@ -35,7 +35,7 @@ const CURSOR_UPDATE: Query =
 const CURSOR_SAVE: Query = Query {
     file: SQL,
     name: "cursor_save",
-    args: with_row_columns!(UUID, TEXT; UUID, TSTZ, UUID, BOOL, INT4, TSTZ, INT8),
+    args: with_row_columns!(UUID, TEXT; UUID, TSTZ, UUID, BOOL, INT4, TSTZ, INT8, BOOL),
 };
 
 const NOW: Query = Query { file: SQL, name: "now", args: &[] };
@@ -196,9 +196,21 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
             shard.into(),
             now.into(),
             txid.into(),
+            clear_behind(row, also.hint_at).into(),
         ]);
         CURSOR_SAVE.run(s, &args);
     }
+}
+
+/// A hint due at `hint_at` for `row` stands only for messages after its frontier: the row
+/// holds no lease, no pending transaction and no retry delay that the hint waits for. Then
+/// cursor_save writes no hint when it sees no such message (state.sql).
+fn clear_behind(row: &CursorRow, hint_at: Option<Micros>) -> bool {
+    let Some(at) = hint_at else { return false };
+    row.lease_id.is_none()
+        && row.cursor.lease.is_none()
+        && row.cursor.pending.is_empty()
+        && row.retry_at.is_none_or(|r| r < at)
 }
 
 const LOOK: Query =

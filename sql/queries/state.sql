@@ -109,17 +109,36 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
 -- last lease that ended here, run out ($20) or released. $17 queue id, $21 shard, $22 the
 -- clock, $23 the caller's stored id (queen.txid(); Citus takes no volatile function in an
 -- UPDATE).
-WITH folded AS (
+-- $24: the row leaves nothing behind its frontier (no lease, no pending transaction, no retry
+-- delay), so that the partition has work now only if a message after the frontier is visible.
+-- When this statement's snapshot sees none (the caller's own left out, as a look leaves them),
+-- no hint is written, and only the hints written by transactions the snapshot sees go (the
+-- rule of hints_delete in pop.sql, with this statement's snapshot as the look's; a hint updated
+-- since, which FOR UPDATE follows, is checked in its new version): a message the snapshot
+-- cannot see is discovery's to hint when it commits. Otherwise the next pop looked at the
+-- emptied partition only to delete the hint.
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmin(z.s)::text::bigint + z.o AS xmin, pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x) AS xip,
+           $24 AND NOT EXISTS (
+               SELECT 1 FROM queen.messages m
+                WHERE m.partition_id = $1 AND m.shard = $21 AND (m.txid, m.seq) > ($3, $4)
+                  AND m.txid IS DISTINCT FROM $23) AS empty
+      FROM (SELECT pg_current_snapshot() AS s, queen.xid_offset() AS o) AS z
+     WHERE $18 IS NOT NULL
+), folded AS (
     DELETE FROM queen.ready WHERE $18 IS NOT NULL AND shard = $21 AND ctid IN (
-        SELECT ctid FROM queen.ready WHERE partition_id = $1 AND consumer_group = $2 AND shard = $21
-           FOR UPDATE SKIP LOCKED)
+        SELECT r.ctid FROM queen.ready r, snap
+         WHERE r.partition_id = $1 AND r.consumer_group = $2 AND r.shard = $21
+           AND (NOT snap.empty OR r.txid < snap.xmin OR (r.txid < snap.xmax AND r.txid <> ALL (snap.xip))
+                OR r.txid = $23)
+           FOR UPDATE OF r SKIP LOCKED)
 ), hinted AS (
     -- Accounts for every message this statement's snapshot sees: each is in the batch, or
     -- after it (behind the lease: due at $18 or when the lease is released), or finished.
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
-    SELECT $17, $2, $1, $18, $23,
-           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), $23), $21
-     WHERE $18 IS NOT NULL
+    SELECT $17, $2, $1, $18, $23, least(snap.xmin, $23), $21
+      FROM snap WHERE NOT snap.empty
 )
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
