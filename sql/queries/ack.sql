@@ -38,15 +38,18 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
 -- it ended; whether it was released); no row when the message or the cursor row does not
 -- exist, or $2 is given and is not the lease's group (the ack is refused: nothing is locked
 -- for it). An ack waits for a transaction that holds the row (the pop that leased it, still
--- open): the ack must apply to what that transaction commits.
+-- open): the ack must apply to what that transaction commits. The cursor rows are found by
+-- the message's partition as a value (a subquery), so that a plan made while cursors was
+-- empty does not read all of them and join.
 WITH m AS MATERIALIZED (
     SELECT partition_id, txid, seq, queue_id, message_id FROM queen.messages WHERE message_id = $1 AND shard = $4
 ), l AS MATERIALIZED (
     SELECT c.consumer_group,
            CASE WHEN c.lease_id = $3 THEN c.lease_expires_at ELSE '-infinity' END AS expires_at,
            c.lease_id IS DISTINCT FROM $3 AND NOT c.last_lease_expired AS released
-      FROM m JOIN queen.cursors c ON c.partition_id = m.partition_id AND c.shard = $4
-     WHERE $3::uuid IS NOT NULL AND (c.lease_id = $3 OR c.last_lease_id = $3)
+      FROM queen.cursors c
+     WHERE c.partition_id = (SELECT partition_id FROM m) AND c.shard = $4
+       AND $3::uuid IS NOT NULL AND (c.lease_id = $3 OR c.last_lease_id = $3)
      ORDER BY c.lease_id IS NOT DISTINCT FROM $3 DESC
      LIMIT 1
 )
@@ -61,8 +64,8 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
        l.consumer_group, l.expires_at, l.released
   FROM m
   LEFT JOIN l ON true
-  JOIN queen.cursors c ON c.partition_id = m.partition_id AND c.shard = $4
-                      AND c.consumer_group = COALESCE(l.consumer_group, $2, '__QUEUE_MODE__')
+  JOIN queen.cursors c ON c.partition_id = (SELECT partition_id FROM m) AND c.shard = $4
+                      AND c.consumer_group = COALESCE((SELECT consumer_group FROM l), $2, '__QUEUE_MODE__')
   LEFT JOIN LATERAL (                                                      -- [one server]
         SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id         -- [one server]
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
@@ -72,7 +75,7 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 -- name: ack_lease_rows
 -- The active rows of lease $1 (through cursors_lease), locked, with the clock and their
 -- queue's stored options: for an ack under the lease whose message retention deleted
--- (src/ack/apply.rs sweep_vanished).
+-- (src/ack/apply.rs sweep_vanished). In partition order (see ack_lease_lock).
 SELECT c.partition_id, c.consumer_group, c.queue_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
@@ -86,7 +89,7 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
         SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
  WHERE c.lease_id = $1 AND c.shard = $2 AND c.lease_expires_at > clock_timestamp()
- ORDER BY c.partition_id, c.consumer_group
+ ORDER BY c.partition_id::text COLLATE "C", c.consumer_group
    FOR UPDATE OF c;
 
 -- name: ack_batch_lock
@@ -176,7 +179,9 @@ SELECT DISTINCT c.queue_id FROM queen.cursors c WHERE c.lease_id = $1 AND c.shar
 -- took the partition since), locked in partition order as every ack locks them, each with
 -- the ids of its batch's messages in delivery order (NULL where retention deleted one), the
 -- clock (read after the locks) and the queue's stored options. Through cursors_lease and, per
--- message, the primary key of messages: O(1) statements whatever the batch size.
+-- message, the primary key of messages: O(1) statements whatever the batch size. (Sorted by
+-- the partition's text, which orders as the uuid does: sorted by the uuid itself, a plan could
+-- read the whole primary key in its order instead, every cursor row, to spare the sort.)
 SELECT c.partition_id, c.consumer_group, c.queue_id,
        c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
@@ -196,5 +201,5 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
         SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
  WHERE c.lease_id = $1 AND c.shard = $2
- ORDER BY c.partition_id, c.consumer_group
+ ORDER BY c.partition_id::text COLLATE "C", c.consumer_group
    FOR UPDATE OF c;

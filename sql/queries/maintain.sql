@@ -286,7 +286,8 @@ SELECT count(*) AS folded FROM q;
 -- it went), and retired entries older than a day are forgotten — of the queues $2 only, those
 -- no push had open when the pass looked (src/maintain.rs): a push that saw the row before it
 -- went has committed by then, and this statement's snapshot sees its message. $3 shard, $4 the
--- clock.
+-- clock. The rows of the idle partitions are found through the list of them (`= ANY`): a plan
+-- made while the tables were small joined by reading them whole.
 WITH idle AS MATERIALIZED (
     SELECT DISTINCT ON (p.partition_id) p.partition_id, p.queue_id, p.name FROM queen.partitions p
      WHERE p.shard = $3 AND p.created_at < $4 - make_interval(secs => $1)
@@ -297,18 +298,19 @@ WITH idle AS MATERIALIZED (
 ), retired AS (
     INSERT INTO queen.retired_partitions (partition_id, queue_id, name, shard)
     SELECT partition_id, queue_id, name, $3 FROM idle
-), d1 AS (DELETE FROM queen.partitions WHERE shard = $3 AND partition_id IN (SELECT partition_id FROM idle)
+), d1 AS (DELETE FROM queen.partitions WHERE shard = $3 AND partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
 ), seen AS MATERIALIZED (
     -- The cursor rows as this snapshot judged them idle. A pop may hold one now and move it
     -- after this snapshot (delivering a message that committed after it): the delete waits for
     -- that pop, then finds a newer version, which it leaves (xmin differs). Deleting it would
     -- put the group back at the partition's start and deliver that message again.
     SELECT c.partition_id, c.consumer_group, c.xmin AS version FROM queen.cursors c
-     WHERE c.shard = $3 AND c.partition_id IN (SELECT partition_id FROM idle)
+     WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
 ), d2 AS (DELETE FROM queen.cursors c USING seen
-           WHERE c.shard = $3 AND c.partition_id = seen.partition_id AND c.consumer_group = seen.consumer_group
+           WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM seen))
+             AND c.partition_id = seen.partition_id AND c.consumer_group = seen.consumer_group
              AND c.xmin = seen.version
-), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND partition_id IN (SELECT partition_id FROM idle)
+), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
 ), back AS (
     INSERT INTO queen.partitions (partition_id, queue_id, name, shard)
     SELECT DISTINCT r.partition_id, r.queue_id, r.name, $3 FROM queen.retired_partitions r

@@ -117,28 +117,35 @@ SELECT xmin::text FROM queen.cursors WHERE partition_id = $1 AND consumer_group 
 -- since, which FOR UPDATE follows, is checked in its new version): a message the snapshot
 -- cannot see is discovery's to hint when it commits. Otherwise the next pop looked at the
 -- emptied partition only to delete the hint.
-WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmin(z.s)::text::bigint + z.o AS xmin, pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,
-           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x) AS xip,
-           $24 AND NOT EXISTS (
-               SELECT 1 FROM queen.messages m
-                WHERE m.partition_id = $1 AND m.shard = $21 AND (m.txid, m.seq) > ($3, $4)
-                  AND m.txid IS DISTINCT FROM $23) AS empty
-      FROM (SELECT pg_current_snapshot() AS s, queen.xid_offset() AS o) AS z
-     WHERE $18 IS NOT NULL
-), folded AS (
+-- (On Citus the lines marked [one server] go, and with them the probe: a worker plans no
+-- modification by ctid whose subquery reads a CTE. There the hint is written as before.)
+WITH
+snap AS MATERIALIZED (                                                                          -- [one server]
+    SELECT pg_snapshot_xmin(z.s)::text::bigint + z.o AS xmin,                                   -- [one server]
+           pg_snapshot_xmax(z.s)::text::bigint + z.o AS xmax,                                   -- [one server]
+           ARRAY(SELECT x::text::bigint + z.o FROM pg_snapshot_xip(z.s) AS x) AS xip,           -- [one server]
+           $24 AND NOT EXISTS (                                                                 -- [one server]
+               SELECT 1 FROM queen.messages m                                                   -- [one server]
+                WHERE m.partition_id = $1 AND m.shard = $21 AND (m.txid, m.seq) > ($3, $4)      -- [one server]
+                  AND m.txid IS DISTINCT FROM $23) AS empty                                     -- [one server]
+      FROM (SELECT pg_current_snapshot() AS s, queen.xid_offset() AS o) AS z                    -- [one server]
+),                                                                                              -- [one server]
+folded AS (
     DELETE FROM queen.ready WHERE $18 IS NOT NULL AND shard = $21 AND ctid IN (
-        SELECT r.ctid FROM queen.ready r, snap
-         WHERE r.partition_id = $1 AND r.consumer_group = $2 AND r.shard = $21
-           AND (NOT snap.empty OR r.txid < snap.xmin OR (r.txid < snap.xmax AND r.txid <> ALL (snap.xip))
-                OR r.txid = $23)
+        SELECT r.ctid FROM queen.ready r
+         WHERE r.partition_id = $1 AND (r.consumer_group = $2) IS TRUE AND r.shard = $21
+           AND (NOT (SELECT empty FROM snap) OR r.txid < (SELECT xmin FROM snap)                -- [one server]
+                OR (r.txid < (SELECT xmax FROM snap) AND r.txid <> ALL ((SELECT xip FROM snap)::bigint[])) -- [one server]
+                OR r.txid = $23)                                                                -- [one server]
            FOR UPDATE OF r SKIP LOCKED)
 ), hinted AS (
     -- Accounts for every message this statement's snapshot sees: each is in the batch, or
     -- after it (behind the lease: due at $18 or when the lease is released), or finished.
     INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid, seen_xmin, shard)
-    SELECT $17, $2, $1, $18, $23, least(snap.xmin, $23), $21
-      FROM snap WHERE NOT snap.empty
+    SELECT $17, $2, $1, $18, $23,
+           least(pg_snapshot_xmin(pg_current_snapshot())::text::bigint + queen.xid_offset(), $23), $21
+     WHERE $18 IS NOT NULL
+       AND NOT (SELECT empty FROM snap)                                                         -- [one server]
 )
 UPDATE queen.cursors
    SET done_txid = $3, done_seq = $4, pending_txid = $5, pending_seq = $6, ahead_txid = $7,
