@@ -147,6 +147,13 @@ fn filled(c: &mut postgres::Client, one_transaction: bool) {
     c.batch_execute("ANALYZE; SET plan_cache_mode = force_generic_plan").unwrap();
 }
 
+/// The plan of a query of queen's, prepared in this session (its settings, its statistics).
+fn generic_plan(c: &mut postgres::Client, file: &str, name: &str, types: &[&str]) -> Vec<String> {
+    let nulls = vec!["NULL"; types.len()].join(", ");
+    prepare_query(c, file, name, types);
+    c.query(&format!("EXPLAIN (COSTS OFF) EXECUTE {name} ({nulls})"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
 /// The generic plans of every query in QUERIES on a table filled as `filled` does, by name.
 fn kept_plans(one_transaction: bool) -> Vec<(String, Vec<String>)> {
     let db = TestDb::new(if one_transaction { "plans_one_txn" } else { "plans" });
@@ -154,14 +161,7 @@ fn kept_plans(one_transaction: bool) -> Vec<(String, Vec<String>)> {
     filled(&mut c, one_transaction);
     let mut plans = Vec::new();
     for (file, name, types) in QUERIES {
-        let nulls = vec!["NULL"; types.len()].join(", ");
-        prepare_query(&mut c, file, name, types);
-        let plan: Vec<String> = c
-            .query(&format!("EXPLAIN (COSTS OFF) EXECUTE {name} ({nulls})"), &[])
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let plan = generic_plan(&mut c, file, name, types);
         plans.push((format!("{file}.sql {name}"), plan));
     }
     plans
@@ -431,21 +431,14 @@ fn hints_and_cursor_rows_are_found_by_partition_whatever_the_statistics() {
     c.batch_execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET jit = off").unwrap();
     let mut joined = Vec::new();
     for (file, name, types) in QUERIES.iter().chain(HINT_QUERIES) {
-        let nulls = vec!["NULL"; types.len()].join(", ");
-        prepare_query(&mut c, file, name, types);
-        let plan: Vec<String> = c
-            .query(&format!("EXPLAIN (COSTS OFF) EXECUTE {name} ({nulls})"), &[])
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let plan = generic_plan(&mut c, file, name, types);
         // (Maintenance and the mapping check read every cursor row of the shard on purpose.)
         let whole = ["retention", "max_wait_candidates", "cluster_hi"].contains(name);
         if joins_by_filter(&plan) || (!whole && reads_an_index_whole(&plan)) {
             joined.push(format!("{file}.sql {name}:\n{}", plan.join("\n")));
         }
     }
-    assert!(joined.is_empty(), "plans that join partitions by a filter:\n{}", joined.join("\n\n"));
+    assert!(joined.is_empty(), "plans that read hints or cursor rows whole:\n{}", joined.join("\n\n"));
 }
 
 /// Whether a plan joins on the partition by a filter over a scan of hints or cursor rows that
