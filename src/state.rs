@@ -196,16 +196,16 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
             shard.into(),
             now.into(),
             txid.into(),
-            clear_behind(row, also.hint_at).into(),
+            only_after_frontier(row, also.hint_at).into(),
         ]);
         CURSOR_SAVE.run(s, &args);
     }
 }
 
-/// A hint due at `hint_at` for `row` stands only for messages after its frontier: the row
-/// holds no lease, no pending transaction and no retry delay that the hint waits for. Then
+/// Whether a hint due at `hint_at` for `row` stands only for messages after its frontier: the
+/// row holds no lease, no pending transaction and no retry delay that the hint waits for. Then
 /// cursor_save writes no hint when it sees no such message (state.sql).
-fn clear_behind(row: &CursorRow, hint_at: Option<Micros>) -> bool {
+fn only_after_frontier(row: &CursorRow, hint_at: Option<Micros>) -> bool {
     let Some(at) = hint_at else { return false };
     row.lease_id.is_none()
         && row.cursor.lease.is_none()
@@ -362,4 +362,39 @@ pub fn dead_letter(s: &mut Spi, partition: Uuid, group: &str, k: Key, error: Opt
         crate::shards::current().into(),
     ];
     DEAD_LETTER.run(s, &args);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cursor::{Batch, Cursor};
+
+    fn row() -> CursorRow {
+        CursorRow { cursor: Cursor::default(), retry_at: None, lease_id: None, lease_expires_at: None, version: None }
+    }
+
+    #[test]
+    fn a_hint_stands_only_for_messages_after_the_frontier_when_nothing_else_waits() {
+        let now: Micros = 1_000_000;
+        let leased = CursorRow { lease_id: Some(Uuid::from_bytes([1; 16])), lease_expires_at: Some(now + 30), ..row() };
+        let batch = CursorRow {
+            cursor: Cursor { lease: Some(Batch { keys: vec![(5, 1)], xip: vec![] }), ..Cursor::default() },
+            ..row()
+        };
+        let pending = CursorRow { cursor: Cursor { pending: vec![(4, 0)], ..Cursor::default() }, ..row() };
+        let delayed = CursorRow { retry_at: Some(now + 5), ..row() };
+        let delay_over = CursorRow { retry_at: Some(now - 5), ..row() };
+        let cases: [(&str, &CursorRow, Option<Micros>, bool); 7] = [
+            ("a settled row, hint due now", &row(), Some(now), true),
+            ("no hint to write", &row(), None, false),
+            ("a lease: the hint waits for its expiry", &leased, Some(now + 30), false),
+            ("a batch still in the row", &batch, Some(now), false),
+            ("a pending transaction behind the frontier", &pending, Some(now), false),
+            ("a retry delay the hint waits for", &delayed, Some(now + 5), false),
+            ("a retry delay already over", &delay_over, Some(now), true),
+        ];
+        for (what, r, at, want) in cases {
+            assert_eq!(only_after_frontier(r, at), want, "{what}");
+        }
+    }
 }

@@ -105,9 +105,9 @@ SELECT snap.xip,
 -- (queen.txid()), $13 the clock: Citus takes no volatile function in an UPDATE.
 -- Each partition's hints are found by their partition, whatever the statistics said when the
 -- plan was made (`OFFSET 0` keeps the test a probe per partition, `= ANY` an index scan over
--- the list; the group test as hints_set in pop.sql says): planned while ready was empty, the test became
--- a join that compared every hint of the group with every partition found (28 ms for 800
--- partitions and 200 hints).
+-- the list; the group test as hints_set in pop.sql says): planned while ready was empty, the
+-- test became a join that compared every hint of the group with every partition found (28 ms
+-- for 800 partitions and 200 hints).
 WITH found AS MATERIALIZED (
     SELECT f.p, f.t FROM unnest($3::uuid[], $9::bigint[]) AS f(p, t)
      WHERE NOT EXISTS (SELECT 1 FROM queen.ready r

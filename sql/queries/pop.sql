@@ -16,10 +16,11 @@ SELECT partition_id, ready_at FROM queen.ready
 
 -- name: hints_set
 -- (Statements that find hints by partition write the group test as
--- `(consumer_group = $n) IS TRUE`, which no index can serve: a kept plan then reads them through ready_partition. With
--- the plain test, the dense ready_next served it too, without its first column, and when hint
--- churn had grown ready_partition the planner took it, reading every hint of the group for
--- each partition: 72 ms a discovery scan over 1 000 partitions in the bench's drain.)
+-- `(consumer_group = $n) IS TRUE`, which no index can serve: a kept plan then reads them
+-- through ready_partition. With the plain test, the dense ready_next served it too, without
+-- its first column, and when hint churn had grown ready_partition the planner took it,
+-- reading every hint of the group for each partition: 72 ms a discovery scan over 1 000
+-- partitions in the bench's drain.)
 -- Move the partition's hints to $4 (a lease's expiry, a retry delay's end, now), or add one
 -- if it has none: a partition with work must always have a hint. Only hints written by
 -- transactions that the look's snapshot ($5 xmin, $6 xmax, $7 running) sees, or by this
