@@ -247,7 +247,7 @@ impl Pop<'_> {
         let share = discovery::scan_limit(self.req.batch as i64);
         let key = pace::key(self.queue_id, &self.group);
         let account = pace::account(&key);
-        let first = match pace::decide(account, share, discovery::MAX_SCAN) {
+        let first = match pace::decide(account, share, discovery::owed_scan_limit(share)) {
             pace::Plan::HintsFirst { limit } => {
                 self.take_candidates(s, &mut tried);
                 if self.done() {
