@@ -294,7 +294,8 @@ fn push_preset(
         Ok(())
     })?;
     for (r, it) in results.iter_mut().zip(&items) {
-        r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| r.message_id.to_string());
+        // (The uuid crate's formatting: pgrx's, a write per byte, was 3% of a batch push.)
+        r.transaction_id = it.transaction_id.clone().unwrap_or_else(|| from_pg(r.message_id).to_string());
     }
     // Waiting pops of these queues are woken when this transaction commits, and look first at
     // the partition of the last message queued in each.
