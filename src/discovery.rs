@@ -69,7 +69,7 @@ pub fn scan_limit(batch: i64) -> i64 {
 /// How many pops' shares (scan_limit) a scan that reads what pops the hints filled owe
 /// (pace.rs) may read at most: a partition that gets its first message behind a backlog is
 /// found within this many pops of a backend.
-pub const OWED_POPS: i64 = 16;
+const OWED_POPS: i64 = 16;
 
 /// The most a scan that reads what is owed may read, for pops whose share is `share`: sixteen
 /// shares, between one scan's worth and MAX_LONG_SCAN.

@@ -17,8 +17,8 @@
 //! Why so many: a scan costs mostly a probe per partition it finds, and in a backlog the same
 //! partitions come again and again in the log. Draining 300 000 messages over 1 000
 //! partitions (pop 100 + `queen_ack_lease`, 4 clients), deferring to one scan's worth (1 000)
-//! took 394 scans of 2.3 ms; to four, 89 scans of 4.0 ms, and the pops went 144 476 → 183 979
-//! messages/s (`auto_ack` 191 815 → 255 737). The price is one longer pop in sixteen: at worst,
+//! took 394 scans of 2.3 ms; to sixteen shares, 111 scans, and the pops went 144 476 → 176 001
+//! messages/s (`auto_ack` 191 815 → 236 844). The price is one longer pop in sixteen: at worst,
 //! when every entry is in another partition, a probe for each of 3 200 (~7 ms at the 2.3 µs a
 //! probe measured there).
 //!

@@ -102,16 +102,12 @@ pub fn unpack(bytes: &[u8]) -> Result<Vec<Key>, Malformed> {
         }
         let (n, d) = match (dt, s) {
             (0, 0) => {
-                let n = next(&mut rest)?;
-                let d = (next(&mut rest)?, next(&mut rest)?);
-                match usize::try_from(n) {
-                    Ok(n) if n >= 1 && keys.len() + n <= MAX_KEYS => (n, d),
-                    _ => return Err(Malformed),
-                }
+                let n = usize::try_from(next(&mut rest)?).map_err(|_| Malformed)?;
+                (n, (next(&mut rest)?, next(&mut rest)?))
             }
             d => (1, d),
         };
-        if keys.len() + n > MAX_KEYS {
+        if n == 0 || keys.len() + n > MAX_KEYS {
             return Err(Malformed);
         }
         for _ in 0..n {

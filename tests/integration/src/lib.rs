@@ -194,6 +194,15 @@ pub fn push_n(c: &mut Client, queue: &str, partition: &str, n: i64) {
     c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
 }
 
+/// Push `n` messages (payloads 0, 1, ...) to `queue` in one call, spread in turn over the
+/// partitions p0 .. p(`partitions` - 1).
+pub fn push_spread(c: &mut Client, queue: &str, n: i64, partitions: i64) {
+    let items: Vec<Value> = (0..n)
+        .map(|i| serde_json::json!({"queue": queue, "partition": format!("p{}", i % partitions), "payload": i}))
+        .collect();
+    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+}
+
 /// A test database with queue `q` configured with `options` (JSON; "" for none) and `pushed`
 /// messages (payloads 0, 1, ...) in its partition `p`; and a connection to it: the set-up of
 /// the ack tests.

@@ -2,7 +2,7 @@
 //! semantics §5, the exactly-once effect of §6.5, and the views of §9.
 
 use postgres::Client;
-use queen_integration_tests::{connect, push_n, queue_db, sqlstate};
+use queen_integration_tests::{connect, push_n, push_spread, queue_db, sqlstate};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::thread;
@@ -506,10 +506,8 @@ fn exactly_once_effect_with_a_transactional_ack() {
     c.batch_execute("CREATE TABLE effects (grp text, message_id uuid, payload jsonb)").unwrap();
     c.execute("SELECT queen_configure('q', '{\"retryLimit\": 1000, \"retryDelay\": 0, \"leaseTime\": 1}')", &[])
         .unwrap();
-    let total = 300;
-    let items: Vec<Value> =
-        (0..total).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 6), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    let total: usize = 300;
+    push_spread(&mut c, "q", total as i64, 6);
     let groups = ["billing", "audit"];
     for g in groups {
         // Subscribe both groups at the start of the queue before any consumer runs.

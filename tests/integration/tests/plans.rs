@@ -6,7 +6,7 @@
 //! the planner turned into a full scan per chunk of 10 000: 214 ms on 392 000 messages, and
 //! growing with the table.)
 
-use queen_integration_tests::{prepare_query, query_file, query_section, TestDb, QUERY_FILES};
+use queen_integration_tests::{prepare_query, push_spread, query_file, query_section, TestDb, QUERY_FILES};
 use serde_json::{json, Value};
 
 /// Every query of sql/queries that touches queen.messages, with its parameter types; all but
@@ -237,9 +237,7 @@ fn maintenance_analyzes_the_tables_that_outgrew_their_statistics() {
         .get(0)
     };
     let before = analyzed(&mut c, "messages");
-    let items: Vec<Value> =
-        (0..3000).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 300), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut c, "q", 3000, 300);
     let report: Value = c.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
     let refreshed = report["statistics_refreshed"].as_array().cloned().unwrap_or_default();
     assert!(refreshed.contains(&json!("messages")), "{report}");
@@ -335,9 +333,7 @@ fn plans_made_while_the_tables_were_empty_read_them_by_index() {
     for t in ["messages", "partitions", "ready", "cursors", "discovery"] {
         c.batch_execute(&format!("ALTER TABLE queen.{t} SET (autovacuum_enabled = off)")).unwrap();
     }
-    let items: Vec<Value> =
-        (0..3000).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 1000), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut c, "q", 3000, 1000);
     c.batch_execute("VACUUM ANALYZE queen.messages, queen.partitions, queen.ready, queen.cursors, queen.discovery")
         .unwrap();
     let mut w = db.connect();
@@ -412,9 +408,7 @@ const HINT_QUERIES: &[(&str, &str, &[&str])] = &[
 fn hints_and_cursor_rows_are_found_by_partition_whatever_the_statistics() {
     let db = TestDb::new("plans_hints_empty");
     let mut c = db.connect();
-    let items: Vec<Value> =
-        (0..3000).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 1000), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut c, "q", 3000, 1000);
     c.batch_execute("VACUUM ANALYZE queen.messages, queen.partitions, queen.ready, queen.cursors, queen.discovery")
         .unwrap();
     // Hints come and go: their index by partition (random uuids) grows, and the one by due
@@ -497,9 +491,7 @@ fn no_statement_of_queen_is_jit_compiled() {
         "SET jit = on; SET jit_above_cost = 1000; SET jit_inline_above_cost = 1000; SET jit_optimize_above_cost = 1000",
     )
     .unwrap();
-    let items: Vec<Value> =
-        (0..300).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 30), "payload": i})).collect();
-    w.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut w, "q", 300, 30);
     assert_eq!(pop_and_ack_both_ways(&mut w), (10, 10));
     w.batch_execute(
         "SELECT queen_maintain(); SELECT queen_seek('q', 'g', NULL); SELECT count(*) FROM queen_pop('q', 'h', auto_ack => true)",

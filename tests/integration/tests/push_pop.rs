@@ -3,7 +3,7 @@
 
 use queen_integration_tests::{
     await_debug_sleep, connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, push_n,
-    sqlstate, TestDb,
+    push_spread, sqlstate, TestDb,
 };
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -136,9 +136,7 @@ fn an_open_transaction_does_not_stall_delivery() {
 fn leases_are_exclusive() {
     let db = TestDb::new("exclusive");
     let mut c = db.connect();
-    let items: Vec<Value> =
-        (0..200).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 20), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut c, "q", 200, 20);
     let threads = 8;
     let barrier = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
@@ -240,9 +238,7 @@ fn per_partition_fifo_under_concurrent_producers() {
 fn every_group_gets_every_message() {
     let db = TestDb::new("fanout");
     let mut c = db.connect();
-    let items: Vec<Value> =
-        (0..50).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 5), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut c, "q", 50, 5);
     for g in [Some("a"), Some("b"), None] {
         let got = drain(&mut c, "q", g);
         assert_eq!(got.len(), 50, "group {g:?}");

@@ -2,7 +2,9 @@
 //! queen_maintain() and through the background worker), over real connections.
 
 use postgres::{Client, NoTls};
-use queen_integration_tests::{await_waiting, connect, plant_spies, push, spy_calls, sqlstate, waiter, TestDb};
+use queen_integration_tests::{
+    await_waiting, connect, plant_spies, push, push_spread, spy_calls, sqlstate, waiter, TestDb,
+};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -231,9 +233,7 @@ fn completed_retention_deletes_in_chunks() {
     let db = TestDb::new("completedchunks");
     let mut c = db.connect();
     c.execute("SELECT queen_configure('q', '{\"completedRetentionSeconds\": 1}')", &[]).unwrap();
-    let items: Vec<Value> =
-        (0..25_000).map(|i| json!({"queue": "q", "partition": format!("p{}", i % 7), "payload": i})).collect();
-    c.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    push_spread(&mut c, "q", 25_000, 7);
     let popped: i64 = (0..3)
         .map(|_| {
             c.query_one(
