@@ -147,6 +147,26 @@ fn part_of_a_lease_then_the_rest() {
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
 }
 
+/// A batch with a gap: a message finished out of order under an earlier lease is not delivered
+/// again, so the next batch is not one span of its partition. The ids come back for every key,
+/// those past the span read (as many rows as the batch has keys) included.
+#[test]
+fn a_batch_with_a_gap_has_every_id() {
+    let (_db, mut c) = queue_db("al_gap", "", 5);
+    let first = pop(&mut c, "batch => 5");
+    let ok: bool = c.query_one("SELECT success FROM queen_ack($1, $2)", &[&first[1].0, &first[1].1]).unwrap().get(0);
+    assert!(ok);
+    let ok: bool =
+        c.query_one("SELECT success FROM queen_ack($1, $2, 'retry')", &[&first[0].0, &first[0].1]).unwrap().get(0);
+    assert!(ok);
+    let got = pop(&mut c, "batch => 10");
+    assert_eq!(payloads(&got), vec![0, 2, 3, 4], "1 was finished");
+    let res = ack_lease(&mut c, got[0].1, "completed");
+    assert_eq!(res.iter().map(|r| r.1).collect::<Vec<_>>(), ids(&got));
+    assert!(res.iter().all(|r| r.2 && r.3.is_none()), "{res:?}");
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+}
+
 /// A lease that ran out: one row per message, 'lease expired', nothing changed. Once a pop
 /// took the partition again, the old lease is no one's: no rows.
 #[test]
