@@ -69,7 +69,7 @@ found AS MATERIALIZED (
           FROM entries e GROUP BY e.partition_id) AS f
      WHERE NOT EXISTS (
         SELECT 1 FROM queen.ready r
-         WHERE r.partition_id = f.partition_id AND (r.consumer_group = $2) IS TRUE AND r.shard = $11
+         WHERE {{hints_of r=r p=f.partition_id g=$2}} AND r.shard = $11
            AND r.seen_xmin > f.txid AND NOT queen.written_here(r.xmin::text::bigint))
        AND NOT EXISTS (
         SELECT 1 FROM queen.cursors c
@@ -111,7 +111,7 @@ SELECT snap.xip,
 WITH found AS MATERIALIZED (
     SELECT f.p, f.t FROM unnest($3::uuid[], $9::bigint[]) AS f(p, t)
      WHERE NOT EXISTS (SELECT 1 FROM queen.ready r
-                        WHERE r.partition_id = f.p AND (r.consumer_group = $2) IS TRUE AND r.shard = $11
+                        WHERE {{hints_of r=r p=f.p g=$2}} AND r.shard = $11
                           AND r.seen_xmin > f.t OFFSET 0)
 ), updated AS (
     UPDATE queen.ready r SET ready_at = least(r.ready_at, $13), txid = $12,
@@ -142,7 +142,7 @@ SELECT $1, $2, $5, $6, $7, $8, $11 WHERE $4;
 -- The partitions found ($2, newest transaction $3 in each) whose hint does not account for it.
 SELECT f.p AS partition_id FROM unnest($2::uuid[], $3::bigint[]) AS f(p, t)
  WHERE NOT EXISTS (SELECT 1 FROM queen.ready r
-                    WHERE r.partition_id = f.p AND (r.consumer_group = $1) IS TRUE AND r.shard = $4 AND r.seen_xmin > f.t);
+                    WHERE {{hints_of r=r p=f.p g=$1}} AND r.shard = $4 AND r.seen_xmin > f.t);
 
 -- name: citus_hints_update
 -- Their hints that no other transaction holds, due now at the latest, accounting for the scan

@@ -15,12 +15,8 @@ SELECT partition_id, ready_at FROM queen.ready
  LIMIT $4;
 
 -- name: hints_set
--- (Statements that find hints by partition write the group test as
--- `(consumer_group = $n) IS TRUE`, which no index can serve: a kept plan then reads them
--- through ready_partition. With the plain test, the dense ready_next served it too, without
--- its first column, and when hint churn had grown ready_partition the planner took it,
--- reading every hint of the group for each partition: 72 ms a discovery scan over 1 000
--- partitions in the bench's drain.)
+-- (Statements that find hints by partition and group say so with the piece hints_of
+-- (fragments.sql), which only ready_partition serves.)
 -- Move the partition's hints to $4 (a lease's expiry, a retry delay's end, now), or add one
 -- if it has none: a partition with work must always have a hint. Only hints written by
 -- transactions that the look's snapshot ($5 xmin, $6 xmax, $7 running) sees, or by this
@@ -34,7 +30,7 @@ SELECT partition_id, ready_at FROM queen.ready
 WITH moved AS (
     UPDATE queen.ready SET ready_at = $4, txid = $9, seen_xmin = greatest(seen_xmin, $5)
      WHERE shard = $8 AND ctid IN (
-        SELECT ctid FROM queen.ready WHERE partition_id = $2 AND (consumer_group = $3) IS TRUE AND shard = $8
+        SELECT ctid FROM queen.ready r WHERE {{hints_of r=r p=$2 g=$3}} AND shard = $8
            AND (txid < $5 OR (txid < $6 AND txid <> ALL ($7))
                 OR txid = $10)
            FOR UPDATE SKIP LOCKED)
@@ -52,7 +48,7 @@ SELECT $1, $3, $2, $4, $9, $5, $8 WHERE NOT EXISTS (SELECT 1 FROM moved);
 -- one for a message that committed in between, and strand that message.) $6 shard, $7 the
 -- caller's own id if it has one (queen.own_txid(): no volatile function in a DELETE on Citus).
 DELETE FROM queen.ready WHERE shard = $6 AND ctid IN (
-    SELECT ctid FROM queen.ready WHERE partition_id = $1 AND (consumer_group = $2) IS TRUE AND shard = $6
+    SELECT ctid FROM queen.ready r WHERE {{hints_of r=r p=$1 g=$2}} AND shard = $6
        AND (txid < $3 OR (txid < $4 AND txid <> ALL ($5))
             OR txid = $7)
        FOR UPDATE SKIP LOCKED);

@@ -133,7 +133,7 @@ snap AS MATERIALIZED (                                                          
 folded AS (
     DELETE FROM queen.ready WHERE $18 IS NOT NULL AND shard = $21 AND ctid IN (
         SELECT r.ctid FROM queen.ready r
-         WHERE r.partition_id = $1 AND (r.consumer_group = $2) IS TRUE AND r.shard = $21
+         WHERE {{hints_of r=r p=$1 g=$2}} AND r.shard = $21
            AND (NOT (SELECT empty FROM snap) OR r.txid < (SELECT xmin FROM snap)                -- [one server]
                 OR (r.txid < (SELECT xmax FROM snap) AND r.txid <> ALL ((SELECT xip FROM snap)::bigint[])) -- [one server]
                 OR r.txid = $23)                                                                -- [one server]

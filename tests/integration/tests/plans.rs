@@ -190,10 +190,10 @@ fn no_kept_plan_reads_the_whole_messages_table() {
 
 /// queen_ack_lease finds its batch's messages without reading the partition's messages whole:
 /// the batch's span in key order, no more rows than the batch has keys (one index descent, not
-/// one a key), and a primary-key probe for a key the span did not reach. The batch's keys come
-/// from a function (queen.batch_keys), which the planner took for 1 000 rows until it was told
-/// otherwise (views.sql), and hashed every message of the partition against them; only the
-/// keys may be hashed.
+/// one a key), and a primary-key probe for a key the span did not reach. (The batch's keys come
+/// from a function, queen.batch_keys, which the planner took for 1 000 rows until it was told
+/// otherwise, views.sql: a plan of 0.4.0 then hashed every message of the partition against
+/// them. Whichever side a plan hashes now, the span is bounded.)
 #[test]
 fn an_ack_of_a_whole_lease_reads_its_span_and_probes_the_rest() {
     let plans = kept_plans(false);
@@ -211,11 +211,6 @@ fn an_ack_of_a_whole_lease_reads_its_span_and_probes_the_rest() {
         text.contains("(txid = k_1.txid) AND (seq = k_1.seq)") || text.contains("(txid = k.txid) AND (seq = k.seq)"),
         "{text}"
     );
-    for (i, l) in lines.iter().enumerate() {
-        if *l == "->  Hash" {
-            assert!(lines[i + 1].contains("batch_keys"), "a hash of something else than the keys:\n{text}");
-        }
-    }
     assert!(!text.contains("Seq Scan on messages") && !text.contains("Bitmap Heap Scan on messages"), "{text}");
 }
 
@@ -440,7 +435,7 @@ fn hints_and_cursor_rows_are_found_by_partition_whatever_the_statistics() {
     c.batch_execute("ANALYZE queen.ready").unwrap();
     // As queen plans its statements (src/spi.rs, PlanSettings).
     c.batch_execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET jit = off").unwrap();
-    let mut joined = Vec::new();
+    let (mut joined, mut groups) = (Vec::new(), Vec::new());
     for (file, name, types) in QUERIES.iter().chain(HINT_QUERIES) {
         let plan = generic_plan(&mut c, file, name, types);
         // (Maintenance and the mapping check read every cursor row of the shard on purpose.)
@@ -448,8 +443,31 @@ fn hints_and_cursor_rows_are_found_by_partition_whatever_the_statistics() {
         if joins_by_filter(&plan) || (!whole && reads_an_index_whole(&plan)) {
             joined.push(format!("{file}.sql {name}:\n{}", plan.join("\n")));
         }
+        if reads_other_groups_hints(&plan) {
+            groups.push(format!("{file}.sql {name}:\n{}", plan.join("\n")));
+        }
     }
     assert!(joined.is_empty(), "plans that read hints or cursor rows whole:\n{}", joined.join("\n\n"));
+    assert!(groups.is_empty(), "probes of a partition's hints that read every group's:\n{}", groups.join("\n\n"));
+}
+
+/// Whether a plan probes a partition's hints (ready_partition, by one partition) without its
+/// group in the index's bounds: each probe then reads every group's hints of the partition (8
+/// where 8 groups read a queue: discovery's scan of 3 200 log entries took 5.4 ms, 3.6 with the
+/// group in the bounds). A list of partitions (`= ANY`) is read whole, for the few partitions
+/// a discovery hints.
+fn reads_other_groups_hints(plan: &[String]) -> bool {
+    plan.iter().enumerate().any(|(i, l)| {
+        let Some(cond) =
+            plan[i + 1..].iter().take(2).find(|c| c.contains("Index Cond:") || c.contains("Recheck Cond:"))
+        else {
+            return false;
+        };
+        l.contains("Scan")
+            && l.contains(" ready_partition")
+            && !cond.contains("ANY")
+            && !cond.contains("consumer_group")
+    })
 }
 
 /// Whether a plan joins on the partition by a filter over a scan of hints or cursor rows that
