@@ -38,7 +38,9 @@ pend AS MATERIALIZED (
 ahead AS MATERIALIZED (
     SELECT a.x, a.s FROM c CROSS JOIN LATERAL unnest(c.ahead_txid, c.ahead_seq) AS a(x, s)
 ),
-msgs AS MATERIALIZED (
+msgs AS (
+    -- Not materialized: read once, by the last branch below, so its rows go out as they are
+    -- read rather than through a copy (the look 0.133 -> 0.115 ms a pop of 100, 1 client).
     -- No ORDER BY: the pending branch comes first (pend is in txid order, each LATERAL read
     -- in seq order), then the frontier branch in index order; Append keeps branch order, and
     -- queen's plans are never parallel. Only committed pending transactions are read (the
