@@ -46,8 +46,9 @@ pend AS MATERIALIZED (
 last AS (SELECT txid, seq FROM log ORDER BY txid DESC, seq DESC LIMIT 1),
 -- What was found: the log after the point, then the messages of the committed pending
 -- transactions (one index scan over them: a join here is planned as a scan of every message,
--- run whenever a pushing transaction was open at the last pop).
-entries AS MATERIALIZED (
+-- run whenever a pushing transaction was open at the last pop). Not materialized: `found`
+-- reads it once (a scan of 3 200 entries 2.60-2.92 -> 2.33-2.79 ms).
+entries AS (
     SELECT partition_id, txid, seq, 0 AS ord FROM log
     UNION ALL
     SELECT m.partition_id, m.txid, m.seq, 1 FROM queen.messages m
