@@ -103,9 +103,10 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     let mut first: HashMap<(Grp, Uuid), (usize, usize)> = HashMap::new();
     let mut finished: HashMap<(Grp, Uuid), u32> = HashMap::new();
     // The earliest committed ack of each (group, message) that took effect, and the steps of
-    // each group's committed replays (recorded as resets that are not seeks).
+    // each group's committed replays (recorded as resets that are not seeks), with their
+    // transactions' commits.
     let mut acked: HashMap<(Grp, Uuid), usize> = HashMap::new();
-    let mut replays: HashMap<Grp, Vec<usize>> = HashMap::new();
+    let mut replays: HashMap<Grp, Vec<(usize, usize)>> = HashMap::new();
     // For each 'new' group: the earliest pop statement, and the earliest commit of a
     // transaction that popped it (or sought it: a seek subscribes a group).
     let mut first_pop: HashMap<Grp, usize> = HashMap::new();
@@ -122,7 +123,7 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                     *c = (*c).min(t.commit);
                 }
                 Event::Reset { group, step, seek: false } => {
-                    replays.entry(*group).or_default().push(*step);
+                    replays.entry(*group).or_default().push((*step, t.commit));
                 }
                 Event::Reset { group, step, seek: true } => {
                     seeks.entry(*group).or_default().push((*step, t.commit));
@@ -158,13 +159,15 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
     // The last committed seek of a group, by commit.
     let last_seek = |g: Grp| seeks.get(&g).and_then(|v| v.iter().max_by_key(|(_, c)| *c).copied());
     // A dead letter brings its message back by the operator's hand: whether a committed ack
-    // of (g, msg) took effect, then a committed replay of g ran, both after step `from` and
-    // before step `to`. What comes back so is not held to the delivery order or to a seek
-    // that ran before the replay (semantics §3.4: a replay owes the message again).
-    let replayed_between = |g: Grp, msg: &Uuid, from: usize, to: usize| {
-        acked
-            .get(&(g, *msg))
-            .is_some_and(|a| replays.get(&g).is_some_and(|r| r.iter().any(|s| *a < *s && from < *s && *s < to)))
+    // of (g, msg) took effect, then a committed replay of g ran, after step `from` (and
+    // committed no earlier than step `committed`) and before step `to`. What comes back so is
+    // not held to the delivery order or to a seek that ran before the replay (semantics §3.4:
+    // a replay owes the message again) — also a seek of the same transaction (found by the
+    // explorer's seed 1796450916036: `seek gk end` then `dead gn replay` in one transaction).
+    let replayed_between = |g: Grp, msg: &Uuid, from: usize, committed: usize, to: usize| {
+        acked.get(&(g, *msg)).is_some_and(|a| {
+            replays.get(&g).is_some_and(|r| r.iter().any(|&(s, c)| *a < s && from < s && committed <= c && s < to))
+        })
     };
     // An ack without a lease subscribes a group that has no subscription, from the start
     // ('all'); if one may have come first for a 'new' group, what it must and must not see is
@@ -242,7 +245,7 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
                     continue;
                 }
                 if let Some((seek, commit)) = list.iter().find(|(seek, commit)| {
-                    d.step > *commit && m.commit < *seek && !replayed_between(*g, &d.msg, *commit, d.step)
+                    d.step > *commit && m.commit < *seek && !replayed_between(*g, &d.msg, *seek, *commit, d.step)
                 }) {
                     v(
                         "came back after a seek",
@@ -305,7 +308,7 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
         let mut by_part: BTreeMap<u8, Vec<(&Uuid, &Msg, (usize, usize))>> = BTreeMap::new();
         for (id, m) in &msgs {
             if let Some(f) = first.get(&(g, *id)) {
-                if replayed_between(g, id, 0, f.0) {
+                if replayed_between(g, id, 0, 0, f.0) {
                     continue;
                 }
                 by_part.entry(m.partition).or_default().push((id, m, *f));
