@@ -200,8 +200,9 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
   CROSS JOIN LATERAL (
         -- The span's start and length: the batch's first key (in delivery order, which is key
         -- order), and how many keys it has.
-        SELECT (array_agg(k.txid))[1] AS txid, (array_agg(k.seq))[1] AS seq, count(*) AS n
-          FROM queen.batch_keys(c.lease_keys) AS k) f
+        SELECT max(k.txid) FILTER (WHERE k.ord = 1) AS txid, max(k.seq) FILTER (WHERE k.ord = 1) AS seq,
+               count(*) AS n
+          FROM queen.batch_keys(c.lease_keys) WITH ORDINALITY AS k(txid, seq, ord)) f
   CROSS JOIN LATERAL (
         SELECT array_agg(COALESCE(r.message_id,
                    (SELECT m.message_id FROM queen.messages m

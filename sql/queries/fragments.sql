@@ -55,10 +55,9 @@ SELECT count(*) AS deleted,
 -- alone, not every group's hints of the partition (with 9 groups' hints, discovery's scan of
 -- 3 200 log entries took 5.4 ms when a probe read them all, 3.6 with the group in the
 -- bounds). Written as row comparisons, which only an index that starts (partition_id,
--- consumer_group) can serve:
--- with the plain `consumer_group = {g}`, the dense ready_next served it too, without its first
--- column, and when hint churn had grown ready_partition the planner took it, reading every
--- hint of the group for each partition (72 ms a discovery scan over 1 000 partitions in the
--- bench's drain; plans.rs).
+-- consumer_group) can serve: with the plain `consumer_group = {g}`, the dense ready_next
+-- served it too, without its first column, and when hint churn had grown ready_partition the
+-- planner took it, reading every hint of the group for each partition (72 ms a discovery scan
+-- over 1 000 partitions in the bench's drain; plans.rs).
 {r}.partition_id = {p}
 AND ({r}.partition_id, {r}.consumer_group) >= ({p}, {g}) AND ({r}.partition_id, {r}.consumer_group) <= ({p}, {g})
