@@ -35,14 +35,35 @@ pub struct Cursor {
     pub lease: Option<Batch>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Batch {
     /// Keys in delivery order.
     pub keys: Vec<Key>,
     /// Transactions in progress, as the popping snapshot saw them, between the frontier and
     /// the batch's last key.
     pub xip: Vec<i64>,
+    /// How many keys at the batch's start `settle` has passed already (not stored: a batch
+    /// read from its row starts at 0). A passed key stays finished while the lease lasts, so
+    /// the next `settle` starts after them: acking a batch of n one by one walks it once, not
+    /// n times (the quadratic walk was 2% of a pop 100 + queen_ack_lease cycle).
+    pub passed: usize,
 }
+
+impl Batch {
+    pub fn new(keys: Vec<Key>, xip: Vec<i64>) -> Batch {
+        Batch { keys, xip, passed: 0 }
+    }
+}
+
+/// Batches are equal when they hold the same keys and running transactions: how far `settle`
+/// got is bookkeeping.
+impl PartialEq for Batch {
+    fn eq(&self, other: &Batch) -> bool {
+        self.keys == other.keys && self.xip == other.xip
+    }
+}
+
+impl Eq for Batch {}
 
 /// What charging a failure to a message did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,16 +156,18 @@ impl Cursor {
     /// Move over the longest finished prefix of the batch; release the lease when all of it
     /// is finished. Returns whether the lease was released.
     pub fn settle(&mut self) -> bool {
-        let Some(batch) = self.lease.take() else {
+        let Some(mut batch) = self.lease.take() else {
             return false;
         };
+        debug_assert!(batch.keys[..batch.passed].iter().all(|k| self.is_finished(*k)), "a passed key unfinished");
         let mut all = true;
-        for &k in &batch.keys {
+        for &k in &batch.keys[batch.passed..] {
             if !self.is_finished(k) {
                 all = false;
                 break;
             }
             self.pass(k, &batch.xip);
+            batch.passed += 1;
         }
         if all {
             true
@@ -312,7 +335,7 @@ mod tests {
     use super::*;
 
     fn leased(keys: &[Key], xip: &[i64]) -> Cursor {
-        Cursor { lease: Some(Batch { keys: keys.to_vec(), xip: xip.to_vec() }), ..Cursor::default() }
+        Cursor { lease: Some(Batch::new(keys.to_vec(), xip.to_vec())), ..Cursor::default() }
     }
 
     #[test]
@@ -337,6 +360,20 @@ mod tests {
         all.finish_all();
         assert_eq!(all, one_by_one);
         assert_eq!(all.pending, vec![(12, 0), (13, 0)]);
+    }
+
+    #[test]
+    fn settling_starts_after_what_it_passed() {
+        let mut c = leased(&[(10, 1), (10, 2), (11, 1), (12, 1)], &[]);
+        assert!(!c.finish((10, 2)));
+        assert_eq!(c.lease.as_ref().unwrap().passed, 0, "nothing passed before the gap");
+        assert!(!c.finish((10, 1)));
+        assert_eq!(c.lease.as_ref().unwrap().passed, 2);
+        assert_eq!(c.done, (10, 2));
+        assert!(!c.finish((11, 1)));
+        assert_eq!(c.lease.as_ref().unwrap().passed, 3);
+        assert!(c.finish((12, 1)), "the last one releases the lease");
+        assert_eq!(c.done, (12, 1));
     }
 
     #[test]
@@ -420,7 +457,7 @@ mod tests {
     #[test]
     fn messages_of_a_pending_transaction_are_delivered_in_seq_order() {
         let mut c = Cursor { done: (20, 1), pending: vec![(12, 0)], ..Cursor::default() };
-        c.lease = Some(Batch { keys: vec![(12, 4), (12, 7), (21, 1)], xip: vec![] });
+        c.lease = Some(Batch::new(vec![(12, 4), (12, 7), (21, 1)], vec![]));
         c.finish((12, 7));
         assert_eq!(c.pending, vec![(12, 0)], "(12,4) is not finished yet");
         c.finish((12, 4));
@@ -435,7 +472,7 @@ mod tests {
         // Subscribed 'new' at xmax 1749; the transaction that then got xid 1749 is running
         // when the frontier passes its position to a later message.
         let mut c = Cursor::subscribed_new(1749, &[]);
-        c.lease = Some(Batch { keys: vec![(1750, 1)], xip: vec![1749] });
+        c.lease = Some(Batch::new(vec![(1750, 1)], vec![1749]));
         c.finish((1750, 1));
         assert_eq!(c.pending, vec![(1749, 0)]);
         assert!(!c.is_finished((1749, 1)), "its messages are still to come");
@@ -511,7 +548,7 @@ mod tests {
         assert_eq!(c.attempt_of((12, 2)), 1);
         // Delivered and completed: the pending position passes it, and once the reading
         // snapshot says nothing of the transaction is left, the cursor is as before.
-        c.lease = Some(Batch { keys: vec![(12, 2)], xip: vec![] });
+        c.lease = Some(Batch::new(vec![(12, 2)], vec![]));
         assert!(c.finish((12, 2)));
         assert!(c.is_finished((12, 2)) && c.is_finished((12, 3)));
         assert!(c.resolve_pending(&[true], &[false]));

@@ -599,7 +599,7 @@ fn max_wait_file(
         Some(l) => crate::cursor::running_between(&look.xip, row.cursor.done, l).collect(),
         None => vec![],
     };
-    row.cursor.lease = Some(Batch { keys, xip });
+    row.cursor.lease = Some(Batch::new(keys, xip));
     let filed = old.len() as i64;
     for k in old {
         if dlq {

@@ -99,7 +99,7 @@ mod tests {
 
     fn row(done: Key, lease: Option<Vec<Key>>, expires: Option<i64>) -> state::CursorRow {
         state::CursorRow {
-            cursor: Cursor { done, lease: lease.map(|keys| Batch { keys, xip: vec![] }), ..Cursor::default() },
+            cursor: Cursor { done, lease: lease.map(|keys| Batch::new(keys, vec![])), ..Cursor::default() },
             retry_at: None,
             lease_id: expires.map(|_| Uuid::from_bytes([7; 16])),
             lease_expires_at: expires,

@@ -530,7 +530,7 @@ impl Pop<'_> {
         };
         let attempts: Vec<i32> = keys.iter().map(|k| row.cursor.attempt_of(*k)).collect();
         let expires = *self.lease_expires_at.get_or_insert(look.lease_expires_at);
-        row.cursor.lease = Some(Batch { keys: keys.clone(), xip });
+        row.cursor.lease = Some(Batch::new(keys.clone(), xip));
         let also = if self.req.auto_ack {
             row.cursor.finish_all();
             row.lease_id = None;

@@ -123,7 +123,7 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
         Some(bytes) => crate::packed_keys::unpack(&bytes).expect("queen: a lease's keys are stored packed"),
         None => Vec::new(),
     };
-    let lease = lease_id.map(|_| Batch { keys: lease_keys(), xip: arr("lease_xip") });
+    let lease = lease_id.map(|_| Batch::new(lease_keys(), arr("lease_xip")));
     CursorRow {
         cursor: Cursor {
             done: (row.get("done_txid").unwrap_or(0), row.get("done_seq").unwrap_or(0)),
@@ -378,7 +378,7 @@ mod tests {
         let now: Micros = 1_000_000;
         let leased = CursorRow { lease_id: Some(Uuid::from_bytes([1; 16])), lease_expires_at: Some(now + 30), ..row() };
         let batch = CursorRow {
-            cursor: Cursor { lease: Some(Batch { keys: vec![(5, 1)], xip: vec![] }), ..Cursor::default() },
+            cursor: Cursor { lease: Some(Batch::new(vec![(5, 1)], vec![])), ..Cursor::default() },
             ..row()
         };
         let pending = CursorRow { cursor: Cursor { pending: vec![(4, 0)], ..Cursor::default() }, ..row() };

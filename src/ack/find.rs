@@ -556,7 +556,7 @@ mod tests {
         use crate::cursor::{Batch, Cursor};
         let id = |n: u8| Uuid::from_bytes([n; 16]);
         // Delivered in this order: (7,2) before (5,1) (a transaction's order), then (7,3), (8,0).
-        let batch = Batch { keys: vec![(7, 2), (5, 1), (7, 3), (8, 0)], xip: vec![] };
+        let batch = Batch::new(vec![(7, 2), (5, 1), (7, 3), (8, 0)], vec![]);
         let fresh = || Cursor { done: (5, 0), lease: Some(batch.clone()), ..Default::default() };
         for (ids, ahead, retention, want, vanished) in [
             // every message there, none finished: all of them, in delivery order
