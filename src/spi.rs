@@ -261,7 +261,24 @@ impl Query {
         self.execute(spi, args, true)
     }
 
-    fn execute<'s>(&self, _spi: &'s mut Spi, args: &[DatumWithOid<'_>], read_only: bool) -> Rows<'s> {
+    /// Execute the query with `snapshot` (advanced to see this transaction's changes so far, as
+    /// a statement's own is), instead of a new one: what it reads is what a read under that
+    /// snapshot read (look.rs checks itself against the statement so).
+    pub fn run_at<'s>(&self, spi: &'s mut Spi, args: &[DatumWithOid<'_>], snapshot: pg_sys::Snapshot) -> Rows<'s> {
+        self.execute_at(spi, args, false, snapshot)
+    }
+
+    fn execute<'s>(&self, spi: &'s mut Spi, args: &[DatumWithOid<'_>], read_only: bool) -> Rows<'s> {
+        self.execute_at(spi, args, read_only, std::ptr::null_mut())
+    }
+
+    fn execute_at<'s>(
+        &self,
+        _spi: &'s mut Spi,
+        args: &[DatumWithOid<'_>],
+        read_only: bool,
+        snapshot: pg_sys::Snapshot,
+    ) -> Rows<'s> {
         assert_eq!(args.len(), self.args.len(), "queen: query \"{}\" takes {} arguments", self.name, self.args.len());
         let plan = self.plan();
         let mut values: Vec<pg_sys::Datum> = Vec::with_capacity(args.len());
@@ -286,7 +303,23 @@ impl Query {
         // borrows the connection mutably, so the next query cannot free a table still read.
         unsafe {
             pg_sys::SPI_tuptable = std::ptr::null_mut();
-            let rc = pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), read_only, 0);
+            let rc = if snapshot.is_null() {
+                pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), read_only, 0)
+            } else {
+                // A registered snapshot of the caller's (spi.rs callers: look.rs), which SPI
+                // copies and advances to the current command.
+                let none: pg_sys::Snapshot = std::ptr::null_mut();
+                pg_sys::SPI_execute_snapshot(
+                    plan,
+                    values.as_mut_ptr(),
+                    nulls.as_mut_ptr(),
+                    snapshot,
+                    none,
+                    read_only,
+                    true,
+                    0,
+                )
+            };
             if rc < 0 {
                 panic!("queen: query \"{}\" failed (SPI code {rc})", self.name);
             }

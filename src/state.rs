@@ -107,26 +107,44 @@ fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 14] {
     ]
 }
 
+/// Where a cursor row's columns are read from, by name: a row of an SPI query, or a row read
+/// straight from the table (look.rs).
+pub trait Columns {
+    fn col<T: pgrx::FromDatum>(&self, name: &str) -> Option<T>;
+    /// The row version: its xmin as text (`version` in the queries).
+    fn version(&self) -> Option<String>;
+}
+
+impl Columns for Row<'_> {
+    fn col<T: pgrx::FromDatum>(&self, name: &str) -> Option<T> {
+        self.get(name)
+    }
+
+    fn version(&self) -> Option<String> {
+        self.get("version")
+    }
+}
+
 /// Decode the cursor columns of a row, named as in `queen.cursors` (`done_txid` to `lease_xip`),
 /// and the row version (`version`, its xmin as text). Any query that reads a cursor row for
 /// pop, ack or maintenance selects them under these names.
-pub fn parse(row: &Row<'_>) -> CursorRow {
-    let arr = |name: &str| row.get::<Vec<i64>>(name).unwrap_or_default();
-    let ts = |name: &str| row.get::<TimestampWithTimeZone>(name).map(micros);
-    let lease_id = row.get::<Uuid>("lease_id");
-    let fail = match (row.get::<i64>("fail_txid"), row.get::<i64>("fail_seq")) {
-        (Some(t), Some(s)) => Some(((t, s), row.get::<i32>("failures").unwrap_or(0))),
+pub fn parse(row: &impl Columns) -> CursorRow {
+    let arr = |name: &str| row.col::<Vec<i64>>(name).unwrap_or_default();
+    let ts = |name: &str| row.col::<TimestampWithTimeZone>(name).map(micros);
+    let lease_id = row.col::<Uuid>("lease_id");
+    let fail = match (row.col::<i64>("fail_txid"), row.col::<i64>("fail_seq")) {
+        (Some(t), Some(s)) => Some(((t, s), row.col::<i32>("failures").unwrap_or(0))),
         _ => None,
     };
     // Only queen writes the column, always packed (packed_keys.rs).
-    let lease_keys = || match row.get::<Vec<u8>>("lease_keys") {
+    let lease_keys = || match row.col::<Vec<u8>>("lease_keys") {
         Some(bytes) => crate::packed_keys::unpack(&bytes).expect("queen: a lease's keys are stored packed"),
         None => Vec::new(),
     };
     let lease = lease_id.map(|_| Batch::new(lease_keys(), arr("lease_xip")));
     CursorRow {
         cursor: Cursor {
-            done: (row.get("done_txid").unwrap_or(0), row.get("done_seq").unwrap_or(0)),
+            done: (row.col("done_txid").unwrap_or(0), row.col("done_seq").unwrap_or(0)),
             pending: keys(arr("pending_txid"), arr("pending_seq")),
             ahead: keys(arr("ahead_txid"), arr("ahead_seq")),
             fail,
@@ -135,7 +153,7 @@ pub fn parse(row: &Row<'_>) -> CursorRow {
         retry_at: ts("retry_at"),
         lease_id,
         lease_expires_at: ts("lease_expires_at"),
-        version: row.get::<String>("version"),
+        version: row.version(),
     }
 }
 
@@ -270,7 +288,9 @@ impl Look {
 }
 
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
-/// and up to `limit` next messages, with what the reading snapshot says.
+/// and up to `limit` next messages, with what the reading snapshot says. On one server read
+/// straight from the indexes (look.rs); debug builds read it with the `look` statement too,
+/// under the same snapshot, and check that both read the same.
 pub(crate) fn look(
     s: &mut Spi,
     partition: Uuid,
@@ -278,6 +298,29 @@ pub(crate) fn look(
     initial: &Cursor,
     limit: i64,
     lease_seconds: i32,
+) -> Look {
+    if crate::look::available(s) {
+        let snap = crate::index_read::Snapshot::take();
+        if let Some(direct) = crate::look::look(&snap, partition, group, initial, limit, lease_seconds) {
+            if cfg!(debug_assertions) {
+                let sql = look_sql(s, partition, group, initial, limit, lease_seconds, snap.snap);
+                crate::look::check_same(&direct, &sql);
+            }
+            return direct;
+        }
+    }
+    look_sql(s, partition, group, initial, limit, lease_seconds, std::ptr::null_mut())
+}
+
+/// The look by the `look` statement, with `snapshot` when not null.
+fn look_sql(
+    s: &mut Spi,
+    partition: Uuid,
+    group: &str,
+    initial: &Cursor,
+    limit: i64,
+    lease_seconds: i32,
+    snapshot: pgrx::pg_sys::Snapshot,
 ) -> Look {
     // (An array, not a Vec: every pop looks, and a look allocates nothing for its arguments.)
     let [done_txid, done_seq, pending_txid, pending_seq] = start_columns(initial);
@@ -292,7 +335,7 @@ pub(crate) fn look(
         (lease_seconds as f64).into(),
         crate::shards::current().into(),
     ];
-    let mut rows = LOOK.run(s, &args);
+    let mut rows = if snapshot.is_null() { LOOK.run(s, &args) } else { LOOK.run_at(s, &args, snapshot) };
     let r = rows.next().expect("queen: look returns its meta row");
     let mut look = Look {
         row: parse(&r),

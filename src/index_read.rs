@@ -1,0 +1,293 @@
+//! Reading queen's tables straight through their indexes, without SQL: a table and one of its
+//! indexes opened, an index scan with equality and lower-bound keys, and a row's columns.
+//!
+//! For reads whose SQL costs more to start than to run: a statement is planned once, but each
+//! run builds its executor state again, and copies its rows into SPI's table before queen reads
+//! them (issue 23; look.rs). One server only: on Citus the tables are distributed, their rows
+//! live in shards elsewhere, and callers read them with SQL.
+//!
+//! Everything here reads with the snapshot it is given, under the same locks a statement takes
+//! (AccessShareLock on the table and the index, held to the end of the transaction).
+
+use pgrx::pg_sys;
+use pgrx::FromDatum;
+use std::ffi::CStr;
+
+/// A table of the `queen` schema and the attribute numbers of the columns read from it.
+pub struct Table {
+    rel: pg_sys::Relation,
+}
+
+impl Table {
+    /// Open `relid` (AccessShareLock).
+    pub fn open(relid: pg_sys::Oid) -> Table {
+        // SAFETY: inside a transaction (queen's functions run in one); table_open raises an SQL
+        // error, not UB, for a relation that does not exist or is not a table. The lock is
+        // held to the transaction's end, as a statement's is.
+        Table { rel: unsafe { pg_sys::table_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) } }
+    }
+
+    /// The attribute number of column `name`; None when the table has no such column.
+    pub fn attnum(&self, name: &str) -> Option<i16> {
+        // SAFETY: an open relation's tuple descriptor, natts attributes long.
+        unsafe {
+            let desc = (*self.rel).rd_att;
+            (*desc)
+                .attrs
+                .as_slice((*desc).natts as usize)
+                .iter()
+                .position(|a| !a.attisdropped && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes())
+                .map(|i| i as i16 + 1)
+        }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // SAFETY: opened by `open`; the lock stays until the transaction ends.
+        unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+    }
+}
+
+/// An index of a [`Table`], opened.
+pub struct Index {
+    rel: pg_sys::Relation,
+}
+
+impl Index {
+    /// Open `indexid` (AccessShareLock).
+    pub fn open(indexid: pg_sys::Oid) -> Index {
+        // SAFETY: as Table::open; index_open raises for a relation that is not an index.
+        Index { rel: unsafe { pg_sys::index_open(indexid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) } }
+    }
+
+    /// The table attribute numbers of the index's key columns, in order.
+    pub fn columns(&self) -> Vec<i16> {
+        // SAFETY: an open index's pg_index row, indnkeyatts keys long.
+        unsafe {
+            let ix = (*self.rel).rd_index;
+            (*ix).indkey.values.as_slice((*ix).indnkeyatts as usize).to_vec()
+        }
+    }
+
+    /// The collation of key column `i` (0-based): what a scan key comparing it must use.
+    pub fn collation(&self, i: usize) -> pg_sys::Oid {
+        // SAFETY: an open index's collations, one per key column; callers pass i < keys.
+        unsafe { *(*self.rel).rd_indcollation.add(i) }
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        // SAFETY: opened by `open`; the lock stays until the transaction ends.
+        unsafe { pg_sys::index_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+    }
+}
+
+/// A scan key: index column (1-based), strategy, comparison function, collation and value.
+pub struct Key {
+    pub column: i16,
+    pub strategy: u16,
+    pub procedure: pg_sys::RegProcedure,
+    pub collation: pg_sys::Oid,
+    pub value: pg_sys::Datum,
+}
+
+impl Key {
+    /// `column = value`, compared by `procedure` (the type's equality function).
+    pub fn eq(column: i16, procedure: u32, value: pg_sys::Datum) -> Key {
+        Key {
+            column,
+            strategy: pg_sys::BTEqualStrategyNumber as u16,
+            procedure: procedure.into(),
+            collation: pg_sys::InvalidOid,
+            value,
+        }
+    }
+
+    /// `column > value`.
+    pub fn gt(column: i16, procedure: u32, value: pg_sys::Datum) -> Key {
+        Key {
+            column,
+            strategy: pg_sys::BTGreaterStrategyNumber as u16,
+            procedure: procedure.into(),
+            collation: pg_sys::InvalidOid,
+            value,
+        }
+    }
+
+    pub fn collated(self, collation: pg_sys::Oid) -> Key {
+        Key { collation, ..self }
+    }
+}
+
+/// An index scan in key order (or backwards), visible rows only as `snapshot` sees them.
+pub struct Scan {
+    scan: pg_sys::IndexScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+    direction: pg_sys::ScanDirection::Type,
+}
+
+impl Scan {
+    /// Scan `index` of `table` for rows matching every key of `keys`. The datums of `keys`
+    /// must outlive the scan.
+    pub fn new(table: &Table, index: &Index, snapshot: pg_sys::Snapshot, keys: &[Key], backward: bool) -> Scan {
+        let mut data: Vec<pg_sys::ScanKeyData> = Vec::with_capacity(keys.len());
+        // SAFETY: ScanKeyEntryInitialize fills a zeroed ScanKeyData; the procedures are the
+        // btree comparison functions of the columns' types (callers pass F_* constants), and
+        // index_beginscan/index_rescan take the open relations, a registered snapshot and
+        // keys.len() keys, copied by index_rescan. The slot fits the table's rows.
+        unsafe {
+            for k in keys {
+                let mut d: pg_sys::ScanKeyData = std::mem::zeroed();
+                pg_sys::ScanKeyEntryInitialize(
+                    &mut d,
+                    0,
+                    k.column,
+                    k.strategy,
+                    pg_sys::InvalidOid,
+                    k.collation,
+                    k.procedure,
+                    k.value,
+                );
+                data.push(d);
+            }
+            let scan = pg_sys::index_beginscan(table.rel, index.rel, snapshot, data.len() as i32, 0);
+            pg_sys::index_rescan(scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
+            let slot = pg_sys::table_slot_create(table.rel, std::ptr::null_mut());
+            let direction = if backward {
+                pg_sys::ScanDirection::BackwardScanDirection
+            } else {
+                pg_sys::ScanDirection::ForwardScanDirection
+            };
+            Scan { scan, slot, direction }
+        }
+    }
+
+    /// The next visible row; None at the end. The row stays readable until the next call.
+    pub fn next(&mut self) -> Option<Tuple<'_>> {
+        // SAFETY: a live scan and its slot.
+        let found = unsafe { pg_sys::index_getnext_slot(self.scan, self.direction, self.slot) };
+        found.then_some(Tuple { slot: self.slot, _scan: std::marker::PhantomData })
+    }
+}
+
+impl Drop for Scan {
+    fn drop(&mut self) {
+        // SAFETY: made by `new`, dropped once: the slot first (it may pin a buffer the scan
+        // read), then the scan.
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            pg_sys::index_endscan(self.scan);
+        }
+    }
+}
+
+/// A row a [`Scan`] returned.
+pub struct Tuple<'a> {
+    slot: *mut pg_sys::TupleTableSlot,
+    _scan: std::marker::PhantomData<&'a mut Scan>,
+}
+
+impl Tuple<'_> {
+    /// Column `attnum` as `T`; None for NULL. `T` must be the Rust type of the column's type.
+    pub fn get<T: FromDatum>(&self, attnum: i16) -> Option<T> {
+        let mut isnull = false;
+        // SAFETY: the slot holds the row the scan returned (pinned until the next call);
+        // slot_getattr deforms up to attnum, a column of the table. FromDatum copies what it
+        // reads (a detoasted array, a string, a uuid's bytes) out of the buffer.
+        unsafe {
+            let d = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
+            T::from_datum(d, isnull)
+        }
+    }
+
+    /// Column `attnum`, a varlena, copied into the memory of the caller of the SPI connection
+    /// (as `Row::transfer` does), as stored: a TOAST pointer stays one.
+    pub fn transfer(&self, attnum: i16) -> Option<pg_sys::Datum> {
+        let mut isnull = false;
+        // SAFETY: as `get`; SPI_datumTransfer copies a varlena (typlen -1) into the upper
+        // context, inside the SPI connection the callers hold.
+        unsafe {
+            let d = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
+            (!isnull).then(|| pg_sys::SPI_datumTransfer(d, false, -1))
+        }
+    }
+
+    /// The row version's xmin, as `xmin::text` reads it.
+    pub fn xmin(&self) -> String {
+        let mut isnull = false;
+        // SAFETY: a heap row's system column xmin (a TransactionId datum).
+        let d = unsafe { pg_sys::slot_getsysattr(self.slot, pg_sys::MinTransactionIdAttributeNumber, &mut isnull) };
+        (d.value() as u32).to_string()
+    }
+}
+
+/// A snapshot taken as a statement run through SPI takes its own (this transaction's changes
+/// so far counted), registered until dropped.
+pub struct Snapshot {
+    pub snap: pg_sys::Snapshot,
+}
+
+impl Snapshot {
+    pub fn take() -> Snapshot {
+        // SAFETY: inside a transaction. As SPI before each statement: the command counter
+        // advanced, so that what this transaction wrote so far is seen, then the transaction's
+        // snapshot (a new one in READ COMMITTED), copied and registered with the current
+        // resource owner until dropped.
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            Snapshot { snap: pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot()) }
+        }
+    }
+
+    /// xmin, xmax and the running transactions (sorted, each once) as 64-bit ids, as
+    /// `pg_current_snapshot()` gives them.
+    pub fn full_ids(&self) -> (i64, i64, Vec<i64>) {
+        // SAFETY: a registered snapshot; ReadNextFullTransactionId reads shared memory.
+        unsafe {
+            let s = &*self.snap;
+            let next = pg_sys::ReadNextFullTransactionId().value;
+            let mut xip: Vec<i64> = (0..s.xcnt as usize).map(|i| widen((*s.xip.add(i)).into_inner(), next)).collect();
+            xip.sort_unstable();
+            xip.dedup();
+            (widen(s.xmin.into_inner(), next), widen(s.xmax.into_inner(), next), xip)
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        // SAFETY: registered by `take`, unregistered once.
+        unsafe { pg_sys::UnregisterSnapshot(self.snap) }
+    }
+}
+
+/// A 32-bit xid of a current snapshot as a 64-bit id, by the epoch of `next` (the next full
+/// xid), as PostgreSQL's xid8 functions widen one: an xid above next's is of the epoch before.
+/// Special xids (below 3) are of epoch 0.
+pub fn widen(xid: u32, next: u64) -> i64 {
+    if xid < pg_sys::TransactionId::FIRST_NORMAL.into_inner() {
+        return xid as i64;
+    }
+    let (next_xid, mut epoch) = (next as u32, (next >> 32) as u32);
+    if xid > next_xid {
+        epoch = epoch.wrapping_sub(1);
+    }
+    (((epoch as u64) << 32) | xid as u64) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::widen;
+
+    #[test]
+    fn xids_are_widened_by_the_next_xids_epoch() {
+        let next = (5u64 << 32) | 1000;
+        assert_eq!(widen(999, next), ((5i64) << 32) | 999, "below next: its epoch");
+        assert_eq!(widen(1000, next), ((5i64) << 32) | 1000);
+        assert_eq!(widen(4_000_000_000, next), ((4i64) << 32) | 4_000_000_000, "above next: the epoch before");
+        assert_eq!(widen(2, next), 2, "frozen: epoch 0");
+        assert_eq!(widen(500, 3000), 500, "epoch 0");
+    }
+}

@@ -1,0 +1,346 @@
+//! A look at a partition for a group, read straight from the indexes (index_read.rs) on one
+//! server: what the `look` statement of state.sql reads, row for row, with the same snapshot,
+//! without starting a statement. The statement's plan has some fifty nodes, most for cases a
+//! look rarely meets (pending transactions, finished keys ahead, no row yet); building them at
+//! every pop cost more than reading the messages (issue 23, docs/benchmarks.md).
+//!
+//! The statement stays the look on Citus, where the rows live in shards, and is the reference:
+//! every rule here says which part of it it reads the same way.
+
+use crate::cursor::{Cursor, Key};
+use crate::index_read::{Index, Key as ScanKey, Scan, Snapshot, Table, Tuple};
+use crate::jsonb::Jsonb;
+use crate::state::{micros, Columns, CursorRow, Look, Micros, Msg};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::{pg_sys, IntoDatum, Uuid};
+use std::cell::RefCell;
+
+/// The relations read, and where their columns are, as found in this backend's catalog.
+#[derive(Clone)]
+struct Layout {
+    schema: pg_sys::Oid,
+    messages: pg_sys::Oid,
+    messages_pkey: pg_sys::Oid,
+    cursors: pg_sys::Oid,
+    cursors_pkey: pg_sys::Oid,
+    /// Attribute numbers of MESSAGE_COLUMNS in `queen.messages`.
+    m: [i16; MESSAGE_COLUMNS.len()],
+    /// Attribute numbers of CURSOR_COLUMNS in `queen.cursors`.
+    c: [i16; CURSOR_COLUMNS.len()],
+    /// The collation `cursors_pkey` orders consumer_group by.
+    group_collation: pg_sys::Oid,
+}
+
+const MESSAGE_COLUMNS: [&str; 9] =
+    ["txid", "seq", "message_id", "transaction_id", "partition", "payload", "trace_id", "created_at", "shard"];
+const M_TXID: usize = 0;
+const M_SEQ: usize = 1;
+const M_ID: usize = 2;
+const M_TRANSACTION: usize = 3;
+const M_PARTITION: usize = 4;
+const M_PAYLOAD: usize = 5;
+const M_TRACE: usize = 6;
+const M_CREATED: usize = 7;
+const M_SHARD: usize = 8;
+
+/// The columns state::parse reads (but `version`, the row's xmin), and `shard`.
+const CURSOR_COLUMNS: [&str; 15] = [
+    "done_txid",
+    "done_seq",
+    "pending_txid",
+    "pending_seq",
+    "ahead_txid",
+    "ahead_seq",
+    "fail_txid",
+    "fail_seq",
+    "failures",
+    "retry_at",
+    "lease_id",
+    "lease_expires_at",
+    "lease_keys",
+    "lease_xip",
+    "shard",
+];
+
+thread_local! {
+    static LAYOUT: RefCell<Option<Layout>> = const { RefCell::new(None) };
+}
+
+fn relid(name: &std::ffi::CStr, schema: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: a NUL-terminated name and a namespace oid; a catalog cache lookup inside a
+    // transaction, InvalidOid when there is no such relation.
+    unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }
+}
+
+/// The layout of the relations, found again when the schema or a relation is not the one
+/// found before (the extension dropped and created again). None when a table or a primary key
+/// is not as this code reads it: the caller uses the statement.
+fn layout() -> Option<Layout> {
+    let schema = crate::names::schema_oid();
+    let messages = relid(c"messages", schema);
+    let cursors = relid(c"cursors", schema);
+    if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
+        if l.schema == schema && l.messages == messages && l.cursors == cursors {
+            return Some(l);
+        }
+    }
+    let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
+    if [messages, cursors, messages_pkey, cursors_pkey].contains(&pg_sys::InvalidOid) {
+        return None;
+    }
+    let (mt, ct) = (Table::open(messages), Table::open(cursors));
+    let m = MESSAGE_COLUMNS.map(|c| mt.attnum(c).unwrap_or(0));
+    let c = CURSOR_COLUMNS.map(|n| ct.attnum(n).unwrap_or(0));
+    let (mi, ci) = (Index::open(messages_pkey), Index::open(cursors_pkey));
+    let m_key = [mt.attnum("partition_id"), Some(m[M_TXID]), Some(m[M_SEQ])];
+    let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[14])];
+    let as_read = m.iter().chain(&c).all(|&a| a > 0)
+        && mi.columns().iter().map(|&a| Some(a)).eq(m_key)
+        && ci.columns().iter().map(|&a| Some(a)).eq(c_key);
+    if !as_read {
+        return None;
+    }
+    let l = Layout { schema, messages, messages_pkey, cursors, cursors_pkey, m, c, group_collation: ci.collation(1) };
+    LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
+    Some(l)
+}
+
+/// A row of `queen.cursors` as state::parse reads it.
+struct CursorTuple<'t, 'a> {
+    t: &'t Tuple<'a>,
+    c: &'t [i16; CURSOR_COLUMNS.len()],
+}
+
+impl Columns for CursorTuple<'_, '_> {
+    fn col<T: pgrx::FromDatum>(&self, name: &str) -> Option<T> {
+        let i =
+            CURSOR_COLUMNS.iter().position(|c| *c == name).unwrap_or_else(|| panic!("queen: no cursor column {name}"));
+        self.t.get(self.c[i])
+    }
+
+    fn version(&self) -> Option<String> {
+        Some(self.t.xmin())
+    }
+}
+
+/// Whether direct reads may be used here: one server (not distributed, no shard's call).
+pub fn available(s: &mut crate::spi::Spi) -> bool {
+    crate::shards::current() == 0 && !crate::shards::planning_for_citus() && !crate::shards::layout(s).distributed
+}
+
+/// The look of state.sql's `look` (which see, part by part), read from the indexes. None when
+/// the relations are not as this code reads them.
+pub(crate) fn look(
+    snap: &Snapshot,
+    partition: Uuid,
+    group: &str,
+    initial: &Cursor,
+    limit: i64,
+    lease_seconds: i32,
+) -> Option<Look> {
+    let l = layout()?;
+    let limit = limit.max(0) as usize;
+    // snap: `snap` (taken as a statement takes its own) as queen stores ids, the caller's own
+    // transaction counted as running (fragments.sql, stored_snapshot), and the clock read
+    // after it.
+    let (own, offset) = (crate::cluster::own_txid(), crate::cluster::offset());
+    let (xmin, xmax, running) = snap.full_ids();
+    let xmin = own.map_or(xmin + offset, |o| (xmin + offset).min(o));
+    let xmax = xmax + offset;
+    let mut xip: Vec<i64> = running.into_iter().map(|x| x + offset).collect();
+    xip.extend(own);
+    // SAFETY: reads the clock (clock_timestamp()).
+    let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
+
+    let (messages, cursors) = (Table::open(l.messages), Table::open(l.cursors));
+    let (messages_pkey, cursors_pkey) = (Index::open(l.messages_pkey), Index::open(l.cursors_pkey));
+    let shard = crate::shards::current();
+    let pid = *partition.as_bytes();
+    let pid_datum = pg_sys::Datum::from(pid.as_ptr());
+
+    // c: the row as the snapshot sees it, or where a group starts (`initial`'s start columns).
+    let group_datum = group.into_datum().expect("queen: a group name is a datum");
+    let mut scan = Scan::new(
+        &cursors,
+        &cursors_pkey,
+        snap.snap,
+        &[
+            ScanKey::eq(1, pg_sys::F_UUID_EQ, pid_datum),
+            ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.group_collation),
+            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
+        ],
+        false,
+    );
+    let (row, stored) = match scan.next() {
+        Some(t) => (crate::state::parse(&CursorTuple { t: &t, c: &l.c }), true),
+        None => (
+            CursorRow {
+                cursor: Cursor { done: initial.done, pending: initial.pending.clone(), ..Cursor::default() },
+                retry_at: None,
+                lease_id: None,
+                lease_expires_at: None,
+                version: None,
+            },
+            false,
+        ),
+    };
+    drop(scan);
+    let c = &row.cursor;
+    // busy: a lease, or a retry delay not over.
+    let busy = row.lease_id.is_some() || row.retry_at.is_some_and(|r| r > now);
+    // pend: visible = committed (or rolled back) for the snapshot.
+    let visible = |x: i64| x < xmin || (x < xmax && !xip.contains(&x));
+    let pending_visible: Vec<bool> = c.pending.iter().map(|&(x, _)| visible(x)).collect();
+    // ahead: finished keys, left out of what is read.
+    let ahead = |k: Key| c.ahead.binary_search(&k).is_ok();
+    let shard_of = |t: &Tuple<'_>| t.get::<i32>(l.m[M_SHARD]) == Some(shard);
+    let key_of = |t: &Tuple<'_>| -> Key {
+        (t.get::<i64>(l.m[M_TXID]).unwrap_or_default(), t.get::<i64>(l.m[M_SEQ]).unwrap_or_default())
+    };
+    // A scan of the partition's messages in key order, from (txid = x, seq > after) or
+    // (txid > x).
+    let after = |x: i64, seq: Option<i64>, backward: bool| {
+        let mut keys = vec![ScanKey::eq(1, pg_sys::F_UUID_EQ, pid_datum)];
+        match seq {
+            Some(s) => {
+                keys.push(ScanKey::eq(2, pg_sys::F_INT8EQ, x.into()));
+                keys.push(ScanKey::gt(3, pg_sys::F_INT8GT, s.into()));
+            }
+            None if x > i64::MIN => keys.push(ScanKey::gt(2, pg_sys::F_INT8GT, x.into())),
+            None => {}
+        }
+        Scan::new(&messages, &messages_pkey, snap.snap, &keys, backward)
+    };
+
+    let mut msgs: Vec<Msg> = Vec::with_capacity(limit.min(1000));
+    let read = |t: &Tuple<'_>, k: Key| -> Msg {
+        let message_id: Uuid = t.get(l.m[M_ID]).expect("queen: message_id is not NULL");
+        Msg {
+            key: k,
+            message_id,
+            // COALESCE(m.transaction_id, m.message_id::text)
+            transaction_id: t.get::<String>(l.m[M_TRANSACTION]).unwrap_or_else(|| message_id.to_string()),
+            partition: t.get(l.m[M_PARTITION]).expect("queen: partition is not NULL"),
+            payload: Jsonb(t.transfer(l.m[M_PAYLOAD]).expect("queen: payload is not NULL")),
+            trace_id: t.get(l.m[M_TRACE]),
+            created_at: t.get(l.m[M_CREATED]).expect("queen: created_at is not NULL"),
+        }
+    };
+    if !busy {
+        // msgs, first branch: the committed pending transactions' messages after their
+        // positions, in pending order, each in seq order.
+        for (&(x, ps), _) in c.pending.iter().zip(&pending_visible).filter(|(_, v)| **v) {
+            let mut scan = after(x, Some(ps), false);
+            while msgs.len() < limit {
+                let Some(t) = scan.next() else { break };
+                let k = key_of(&t);
+                if shard_of(&t) && !ahead(k) {
+                    msgs.push(read(&t, k));
+                }
+            }
+        }
+        // Second branch: after the frontier in key order, the caller's own messages left out.
+        for seq in [Some(c.done.1), None] {
+            let mut scan = after(c.done.0, seq, false);
+            while msgs.len() < limit {
+                let Some(t) = scan.next() else { break };
+                let k = key_of(&t);
+                if shard_of(&t) && Some(k.0) != own && !ahead(k) {
+                    msgs.push(read(&t, k));
+                }
+            }
+        }
+    }
+    // pending_left: whether each pending transaction still has unfinished messages here.
+    let pending_left: Vec<bool> = c
+        .pending
+        .iter()
+        .map(|&(x, ps)| {
+            let mut scan = after(x, Some(ps), false);
+            while let Some(t) = scan.next() {
+                if shard_of(&t) && !ahead(key_of(&t)) {
+                    return true;
+                }
+            }
+            false
+        })
+        .collect();
+    // newest_at: the partition's newest message but the caller's own.
+    let newest_at = {
+        let mut scan = after(i64::MIN, None, true);
+        let mut newest = None;
+        while let Some(t) = scan.next() {
+            if shard_of(&t) && Some(key_of(&t).0) != own {
+                newest = t.get::<TimestampWithTimeZone>(l.m[M_CREATED]).map(micros);
+                break;
+            }
+        }
+        newest
+    };
+    let created = msgs.iter().map(|m| micros(m.created_at)).collect();
+    Some(Look {
+        row,
+        stored,
+        changed: false,
+        xmin,
+        xmax,
+        xip,
+        pending_visible,
+        pending_left,
+        newest_at,
+        now,
+        // snap.now + make_interval(secs => lease seconds)
+        lease_expires_at: now + lease_seconds as i64 * 1_000_000,
+        msgs,
+        created,
+    })
+}
+
+/// Panics unless `direct` read what `sql` (the statement, under the same snapshot) read: debug
+/// builds check every look so (state.rs), in every test and explorer run. The clock is read
+/// apart by each, so `now` and the new lease's expiry may differ, and a retry delay ending
+/// between the two reads may leave one busy and the other not.
+pub(crate) fn check_same(direct: &Look, sql: &Look) {
+    let (d, q) = (&direct.row, &sql.row);
+    let same_row = d.cursor == q.cursor
+        && d.retry_at == q.retry_at
+        && d.lease_id == q.lease_id
+        && d.lease_expires_at == q.lease_expires_at
+        && d.version == q.version;
+    assert!(
+        same_row && direct.stored == sql.stored,
+        "queen: look read the row {:?} ({}), the statement {:?} ({})",
+        d,
+        direct.stored,
+        q,
+        sql.stored
+    );
+    assert_eq!(
+        (direct.xmin, direct.xmax, &direct.xip, &direct.pending_visible, &direct.pending_left, direct.newest_at),
+        (sql.xmin, sql.xmax, &sql.xip, &sql.pending_visible, &sql.pending_left, sql.newest_at),
+        "queen: look read another snapshot or pending state than the statement"
+    );
+    if d.retry_at.is_some_and(|r| r > direct.now.min(sql.now) && r <= direct.now.max(sql.now)) {
+        return;
+    }
+    let keys = |l: &Look| l.msgs.iter().map(|m| m.key).collect::<Vec<Key>>();
+    assert_eq!(keys(direct), keys(sql), "queen: look read other messages than the statement");
+    for (a, b) in direct.msgs.iter().zip(&sql.msgs) {
+        // SAFETY: two jsonb datums (varlena), valid for the call, detoasted to compare.
+        let bytes = |d: pg_sys::Datum| unsafe {
+            pgrx::varlena::varlena_to_byte_slice(pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr())).to_vec()
+        };
+        let same_payload = bytes(a.payload.0) == bytes(b.payload.0);
+        assert!(
+            a.message_id == b.message_id
+                && a.transaction_id == b.transaction_id
+                && a.partition == b.partition
+                && a.trace_id == b.trace_id
+                && a.created_at == b.created_at
+                && same_payload,
+            "queen: look read message {:?} otherwise than the statement",
+            a.key
+        );
+    }
+    assert_eq!(direct.created, sql.created);
+}
