@@ -116,6 +116,17 @@ impl Key {
         }
     }
 
+    /// `column >= value`.
+    pub fn ge(column: i16, procedure: u32, value: pg_sys::Datum) -> Key {
+        Key {
+            column,
+            strategy: pg_sys::BTGreaterEqualStrategyNumber as u16,
+            procedure: procedure.into(),
+            collation: pg_sys::InvalidOid,
+            value,
+        }
+    }
+
     pub fn collated(self, collation: pg_sys::Oid) -> Key {
         Key { collation, ..self }
     }

@@ -128,6 +128,118 @@ pub fn available(s: &mut crate::spi::Spi) -> bool {
     crate::shards::current() == 0 && !crate::shards::planning_for_citus() && !crate::shards::layout(s).distributed
 }
 
+/// Whether direct reads may be used here, and the relations are as this code reads them.
+pub fn readable(s: &mut crate::spi::Spi) -> bool {
+    available(s) && layout().is_some()
+}
+
+/// Where a scan of a partition's messages starts, in key order.
+enum Bound {
+    /// (txid = x, seq > s), or with no seq (txid > x); from the start for x = i64::MIN.
+    After(i64, Option<i64>),
+    /// (txid = x, seq >= s).
+    AtOrAfter(i64, i64),
+    /// (txid = x, seq = s).
+    At(i64, i64),
+}
+
+/// One partition's rows of `queen.messages`, read through `messages_pkey`.
+struct Messages<'l> {
+    l: &'l Layout,
+    table: Table,
+    pkey: Index,
+    snapshot: pg_sys::Snapshot,
+    /// The partition id, which the scans' first key points to.
+    pid: Box<[u8; 16]>,
+    shard: i32,
+}
+
+impl<'l> Messages<'l> {
+    fn open(l: &'l Layout, snap: &Snapshot, partition: Uuid) -> Messages<'l> {
+        Messages {
+            l,
+            table: Table::open(l.messages),
+            pkey: Index::open(l.messages_pkey),
+            snapshot: snap.snap,
+            pid: Box::new(*partition.as_bytes()),
+            shard: crate::shards::current(),
+        }
+    }
+
+    fn scan(&self, from: Bound, backward: bool) -> Scan {
+        let mut keys = vec![ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(self.pid.as_ptr()))];
+        match from {
+            Bound::After(x, Some(s)) => {
+                keys.push(ScanKey::eq(2, pg_sys::F_INT8EQ, x.into()));
+                keys.push(ScanKey::gt(3, pg_sys::F_INT8GT, s.into()));
+            }
+            Bound::After(x, None) if x > i64::MIN => keys.push(ScanKey::gt(2, pg_sys::F_INT8GT, x.into())),
+            Bound::After(_, None) => {}
+            Bound::AtOrAfter(x, s) => {
+                keys.push(ScanKey::eq(2, pg_sys::F_INT8EQ, x.into()));
+                keys.push(ScanKey::ge(3, pg_sys::F_INT8GE, s.into()));
+            }
+            Bound::At(x, s) => {
+                keys.push(ScanKey::eq(2, pg_sys::F_INT8EQ, x.into()));
+                keys.push(ScanKey::eq(3, pg_sys::F_INT8EQ, s.into()));
+            }
+        }
+        Scan::new(&self.table, &self.pkey, self.snapshot, &keys, backward)
+    }
+
+    fn key(&self, t: &Tuple<'_>) -> Key {
+        (t.get::<i64>(self.l.m[M_TXID]).unwrap_or_default(), t.get::<i64>(self.l.m[M_SEQ]).unwrap_or_default())
+    }
+
+    /// The row is of the call's shard (`m.shard = $n` in the statements).
+    fn in_shard(&self, t: &Tuple<'_>) -> bool {
+        t.get::<i32>(self.l.m[M_SHARD]) == Some(self.shard)
+    }
+
+    fn id(&self, t: &Tuple<'_>) -> Uuid {
+        t.get(self.l.m[M_ID]).expect("queen: message_id is not NULL")
+    }
+}
+
+/// The ids of a lease's batch (`keys`, in delivery order) of `partition`, None where a message
+/// no longer exists: `batch_ids` of ack_lease_lock (which see), read from messages_pkey — the
+/// span from the batch's first key, no more rows than the batch has keys, then a probe for
+/// each key the span did not reach. None when the relations are not as this code reads them.
+pub(crate) fn batch_ids(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Option<Vec<Option<Uuid>>> {
+    let l = layout()?;
+    let mut ids = vec![None; keys.len()];
+    let Some(&first) = keys.first() else { return Some(ids) };
+    let part = Messages::open(&l, snap, partition);
+    let at: std::collections::HashMap<Key, usize> = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+    let mut read = 0;
+    for from in [Bound::AtOrAfter(first.0, first.1), Bound::After(first.0, None)] {
+        let mut scan = part.scan(from, false);
+        while read < keys.len() {
+            let Some(t) = scan.next() else { break };
+            if !part.in_shard(&t) {
+                continue;
+            }
+            read += 1;
+            if let Some(&i) = at.get(&part.key(&t)) {
+                ids[i] = Some(part.id(&t));
+            }
+        }
+    }
+    for (i, k) in keys.iter().enumerate() {
+        if ids[i].is_some() {
+            continue;
+        }
+        let mut scan = part.scan(Bound::At(k.0, k.1), false);
+        while let Some(t) = scan.next() {
+            if part.in_shard(&t) {
+                ids[i] = Some(part.id(&t));
+                break;
+            }
+        }
+    }
+    Some(ids)
+}
+
 /// The look of state.sql's `look` (which see, part by part), read from the indexes. None when
 /// the relations are not as this code reads them.
 pub(crate) fn look(
@@ -152,11 +264,9 @@ pub(crate) fn look(
     // SAFETY: reads the clock (clock_timestamp()).
     let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
 
-    let (messages, cursors) = (Table::open(l.messages), Table::open(l.cursors));
-    let (messages_pkey, cursors_pkey) = (Index::open(l.messages_pkey), Index::open(l.cursors_pkey));
+    let (cursors, cursors_pkey) = (Table::open(l.cursors), Index::open(l.cursors_pkey));
     let shard = crate::shards::current();
     let pid = *partition.as_bytes();
-    let pid_datum = pg_sys::Datum::from(pid.as_ptr());
 
     // c: the row as the snapshot sees it, or where a group starts (`initial`'s start columns).
     let group_datum = group.into_datum().expect("queen: a group name is a datum");
@@ -165,7 +275,7 @@ pub(crate) fn look(
         &cursors_pkey,
         snap.snap,
         &[
-            ScanKey::eq(1, pg_sys::F_UUID_EQ, pid_datum),
+            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
             ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.group_collation),
             ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
         ],
@@ -193,25 +303,10 @@ pub(crate) fn look(
     let pending_visible: Vec<bool> = c.pending.iter().map(|&(x, _)| visible(x)).collect();
     // ahead: finished keys, left out of what is read.
     let ahead = |k: Key| c.ahead.binary_search(&k).is_ok();
-    let shard_of = |t: &Tuple<'_>| t.get::<i32>(l.m[M_SHARD]) == Some(shard);
-    let key_of = |t: &Tuple<'_>| -> Key {
-        (t.get::<i64>(l.m[M_TXID]).unwrap_or_default(), t.get::<i64>(l.m[M_SEQ]).unwrap_or_default())
-    };
-    // A scan of the partition's messages in key order, from (txid = x, seq > after) or
-    // (txid > x).
-    let after = |x: i64, seq: Option<i64>, backward: bool| {
-        let mut keys = vec![ScanKey::eq(1, pg_sys::F_UUID_EQ, pid_datum)];
-        match seq {
-            Some(s) => {
-                keys.push(ScanKey::eq(2, pg_sys::F_INT8EQ, x.into()));
-                keys.push(ScanKey::gt(3, pg_sys::F_INT8GT, s.into()));
-            }
-            None if x > i64::MIN => keys.push(ScanKey::gt(2, pg_sys::F_INT8GT, x.into())),
-            None => {}
-        }
-        Scan::new(&messages, &messages_pkey, snap.snap, &keys, backward)
-    };
-
+    let part = Messages::open(&l, snap, partition);
+    let shard_of = |t: &Tuple<'_>| part.in_shard(t);
+    let key_of = |t: &Tuple<'_>| part.key(t);
+    let after = |x: i64, seq: Option<i64>, backward: bool| part.scan(Bound::After(x, seq), backward);
     let mut msgs: Vec<Msg> = Vec::with_capacity(limit.min(1000));
     let read = |t: &Tuple<'_>, k: Key| -> Msg {
         let message_id: Uuid = t.get(l.m[M_ID]).expect("queen: message_id is not NULL");

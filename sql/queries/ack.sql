@@ -187,10 +187,7 @@ SELECT DISTINCT c.queue_id FROM queen.cursors c WHERE c.lease_id = $1 AND c.shar
 -- the span 0.092 (docs/benchmarks.md). (Sorted by
 -- the partition's text, which orders as the uuid does: sorted by the uuid itself, a plan could
 -- read the whole primary key in its order instead, every cursor row, to spare the sort.)
-SELECT c.partition_id, c.consumer_group, c.queue_id,
-       c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
-       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_keys, c.lease_xip, c.xmin::text AS version,
+SELECT c.partition_id, c.consumer_group, c.queue_id, {{cursor_columns c=c}},
        b.ids AS batch_ids,
        o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
        o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
@@ -212,6 +209,22 @@ SELECT c.partition_id, c.consumer_group, c.queue_id,
           LEFT JOIN (SELECT m.txid, m.seq, m.message_id FROM queen.messages m
                       WHERE m.partition_id = c.partition_id AND m.shard = $2 AND (m.txid, m.seq) >= (f.txid, f.seq)
                       ORDER BY m.txid, m.seq LIMIT f.n) r ON r.txid = k.txid AND r.seq = k.seq) b
+  LEFT JOIN LATERAL (                                                      -- [one server]
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
+ WHERE c.lease_id = $1 AND c.shard = $2
+ ORDER BY c.partition_id::text COLLATE "C", c.consumer_group
+   FOR UPDATE OF c;
+
+-- name: ack_lease_lock_rows
+-- ack_lease_lock without the batches' message ids: on one server lease_rows (src/ack/find.rs)
+-- reads those straight from messages_pkey after the lock (look.rs batch_ids).
+SELECT c.partition_id, c.consumer_group, c.queue_id, {{cursor_columns c=c}},
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
+       o.max_wait_time_seconds,                                                               -- [one server]
+       clock_timestamp() AS now
+  FROM queen.cursors c
   LEFT JOIN LATERAL (                                                      -- [one server]
         SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]

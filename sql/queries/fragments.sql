@@ -61,3 +61,9 @@ SELECT count(*) AS deleted,
 -- over 1 000 partitions in the bench's drain; plans.rs).
 {r}.partition_id = {p}
 AND ({r}.partition_id, {r}.consumer_group) >= ({p}, {g}) AND ({r}.partition_id, {r}.consumer_group) <= ({p}, {g})
+
+-- name: cursor_columns
+-- A cursor row's columns (table alias {c}) as state::parse reads them, its version included.
+{c}.done_txid, {c}.done_seq, {c}.pending_txid, {c}.pending_seq, {c}.ahead_txid, {c}.ahead_seq,
+{c}.fail_txid, {c}.fail_seq, {c}.failures, {c}.retry_at, {c}.lease_id, {c}.lease_expires_at,
+{c}.lease_keys, {c}.lease_xip, {c}.xmin::text AS version
