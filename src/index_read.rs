@@ -127,6 +127,17 @@ impl Key {
         }
     }
 
+    /// `column <= value`.
+    pub fn le(column: i16, procedure: u32, value: pg_sys::Datum) -> Key {
+        Key {
+            column,
+            strategy: pg_sys::BTLessEqualStrategyNumber as u16,
+            procedure: procedure.into(),
+            collation: pg_sys::InvalidOid,
+            value,
+        }
+    }
+
     pub fn collated(self, collation: pg_sys::Oid) -> Key {
         Key { collation, ..self }
     }

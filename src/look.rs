@@ -23,6 +23,12 @@ struct Layout {
     messages_pkey: pg_sys::Oid,
     cursors: pg_sys::Oid,
     cursors_pkey: pg_sys::Oid,
+    ready: pg_sys::Oid,
+    ready_next: pg_sys::Oid,
+    /// Attribute numbers of READY_COLUMNS in `queen.ready`.
+    r: [i16; READY_COLUMNS.len()],
+    /// The collation `ready_next` orders consumer_group by.
+    ready_group_collation: pg_sys::Oid,
     /// Attribute numbers of MESSAGE_COLUMNS in `queen.messages`.
     m: [i16; MESSAGE_COLUMNS.len()],
     /// Attribute numbers of CURSOR_COLUMNS in `queen.cursors`.
@@ -42,6 +48,9 @@ const M_PAYLOAD: usize = 5;
 const M_TRACE: usize = 6;
 const M_CREATED: usize = 7;
 const M_SHARD: usize = 8;
+
+/// The columns of `queen.ready` a page of candidates reads.
+const READY_COLUMNS: [&str; 3] = ["partition_id", "ready_at", "shard"];
 
 /// The columns state::parse reads (but `version`, the row's xmin), and `shard`.
 const CURSOR_COLUMNS: [&str; 15] = [
@@ -79,30 +88,92 @@ fn layout() -> Option<Layout> {
     let schema = crate::names::schema_oid();
     let messages = relid(c"messages", schema);
     let cursors = relid(c"cursors", schema);
+    let ready = relid(c"ready", schema);
     if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
-        if l.schema == schema && l.messages == messages && l.cursors == cursors {
+        if l.schema == schema && l.messages == messages && l.cursors == cursors && l.ready == ready {
             return Some(l);
         }
     }
     let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
-    if [messages, cursors, messages_pkey, cursors_pkey].contains(&pg_sys::InvalidOid) {
+    let ready_next = relid(c"ready_next", schema);
+    if [messages, cursors, ready, messages_pkey, cursors_pkey, ready_next].contains(&pg_sys::InvalidOid) {
         return None;
     }
-    let (mt, ct) = (Table::open(messages), Table::open(cursors));
+    let (mt, ct, rt) = (Table::open(messages), Table::open(cursors), Table::open(ready));
     let m = MESSAGE_COLUMNS.map(|c| mt.attnum(c).unwrap_or(0));
     let c = CURSOR_COLUMNS.map(|n| ct.attnum(n).unwrap_or(0));
-    let (mi, ci) = (Index::open(messages_pkey), Index::open(cursors_pkey));
+    let r = READY_COLUMNS.map(|n| rt.attnum(n).unwrap_or(0));
+    let (mi, ci, ri) = (Index::open(messages_pkey), Index::open(cursors_pkey), Index::open(ready_next));
     let m_key = [mt.attnum("partition_id"), Some(m[M_TXID]), Some(m[M_SEQ])];
     let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[14])];
-    let as_read = m.iter().chain(&c).all(|&a| a > 0)
+    let r_key = [rt.attnum("queue_id"), rt.attnum("consumer_group"), Some(r[1])];
+    let as_read = m.iter().chain(&c).chain(&r).all(|&a| a > 0)
         && mi.columns().iter().map(|&a| Some(a)).eq(m_key)
-        && ci.columns().iter().map(|&a| Some(a)).eq(c_key);
+        && ci.columns().iter().map(|&a| Some(a)).eq(c_key)
+        && ri.columns().iter().map(|&a| Some(a)).eq(r_key);
     if !as_read {
         return None;
     }
-    let l = Layout { schema, messages, messages_pkey, cursors, cursors_pkey, m, c, group_collation: ci.collation(1) };
+    let l = Layout {
+        schema,
+        messages,
+        messages_pkey,
+        cursors,
+        cursors_pkey,
+        ready,
+        ready_next,
+        r,
+        ready_group_collation: ri.collation(1),
+        m,
+        c,
+        group_collation: ci.collation(1),
+    };
     LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
     Some(l)
+}
+
+/// A page of candidates: `candidates` of pop.sql (which see), read from `ready_next` — the
+/// group's hints due by the clock (read after `snap` was taken) from `from` on, oldest first,
+/// but those of `tried`, at most `limit`. Returns the clock with them. None when the relations
+/// are not as this code reads them.
+pub(crate) fn candidates(
+    snap: &Snapshot,
+    queue_id: Uuid,
+    group: &str,
+    tried: &[Uuid],
+    limit: usize,
+    from: Micros,
+) -> Option<(Vec<(Uuid, Micros)>, Micros)> {
+    let l = layout()?;
+    // SAFETY: reads the clock (clock_timestamp()).
+    let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
+    let (table, index) = (Table::open(l.ready), Index::open(l.ready_next));
+    let q = *queue_id.as_bytes();
+    let group_datum = group.into_datum().expect("queen: a group name is a datum");
+    let mut scan = Scan::new(
+        &table,
+        &index,
+        snap.snap,
+        &[
+            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(q.as_ptr())),
+            ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.ready_group_collation),
+            ScanKey::ge(3, pg_sys::F_TIMESTAMPTZ_GE, from.into()),
+            ScanKey::le(3, pg_sys::F_TIMESTAMPTZ_LE, now.into()),
+        ],
+        false,
+    );
+    let shard = crate::shards::current();
+    let mut page = Vec::new();
+    while page.len() < limit {
+        let Some(t) = scan.next() else { break };
+        let partition: Uuid = t.get(l.r[0]).expect("queen: a hint's partition is not NULL");
+        if t.get::<i32>(l.r[2]) != Some(shard) || tried.contains(&partition) {
+            continue;
+        }
+        let at: TimestampWithTimeZone = t.get(l.r[1]).expect("queen: a hint's time is not NULL");
+        page.push((partition, micros(at)));
+    }
+    Some((page, now))
 }
 
 /// A row of `queen.cursors` as state::parse reads it.
@@ -442,4 +513,16 @@ pub(crate) fn check_same(direct: &Look, sql: &Look) {
         );
     }
     assert_eq!(direct.created, sql.created);
+}
+
+/// Panics unless `direct` (read with the clock at `now`) is the page `sql` (the statement, under
+/// the same snapshot, with a clock read later) read: the same hints in the same order, but for
+/// hints that came due between the two clocks, which only the statement may have read (at
+/// the page's end: the page is in due order), where the direct read did not fill the page.
+pub(crate) fn check_candidates(direct: &[(Uuid, Micros)], now: Micros, sql: &[(Uuid, Micros)], limit: usize) {
+    let n = direct.len().min(sql.len());
+    let later = |page: &[(Uuid, Micros)]| page.iter().all(|&(_, at)| at > now);
+    let same = direct[..n] == sql[..n]
+        && (direct.len() == sql.len() || (direct.len() < sql.len() && direct.len() < limit && later(&sql[n..])));
+    assert!(same, "queen: a page of candidates read {direct:?} at {now}, the statement {sql:?}");
 }

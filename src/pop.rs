@@ -294,6 +294,35 @@ impl Pop<'_> {
         pace::keep(key, pace::after(account, 0, self.done(), scanned));
     }
 
+    /// A page of due partitions from `from` on, but those of `tried` (`candidates` of pop.sql):
+    /// on one server read straight from `ready_next` (look.rs), which debug builds check
+    /// against the statement under the same snapshot.
+    fn candidates(&self, s: &mut Spi, tried: &[Uuid], from: Micros) -> Vec<(Uuid, Micros)> {
+        let args = |tried: &[Uuid]| -> [DatumWithOid<'static>; 6] {
+            [
+                self.queue_id.into(),
+                self.group.clone().into(),
+                tried.to_vec().into(),
+                CANDIDATE_PAGE.into(),
+                crate::shards::current().into(),
+                state::timestamp(from).into(),
+            ]
+        };
+        let read = |r: crate::spi::Row<'_>| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2)));
+        if crate::look::readable(s) {
+            let snap = crate::index_read::Snapshot::take();
+            let (page, now) =
+                crate::look::candidates(&snap, self.queue_id, &self.group, tried, CANDIDATE_PAGE as usize, from)
+                    .expect("queen: the relations were readable");
+            if cfg!(debug_assertions) {
+                let sql: Vec<(Uuid, Micros)> = CANDIDATES.run_at(s, &args(tried), snap.snap).map(read).collect();
+                crate::look::check_candidates(&page, now, &sql, CANDIDATE_PAGE as usize);
+            }
+            return page;
+        }
+        CANDIDATES.run(s, &args(tried)).map(read).collect()
+    }
+
     /// Visit due partitions from the hints, oldest first, until the pop is done or none is
     /// left that it has not tried.
     fn take_candidates(&mut self, s: &mut Spi, tried: &mut Vec<Uuid>) {
@@ -303,18 +332,7 @@ impl Pop<'_> {
         // average in a drain).
         let mut from = Micros::MIN;
         while !self.done() {
-            let args: [DatumWithOid; 6] = [
-                self.queue_id.into(),
-                self.group.as_str().into(),
-                tried.to_vec().into(),
-                CANDIDATE_PAGE.into(),
-                crate::shards::current().into(),
-                state::timestamp(from).into(),
-            ];
-            let page: Vec<(Uuid, Micros)> = CANDIDATES
-                .run(s, &args)
-                .map(|r| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2))))
-                .collect();
+            let page = self.candidates(s, tried, from);
             let Some(&(_, last)) = page.last() else {
                 break;
             };
