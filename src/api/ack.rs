@@ -1,4 +1,5 @@
 use crate::ack::{self, AckEntry, AckResult, AckStatus};
+use crate::api::rows::SetOfIterator;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
@@ -115,6 +116,7 @@ mod queen {
     use super::{checked_batch, checked_lease, checked_one};
     use crate::ack;
     use crate::ack::AckResult;
+    use crate::api::rows::SetOfIterator;
     use crate::error::OrReport;
     use crate::jsonb::Jsonb;
     use pgrx::prelude::*;

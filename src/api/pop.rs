@@ -1,3 +1,4 @@
+use crate::api::rows::SetOfIterator;
 use crate::error::OrReport;
 use crate::names;
 use crate::pop::{self, PopRequest, Popped};
@@ -95,6 +96,7 @@ fn checked_request(
 #[pgrx::pg_schema]
 mod queen {
     use super::checked_request;
+    use crate::api::rows::SetOfIterator;
     use crate::error::{OrReport, QueenError};
     use crate::names;
     use crate::pop;

@@ -1,3 +1,4 @@
+use crate::api::rows::SetOfIterator;
 use crate::error::{OrReport, QueenError};
 use crate::jsonb::Jsonb;
 use crate::names;
@@ -96,6 +97,7 @@ fn require_push(items: &[PushItem]) {
 #[pgrx::pg_schema]
 mod queen {
     use super::{checked_items, checked_one};
+    use crate::api::rows::SetOfIterator;
     use crate::error::OrReport;
     use crate::jsonb::Jsonb;
     use crate::push::PushResult;

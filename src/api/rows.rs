@@ -7,7 +7,7 @@
 //! descriptor comes from the type cache (a hash lookup per row, no copy), the tuple is formed
 //! from the fields in declaration order.
 
-use pgrx::callconv::{BoxRet, FcInfo};
+use pgrx::callconv::{BoxRet, FcInfo, RetAbi};
 use pgrx::datum::{Datum, IntoDatum, TimestampWithTimeZone};
 use pgrx::pg_sys;
 use pgrx::pgrx_sql_entity_graph::metadata::{
@@ -46,6 +46,85 @@ unsafe fn composite<'fcx>(fcinfo: &mut FcInfo<'fcx>, datums: &[Option<pg_sys::Da
     }
 }
 
+/// A result row put into a set-returning function's tuplestore.
+///
+/// # Safety
+///
+/// Implemented only for rows whose fields are, in order, the attributes of the composite type
+/// the function is declared to return a set of.
+pub unsafe trait ResultRow {
+    /// Put the row into `store`, of descriptor `desc`.
+    ///
+    /// # Safety
+    ///
+    /// `store` and `desc` are those InitMaterializedSRF made for the running function, which
+    /// returns a set of this row's type.
+    unsafe fn put(self, store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc);
+}
+
+/// Put one row of `datums` (None for NULL) into `store`.
+///
+/// # Safety
+///
+/// `desc` describes `store`'s rows, which have `datums.len()` attributes of the datums' types.
+unsafe fn put_values(store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc, datums: &[Option<pg_sys::Datum>]) {
+    let mut values: Vec<pg_sys::Datum> = datums.iter().map(|d| d.unwrap_or(pg_sys::Datum::from(0))).collect();
+    let mut nulls: Vec<bool> = datums.iter().map(Option::is_none).collect();
+    // SAFETY: the caller's descriptor and store; tuplestore_putvalues copies the values into
+    // a tuple of the store's memory.
+    unsafe {
+        assert_eq!(values.len(), (*desc).natts as usize, "queen: result type has another shape");
+        pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+    }
+}
+
+/// The rows of a set-returning function, handed to PostgreSQL all at once (materialize mode:
+/// the function fills the tuplestore the executor reads) rather than one call per row, as
+/// pgrx's `SetOfIterator` does. Each row went through a call of the function, a composite
+/// datum formed and taken apart again: a tenth of a pop 100 + `queen_ack_lease` cycle
+/// (issue 23). Named as pgrx's, whose macro knows a function returns a set by that name.
+pub struct SetOfIterator<'a, T> {
+    rows: Vec<T>,
+    _lifetime: std::marker::PhantomData<&'a ()>,
+}
+
+impl<T> SetOfIterator<'_, T> {
+    pub fn new(rows: impl IntoIterator<Item = T>) -> Self {
+        SetOfIterator { rows: rows.into_iter().collect(), _lifetime: std::marker::PhantomData }
+    }
+}
+
+// SAFETY: box_ret_in_fcinfo returns the set in materialize mode, as the executor reads a
+// set-returning function in FROM or a select list (both allow it); nothing is kept between calls.
+unsafe impl<T: ResultRow> RetAbi for SetOfIterator<'_, T> {
+    type Item = T;
+    type Ret = Self;
+
+    fn to_ret(self) -> Self {
+        self
+    }
+
+    unsafe fn box_ret_in_fcinfo(fcinfo: pg_sys::FunctionCallInfo, ret: Self) -> pg_sys::Datum {
+        // SAFETY: the running function's call info, declared to return a set of T's type
+        // (ResultRow's contract). InitMaterializedSRF raises an SQL error where materialize
+        // mode is not allowed, and makes the store and the descriptor of the declared result
+        // type in the query's memory.
+        unsafe {
+            pg_sys::InitMaterializedSRF(fcinfo, 0);
+            let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+            let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+            for row in ret.rows {
+                row.put(store, desc);
+            }
+        }
+        pg_sys::Datum::from(0)
+    }
+
+    unsafe fn move_into_fcinfo_fcx(self, _fcinfo: pg_sys::FunctionCallInfo) {}
+
+    unsafe fn fill_fcinfo_fcx(&self, _fcinfo: pg_sys::FunctionCallInfo) {}
+}
+
 /// Make a struct a result row: `result_row!(Type = "queen.x" { field, ... })` for a struct the
 /// rules already return (pop's, push's and ack's results are returned as they are, never copied
 /// into a second struct), or `result_row!(struct Name = "queen.x" { field: Type, ... })` to
@@ -74,6 +153,16 @@ macro_rules! result_row {
                 // SAFETY: the caller's fcinfo is of a function returning `$sql`, whose
                 // attributes the fields give in order, each as a datum of its SQL type.
                 unsafe { composite(fcinfo, &datums) }
+            }
+        }
+
+        // SAFETY: as BoxRet's: the fields in `$sql`'s attribute order, each a datum of its
+        // SQL type.
+        unsafe impl ResultRow for $name {
+            unsafe fn put(self, store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc) {
+                let datums = [$(self.$field $(.$conv())?.into_datum(),)*];
+                // SAFETY: the caller's store and descriptor are of `$sql` (ResultRow's contract).
+                unsafe { put_values(store, desc, &datums) }
             }
         }
 
