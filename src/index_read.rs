@@ -19,12 +19,16 @@ pub struct Table {
 }
 
 impl Table {
-    /// Open `relid` (AccessShareLock).
-    pub fn open(relid: pg_sys::Oid) -> Table {
-        // SAFETY: inside a transaction (queen's functions run in one); table_open raises an SQL
-        // error, not UB, for a relation that does not exist or is not a table. The lock is
+    /// Open `relid` (AccessShareLock); None when it no longer exists (dropped since its oid was
+    /// looked up: the caller reads with SQL then) or is not a table.
+    pub fn open(relid: pg_sys::Oid) -> Option<Table> {
+        // SAFETY: inside a transaction (queen's functions run in one); try_relation_open
+        // returns null, after taking no lock, for a relation that does not exist. The lock is
         // held to the transaction's end, as a statement's is.
-        Table { rel: unsafe { pg_sys::table_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) } }
+        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
+        let table = (!rel.is_null()).then_some(Table { rel })?;
+        // SAFETY: an open relation's pg_class row.
+        (unsafe { (*(*rel).rd_rel).relkind } == pg_sys::RELKIND_RELATION as std::ffi::c_char).then_some(table)
     }
 
     /// The attribute number of column `name`; None when the table has no such column.
@@ -45,7 +49,7 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         // SAFETY: opened by `open`; the lock stays until the transaction ends.
-        unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+        unsafe { pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
     }
 }
 
@@ -55,10 +59,13 @@ pub struct Index {
 }
 
 impl Index {
-    /// Open `indexid` (AccessShareLock).
-    pub fn open(indexid: pg_sys::Oid) -> Index {
-        // SAFETY: as Table::open; index_open raises for a relation that is not an index.
-        Index { rel: unsafe { pg_sys::index_open(indexid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) } }
+    /// Open `indexid` (AccessShareLock); None when it no longer exists or is not an index.
+    pub fn open(indexid: pg_sys::Oid) -> Option<Index> {
+        // SAFETY: as Table::open.
+        let rel = unsafe { pg_sys::try_relation_open(indexid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
+        let index = (!rel.is_null()).then_some(Index { rel })?;
+        // SAFETY: an open relation's pg_class row.
+        (unsafe { (*(*rel).rd_rel).relkind } == pg_sys::RELKIND_INDEX as std::ffi::c_char).then_some(index)
     }
 
     /// The table attribute numbers of the index's key columns, in order.
@@ -80,7 +87,7 @@ impl Index {
 impl Drop for Index {
     fn drop(&mut self) {
         // SAFETY: opened by `open`; the lock stays until the transaction ends.
-        unsafe { pg_sys::index_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+        unsafe { pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
     }
 }
 

@@ -89,21 +89,24 @@ fn layout() -> Option<Layout> {
     let messages = relid(c"messages", schema);
     let cursors = relid(c"cursors", schema);
     let ready = relid(c"ready", schema);
+    let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
+    let ready_next = relid(c"ready_next", schema);
+    // Every oid is looked up again at each call (catalog cache lookups): an index rebuilt
+    // (REINDEX CONCURRENTLY) or the extension made again has new ones.
     if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
-        if l.schema == schema && l.messages == messages && l.cursors == cursors && l.ready == ready {
+        let now = [l.schema, l.messages, l.cursors, l.ready, l.messages_pkey, l.cursors_pkey, l.ready_next];
+        if now == [schema, messages, cursors, ready, messages_pkey, cursors_pkey, ready_next] {
             return Some(l);
         }
     }
-    let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
-    let ready_next = relid(c"ready_next", schema);
     if [messages, cursors, ready, messages_pkey, cursors_pkey, ready_next].contains(&pg_sys::InvalidOid) {
         return None;
     }
-    let (mt, ct, rt) = (Table::open(messages), Table::open(cursors), Table::open(ready));
+    let (mt, ct, rt) = (Table::open(messages)?, Table::open(cursors)?, Table::open(ready)?);
     let m = MESSAGE_COLUMNS.map(|c| mt.attnum(c).unwrap_or(0));
     let c = CURSOR_COLUMNS.map(|n| ct.attnum(n).unwrap_or(0));
     let r = READY_COLUMNS.map(|n| rt.attnum(n).unwrap_or(0));
-    let (mi, ci, ri) = (Index::open(messages_pkey), Index::open(cursors_pkey), Index::open(ready_next));
+    let (mi, ci, ri) = (Index::open(messages_pkey)?, Index::open(cursors_pkey)?, Index::open(ready_next)?);
     let m_key = [mt.attnum("partition_id"), Some(m[M_TXID]), Some(m[M_SEQ])];
     let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[14])];
     let r_key = [rt.attnum("queue_id"), rt.attnum("consumer_group"), Some(r[1])];
@@ -147,7 +150,7 @@ pub(crate) fn candidates(
     let l = layout()?;
     // SAFETY: reads the clock (clock_timestamp()).
     let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
-    let (table, index) = (Table::open(l.ready), Index::open(l.ready_next));
+    let (table, index) = (Table::open(l.ready)?, Index::open(l.ready_next)?);
     let q = *queue_id.as_bytes();
     let group_datum = group.into_datum().expect("queen: a group name is a datum");
     let mut scan = Scan::new(
@@ -199,7 +202,8 @@ pub fn available(s: &mut crate::spi::Spi) -> bool {
     crate::shards::current() == 0 && !crate::shards::planning_for_citus() && !crate::shards::layout(s).distributed
 }
 
-/// Whether direct reads may be used here, and the relations are as this code reads them.
+/// Whether direct reads may be used here, and the relations are as this code reads them (a
+/// read may still find one gone since, and return None: the caller reads with SQL then).
 pub fn readable(s: &mut crate::spi::Spi) -> bool {
     available(s) && layout().is_some()
 }
@@ -226,15 +230,15 @@ struct Messages<'l> {
 }
 
 impl<'l> Messages<'l> {
-    fn open(l: &'l Layout, snap: &Snapshot, partition: Uuid) -> Messages<'l> {
-        Messages {
+    fn open(l: &'l Layout, snap: &Snapshot, partition: Uuid) -> Option<Messages<'l>> {
+        Some(Messages {
             l,
-            table: Table::open(l.messages),
-            pkey: Index::open(l.messages_pkey),
+            table: Table::open(l.messages)?,
+            pkey: Index::open(l.messages_pkey)?,
             snapshot: snap.snap,
             pid: Box::new(*partition.as_bytes()),
             shard: crate::shards::current(),
-        }
+        })
     }
 
     fn scan(&self, from: Bound, backward: bool) -> Scan {
@@ -280,7 +284,7 @@ pub(crate) fn batch_ids(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Optio
     let l = layout()?;
     let mut ids = vec![None; keys.len()];
     let Some(&first) = keys.first() else { return Some(ids) };
-    let part = Messages::open(&l, snap, partition);
+    let part = Messages::open(&l, snap, partition)?;
     let at: std::collections::HashMap<Key, usize> = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
     let mut read = 0;
     for from in [Bound::AtOrAfter(first.0, first.1), Bound::After(first.0, None)] {
@@ -335,7 +339,7 @@ pub(crate) fn look(
     // SAFETY: reads the clock (clock_timestamp()).
     let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
 
-    let (cursors, cursors_pkey) = (Table::open(l.cursors), Index::open(l.cursors_pkey));
+    let (cursors, cursors_pkey) = (Table::open(l.cursors)?, Index::open(l.cursors_pkey)?);
     let shard = crate::shards::current();
     let pid = *partition.as_bytes();
 
@@ -374,7 +378,7 @@ pub(crate) fn look(
     let pending_visible: Vec<bool> = c.pending.iter().map(|&(x, _)| visible(x)).collect();
     // ahead: finished keys, left out of what is read.
     let ahead = |k: Key| c.ahead.binary_search(&k).is_ok();
-    let part = Messages::open(&l, snap, partition);
+    let part = Messages::open(&l, snap, partition)?;
     let shard_of = |t: &Tuple<'_>| part.in_shard(t);
     let key_of = |t: &Tuple<'_>| part.key(t);
     let after = |x: i64, seq: Option<i64>, backward: bool| part.scan(Bound::After(x, seq), backward);

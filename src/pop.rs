@@ -308,19 +308,21 @@ impl Pop<'_> {
                 state::timestamp(from).into(),
             ]
         };
-        let read = |r: crate::spi::Row<'_>| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2)));
+        let read_row = |r: crate::spi::Row<'_>| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2)));
         if crate::look::readable(s) {
             let snap = crate::index_read::Snapshot::take();
-            let (page, now) =
-                crate::look::candidates(&snap, self.queue_id, &self.group, tried, CANDIDATE_PAGE as usize, from)
-                    .expect("queen: the relations were readable");
-            if cfg!(debug_assertions) {
-                let sql: Vec<(Uuid, Micros)> = CANDIDATES.run_at(s, &args(tried), snap.snap).map(read).collect();
-                crate::look::check_candidates(&page, now, &sql, CANDIDATE_PAGE as usize);
+            let read = crate::look::candidates(&snap, self.queue_id, &self.group, tried, CANDIDATE_PAGE as usize, from);
+            // None: a relation gone since it was found (an index rebuilt): the statement reads.
+            if let Some((page, now)) = read {
+                if cfg!(debug_assertions) {
+                    let sql: Vec<(Uuid, Micros)> =
+                        CANDIDATES.run_at(s, &args(tried), snap.snap).map(read_row).collect();
+                    crate::look::check_candidates(&page, now, &sql, CANDIDATE_PAGE as usize);
+                }
+                return page;
             }
-            return page;
         }
-        CANDIDATES.run(s, &args(tried)).map(read).collect()
+        CANDIDATES.run(s, &args(tried)).map(read_row).collect()
     }
 
     /// Visit due partitions from the hints, oldest first, until the pop is done or none is

@@ -494,7 +494,21 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
         let snap = crate::index_read::Snapshot::take();
         for b in &mut rows {
             let keys = b.read.0.cursor.lease.as_ref().map(|l| l.keys.clone()).unwrap_or_default();
-            b.ids = crate::look::batch_ids(&snap, b.partition, &keys).expect("queen: the relations were readable");
+            match crate::look::batch_ids(&snap, b.partition, &keys) {
+                Some(ids) => b.ids = ids,
+                None => {
+                    // A relation gone since it was found (an index rebuilt): the statement
+                    // reads the ids (the rows are locked already, by this transaction).
+                    let ids: HashMap<Uuid, Vec<Option<Uuid>>> = ACK_LEASE_LOCK
+                        .run(s, &args)
+                        .map(|r| (r.req("partition_id"), r.get("batch_ids").unwrap_or_default()))
+                        .collect();
+                    for b in &mut rows {
+                        b.ids = ids.get(&b.partition).cloned().unwrap_or_default();
+                    }
+                    return finish(s, role, rows);
+                }
+            }
         }
         if cfg!(debug_assertions) {
             // The statement's ids under the same snapshot (the rows are locked already): the
@@ -507,6 +521,11 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
             assert_eq!(read, sql, "queen: a lease's batch ids read otherwise than ack_lease_lock reads them");
         }
     }
+    finish(s, role, rows)
+}
+
+/// The rows of lease_rows, once the caller may ack them all.
+fn finish(s: &mut Spi, role: Oid, rows: Vec<LeaseBatch>) -> QueenResult<Vec<LeaseBatch>> {
     may_ack(s, role, rows.iter().map(|b| b.queue_id).collect())?;
     Ok(rows)
 }

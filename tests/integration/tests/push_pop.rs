@@ -1277,3 +1277,28 @@ fn a_pop_reads_on_through_pages_of_partitions_in_use() {
     assert_eq!(got, vec![json!(free)]);
     a.batch_execute("COMMIT").unwrap();
 }
+
+/// On one server a pop reads a partition's rows straight through queen's indexes
+/// (src/look.rs), by the oids it looked them up by. An index rebuilt under a backend that read
+/// through it before (REINDEX CONCURRENTLY gives it a new oid, and drops the old one) is found
+/// again: the backend pops and acks on, and nothing is lost.
+#[test]
+fn pops_and_acks_read_through_indexes_rebuilt_under_them() {
+    let db = TestDb::new("reindex");
+    let mut c = db.connect();
+    let mut admin = db.connect();
+    assert!(pop_auto(&mut c, "q", Some("g"), 1).is_empty(), "subscribed before the pushes");
+    push_n(&mut c, "q", "p", 30);
+    let pop_and_ack = |c: &mut postgres::Client| -> (usize, usize) {
+        let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
+        let lease: Option<uuid::Uuid> = rows.first().map(|r| r.get(0));
+        let acked = c.query("SELECT * FROM queen_ack_lease($1) WHERE success", &[&lease]).unwrap();
+        (rows.len(), acked.len())
+    };
+    assert_eq!(pop_and_ack(&mut c), (10, 10));
+    for index in ["messages_pkey", "cursors_pkey", "ready_next"] {
+        admin.batch_execute(&format!("REINDEX INDEX CONCURRENTLY queen.{index}")).unwrap();
+    }
+    assert_eq!(pop_and_ack(&mut c), (10, 10), "the same backend, through the rebuilt indexes");
+    assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
+}
