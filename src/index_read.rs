@@ -3,7 +3,7 @@
 //!
 //! For reads whose SQL costs more to start than to run: a statement is planned once, but each
 //! run builds its executor state again, and copies its rows into SPI's table before queen reads
-//! them (issue 23; look.rs). One server only: on Citus the tables are distributed, their rows
+//! them (issue 23; direct.rs). One server only: on Citus the tables are distributed, their rows
 //! live in shards elsewhere, and callers read them with SQL.
 //!
 //! Everything here reads with the snapshot it is given, under the same locks a statement takes

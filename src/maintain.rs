@@ -546,7 +546,7 @@ fn max_wait_file(
         return 0;
     };
     let initial = crate::subscription::initial_cursor(s, &sub, partition);
-    let look = state::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
+    let look = crate::direct::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
     // Take the row as looked at, never waiting (a pop or an ack holding it has the
     // partition's next moves; the next pass comes back): lock it in that version, or create
     // it under the pair's lock (locks.rs), as pops do, so that no pop waits on the uncommitted
@@ -585,7 +585,7 @@ fn max_wait_file(
             &row,
             state::SaveAlso { queue_id, hint_at: None, ended_lease: Some((ended, true)) },
         );
-        look = state::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
+        look = crate::direct::look(s, partition, group, &initial, MAX_WAIT_BATCH, 1);
     }
     let mut row = look.row;
     let keys: Vec<_> = look.msgs.iter().map(|m| m.key).collect();

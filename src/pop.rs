@@ -295,7 +295,7 @@ impl Pop<'_> {
     }
 
     /// A page of due partitions from `from` on, but those of `tried` (`candidates` of pop.sql):
-    /// on one server read straight from `ready_next` (look.rs), which debug builds check
+    /// on one server read straight from `ready_next` (direct.rs), which debug builds check
     /// against the statement under the same snapshot.
     fn candidates(&self, s: &mut Spi, tried: &[Uuid], from: Micros) -> Vec<(Uuid, Micros)> {
         let args = |tried: &[Uuid]| -> [DatumWithOid<'static>; 6] {
@@ -309,15 +309,16 @@ impl Pop<'_> {
             ]
         };
         let read_row = |r: crate::spi::Row<'_>| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2)));
-        if crate::look::readable(s) {
+        if crate::direct::readable(s) {
             let snap = crate::index_read::Snapshot::take();
-            let read = crate::look::candidates(&snap, self.queue_id, &self.group, tried, CANDIDATE_PAGE as usize, from);
+            let read =
+                crate::direct::candidates(&snap, self.queue_id, &self.group, tried, CANDIDATE_PAGE as usize, from);
             // None: a relation gone since it was found (an index rebuilt): the statement reads.
             if let Some((page, now)) = read {
                 if cfg!(debug_assertions) {
                     let sql: Vec<(Uuid, Micros)> =
                         CANDIDATES.run_at(s, &args(tried), snap.snap).map(read_row).collect();
-                    crate::look::check_candidates(&page, now, &sql, CANDIDATE_PAGE as usize);
+                    crate::direct::check_candidates(&page, now, &sql, CANDIDATE_PAGE as usize);
                 }
                 return page;
             }
@@ -409,7 +410,7 @@ impl Pop<'_> {
     /// Look at a partition (no lock). `initial` is the state the group starts with there if
     /// it has no cursor row yet.
     fn look(&self, s: &mut Spi, partition: Uuid, initial: &Cursor) -> Look {
-        state::look(s, partition, &self.group, initial, self.remaining() as i64, self.lease_seconds)
+        crate::direct::look(s, partition, &self.group, initial, self.remaining() as i64, self.lease_seconds)
     }
 
     /// Look at a partition, starting a group that has no cursor row there where its

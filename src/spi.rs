@@ -263,7 +263,7 @@ impl Query {
 
     /// Execute the query with `snapshot` (advanced to see this transaction's changes so far, as
     /// a statement's own is), instead of a new one: what it reads is what a read under that
-    /// snapshot read (look.rs checks itself against the statement so).
+    /// snapshot read (direct.rs checks itself against the statement so).
     pub fn run_at<'s>(&self, spi: &'s mut Spi, args: &[DatumWithOid<'_>], snapshot: pg_sys::Snapshot) -> Rows<'s> {
         self.execute_at(spi, args, false, snapshot)
     }
@@ -306,7 +306,7 @@ impl Query {
             let rc = if snapshot.is_null() {
                 pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_mut_ptr(), read_only, 0)
             } else {
-                // A registered snapshot of the caller's (spi.rs callers: look.rs), which SPI
+                // A registered snapshot of the caller's (spi.rs callers: direct.rs), which SPI
                 // copies and advances to the current command.
                 let none: pg_sys::Snapshot = std::ptr::null_mut();
                 pg_sys::SPI_execute_snapshot(

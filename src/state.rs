@@ -108,7 +108,7 @@ fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 14] {
 }
 
 /// Where a cursor row's columns are read from, by name: a row of an SPI query, or a row read
-/// straight from the table (look.rs).
+/// straight from the table (direct.rs).
 pub trait Columns {
     fn col<T: pgrx::FromDatum>(&self, name: &str) -> Option<T>;
     /// The row version: its xmin as text (`version` in the queries).
@@ -287,33 +287,10 @@ impl Look {
     }
 }
 
-/// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
-/// and up to `limit` next messages, with what the reading snapshot says. On one server read
-/// straight from the indexes (look.rs); debug builds read it with the `look` statement too,
-/// under the same snapshot, and check that both read the same.
-pub(crate) fn look(
-    s: &mut Spi,
-    partition: Uuid,
-    group: &str,
-    initial: &Cursor,
-    limit: i64,
-    lease_seconds: i32,
-) -> Look {
-    if crate::look::available(s) {
-        let snap = crate::index_read::Snapshot::take();
-        if let Some(direct) = crate::look::look(&snap, partition, group, initial, limit, lease_seconds) {
-            if cfg!(debug_assertions) {
-                let sql = look_sql(s, partition, group, initial, limit, lease_seconds, snap.snap);
-                crate::look::check_same(&direct, &sql);
-            }
-            return direct;
-        }
-    }
-    look_sql(s, partition, group, initial, limit, lease_seconds, std::ptr::null_mut())
-}
-
-/// The look by the `look` statement, with `snapshot` when not null.
-fn look_sql(
+/// A look at a partition for a group by the `look` statement, with `snapshot` when not null
+/// (direct.rs `look` reads it straight from the indexes on one server, and checks itself
+/// against this).
+pub(crate) fn look_sql(
     s: &mut Spi,
     partition: Uuid,
     group: &str,

@@ -76,18 +76,7 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
 -- The active rows of lease $1 (through cursors_lease), locked, with the clock and their
 -- queue's stored options: for an ack under the lease whose message retention deleted
 -- (src/ack/apply.rs sweep_vanished). In partition order (see ack_lease_lock).
-SELECT c.partition_id, c.consumer_group, c.queue_id,
-       c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
-       c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at,
-       c.lease_keys, c.lease_xip, c.xmin::text AS version,
-       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
-       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
-       o.max_wait_time_seconds,                                                               -- [one server]
-       clock_timestamp() AS now
-  FROM queen.cursors c
-  LEFT JOIN LATERAL (                                                      -- [one server]
-        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
+{{lease_rows}}
  WHERE c.lease_id = $1 AND c.shard = $2 AND c.lease_expires_at > clock_timestamp()
  ORDER BY c.partition_id::text COLLATE "C", c.consumer_group
    FOR UPDATE OF c;
@@ -218,16 +207,8 @@ SELECT c.partition_id, c.consumer_group, c.queue_id, {{cursor_columns c=c}},
 
 -- name: ack_lease_lock_rows
 -- ack_lease_lock without the batches' message ids: on one server lease_rows (src/ack/find.rs)
--- reads those straight from messages_pkey after the lock (look.rs batch_ids).
-SELECT c.partition_id, c.consumer_group, c.queue_id, {{cursor_columns c=c}},
-       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
-       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
-       o.max_wait_time_seconds,                                                               -- [one server]
-       clock_timestamp() AS now
-  FROM queen.cursors c
-  LEFT JOIN LATERAL (                                                      -- [one server]
-        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
-         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
+-- reads those straight from messages_pkey after the lock (direct.rs batch_ids).
+{{lease_rows}}
  WHERE c.lease_id = $1 AND c.shard = $2
  ORDER BY c.partition_id::text COLLATE "C", c.consumer_group
    FOR UPDATE OF c;

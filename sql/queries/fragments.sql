@@ -67,3 +67,17 @@ AND ({r}.partition_id, {r}.consumer_group) >= ({p}, {g}) AND ({r}.partition_id, 
 {c}.done_txid, {c}.done_seq, {c}.pending_txid, {c}.pending_seq, {c}.ahead_txid, {c}.ahead_seq,
 {c}.fail_txid, {c}.fail_seq, {c}.failures, {c}.retry_at, {c}.lease_id, {c}.lease_expires_at,
 {c}.lease_keys, {c}.lease_xip, {c}.xmin::text AS version
+
+-- name: lease_rows
+-- Cursor rows (alias c) as the statements that lock a lease's rows read them (ack.sql
+-- ack_lease_rows, ack_lease_lock_rows): partition, group, queue, the cursor columns, the
+-- queue's stored options (on one server) and the clock; the statement adds its WHERE.
+SELECT c.partition_id, c.consumer_group, c.queue_id, {{cursor_columns c=c}},
+       o.lease_time, o.retry_limit, o.retry_delay, o.dead_letter_queue, o.delayed_processing, -- [one server]
+       o.window_buffer, o.max_size, o.retention_seconds, o.completed_retention_seconds,       -- [one server]
+       o.max_wait_time_seconds,                                                               -- [one server]
+       clock_timestamp() AS now
+  FROM queen.cursors c
+  LEFT JOIN LATERAL (                                                      -- [one server]
+        SELECT * FROM queen.queues q WHERE q.queue_id = c.queue_id         -- [one server]
+         ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]

@@ -476,9 +476,9 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
         }
     }
     // On one server the batches' ids are read straight from messages_pkey after the lock
-    // (look.rs batch_ids), by a statement that only locks: ack_lease_lock's reads of them cost
+    // (direct.rs batch_ids), by a statement that only locks: ack_lease_lock's reads of them cost
     // more to start than to run.
-    let direct = crate::look::readable(s);
+    let direct = crate::direct::readable(s);
     let args: [DatumWithOid; 2] = [lease.into(), shard.into()];
     let mut rows: Vec<LeaseBatch> =
         if direct { ACK_LEASE_LOCK_ROWS.run(s, &args) } else { ACK_LEASE_LOCK.run(s, &args) }
@@ -494,7 +494,7 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
         let snap = crate::index_read::Snapshot::take();
         for b in &mut rows {
             let keys = b.read.0.cursor.lease.as_ref().map(|l| l.keys.clone()).unwrap_or_default();
-            match crate::look::batch_ids(&snap, b.partition, &keys) {
+            match crate::direct::batch_ids(&snap, b.partition, &keys) {
                 Some(ids) => b.ids = ids,
                 None => {
                     // A relation gone since it was found (an index rebuilt): the statement
@@ -512,7 +512,7 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
         }
         if cfg!(debug_assertions) {
             // The statement's ids under the same snapshot (the rows are locked already): the
-            // direct read must read them all, as look.rs check_same does for the look.
+            // direct read must read them all, as direct.rs check_same does for the look.
             let sql: Vec<(Uuid, Vec<Option<Uuid>>)> = ACK_LEASE_LOCK
                 .run_at(s, &args, snap.snap)
                 .map(|r| (r.req("partition_id"), r.get("batch_ids").unwrap_or_default()))

@@ -1279,7 +1279,7 @@ fn a_pop_reads_on_through_pages_of_partitions_in_use() {
 }
 
 /// On one server a pop reads a partition's rows straight through queen's indexes
-/// (src/look.rs), by the oids it looked them up by. An index rebuilt under a backend that read
+/// (src/direct.rs), by the oids it looked them up by. An index rebuilt under a backend that read
 /// through it before (REINDEX CONCURRENTLY gives it a new oid, and drops the old one) is found
 /// again: the backend pops and acks on, and nothing is lost.
 #[test]

@@ -1,11 +1,14 @@
-//! A look at a partition for a group, read straight from the indexes (index_read.rs) on one
-//! server: what the `look` statement of state.sql reads, row for row, with the same snapshot,
-//! without starting a statement. The statement's plan has some fifty nodes, most for cases a
-//! look rarely meets (pending transactions, finished keys ahead, no row yet); building them at
+//! The consume path's reads that lock nothing, made straight through the indexes
+//! (index_read.rs) on one server: the look at a partition (state.sql `look`), a lease's batch
+//! ids (ack.sql `ack_lease_lock`) and a page of candidates (pop.sql `candidates`). Each reads what
+//! its statement reads, row for row, under a snapshot taken as a statement takes its own,
+//! without starting a statement: the look's plan has some fifty nodes, most for cases a look
+//! rarely meets (pending transactions, finished keys ahead, no row yet), and building them at
 //! every pop cost more than reading the messages (issue 23, docs/benchmarks.md).
 //!
-//! The statement stays the look on Citus, where the rows live in shards, and is the reference:
-//! every rule here says which part of it it reads the same way.
+//! The statements stay the reads on Citus, where the rows live in shards, and are the
+//! reference: every rule here says which part of its statement it reads the same way, and debug
+//! builds run the statement too, under the same snapshot, and panic when the two differ.
 
 use crate::cursor::{Cursor, Key};
 use crate::index_read::{Index, Key as ScanKey, Scan, Snapshot, Table, Tuple};
@@ -315,9 +318,34 @@ pub(crate) fn batch_ids(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Optio
     Some(ids)
 }
 
+/// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)
+/// and up to `limit` next messages, with what the reading snapshot says. On one server read
+/// straight from the indexes; debug builds read it with the `look` statement too, under the
+/// same snapshot, and check that both read the same. Elsewhere, the statement.
+pub(crate) fn look(
+    s: &mut crate::spi::Spi,
+    partition: Uuid,
+    group: &str,
+    initial: &Cursor,
+    limit: i64,
+    lease_seconds: i32,
+) -> Look {
+    if available(s) {
+        let snap = Snapshot::take();
+        if let Some(direct) = look_direct(&snap, partition, group, initial, limit, lease_seconds) {
+            if cfg!(debug_assertions) {
+                let sql = crate::state::look_sql(s, partition, group, initial, limit, lease_seconds, snap.snap);
+                check_same(&direct, &sql);
+            }
+            return direct;
+        }
+    }
+    crate::state::look_sql(s, partition, group, initial, limit, lease_seconds, std::ptr::null_mut())
+}
+
 /// The look of state.sql's `look` (which see, part by part), read from the indexes. None when
 /// the relations are not as this code reads them.
-pub(crate) fn look(
+fn look_direct(
     snap: &Snapshot,
     partition: Uuid,
     group: &str,
@@ -474,7 +502,7 @@ pub(crate) fn look(
 /// builds check every look so (state.rs), in every test and explorer run. The clock is read
 /// apart by each, so `now` and the new lease's expiry may differ, and a retry delay ending
 /// between the two reads may leave one busy and the other not.
-pub(crate) fn check_same(direct: &Look, sql: &Look) {
+fn check_same(direct: &Look, sql: &Look) {
     let (d, q) = (&direct.row, &sql.row);
     let same_row = d.cursor == q.cursor
         && d.retry_at == q.retry_at
