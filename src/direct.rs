@@ -205,12 +205,6 @@ pub fn available(s: &mut crate::spi::Spi) -> bool {
     crate::shards::current() == 0 && !crate::shards::planning_for_citus() && !crate::shards::layout(s).distributed
 }
 
-/// Whether direct reads may be used here, and the relations are as this code reads them (a
-/// read may still find one gone since, and return None: the caller reads with SQL then).
-pub fn readable(s: &mut crate::spi::Spi) -> bool {
-    available(s) && layout().is_some()
-}
-
 /// Where a scan of a partition's messages starts, in key order.
 enum Bound {
     /// (txid = x, seq > s), or with no seq (txid > x); from the start for x = i64::MIN.

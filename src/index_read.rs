@@ -13,29 +13,46 @@ use pgrx::pg_sys;
 use pgrx::FromDatum;
 use std::ffi::CStr;
 
-/// A table of the `queen` schema and the attribute numbers of the columns read from it.
+/// An open relation of a given kind, closed when dropped (its lock kept to the transaction's
+/// end, as a statement's is).
+struct Rel(pg_sys::Relation);
+
+impl Rel {
+    /// Open `relid` (AccessShareLock); None when it no longer exists (dropped since its oid was
+    /// looked up: the caller reads with SQL then) or is not of `kind` (pg_class.relkind).
+    fn open(relid: pg_sys::Oid, kind: u8) -> Option<Rel> {
+        // SAFETY: inside a transaction (queen's functions run in one); try_relation_open
+        // returns null, after taking no lock, for a relation that does not exist.
+        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
+        let opened = (!rel.is_null()).then_some(Rel(rel))?;
+        // SAFETY: an open relation's pg_class row.
+        (unsafe { (*(*rel).rd_rel).relkind } as u8 == kind).then_some(opened)
+    }
+}
+
+impl Drop for Rel {
+    fn drop(&mut self) {
+        // SAFETY: opened by `open`; the lock stays until the transaction ends.
+        unsafe { pg_sys::relation_close(self.0, pg_sys::NoLock as pg_sys::LOCKMODE) }
+    }
+}
+
+/// A table of the `queen` schema, opened.
 pub struct Table {
-    rel: pg_sys::Relation,
+    rel: Rel,
 }
 
 impl Table {
-    /// Open `relid` (AccessShareLock); None when it no longer exists (dropped since its oid was
-    /// looked up: the caller reads with SQL then) or is not a table.
+    /// Open `relid`: None when it no longer exists or is not a table.
     pub fn open(relid: pg_sys::Oid) -> Option<Table> {
-        // SAFETY: inside a transaction (queen's functions run in one); try_relation_open
-        // returns null, after taking no lock, for a relation that does not exist. The lock is
-        // held to the transaction's end, as a statement's is.
-        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
-        let table = (!rel.is_null()).then_some(Table { rel })?;
-        // SAFETY: an open relation's pg_class row.
-        (unsafe { (*(*rel).rd_rel).relkind } == pg_sys::RELKIND_RELATION as std::ffi::c_char).then_some(table)
+        Some(Table { rel: Rel::open(relid, pg_sys::RELKIND_RELATION)? })
     }
 
     /// The attribute number of column `name`; None when the table has no such column.
     pub fn attnum(&self, name: &str) -> Option<i16> {
         // SAFETY: an open relation's tuple descriptor, natts attributes long.
         unsafe {
-            let desc = (*self.rel).rd_att;
+            let desc = (*self.rel.0).rd_att;
             (*desc)
                 .attrs
                 .as_slice((*desc).natts as usize)
@@ -46,33 +63,22 @@ impl Table {
     }
 }
 
-impl Drop for Table {
-    fn drop(&mut self) {
-        // SAFETY: opened by `open`; the lock stays until the transaction ends.
-        unsafe { pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
-    }
-}
-
 /// An index of a [`Table`], opened.
 pub struct Index {
-    rel: pg_sys::Relation,
+    rel: Rel,
 }
 
 impl Index {
-    /// Open `indexid` (AccessShareLock); None when it no longer exists or is not an index.
+    /// Open `indexid`: None when it no longer exists or is not an index.
     pub fn open(indexid: pg_sys::Oid) -> Option<Index> {
-        // SAFETY: as Table::open.
-        let rel = unsafe { pg_sys::try_relation_open(indexid, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
-        let index = (!rel.is_null()).then_some(Index { rel })?;
-        // SAFETY: an open relation's pg_class row.
-        (unsafe { (*(*rel).rd_rel).relkind } == pg_sys::RELKIND_INDEX as std::ffi::c_char).then_some(index)
+        Some(Index { rel: Rel::open(indexid, pg_sys::RELKIND_INDEX)? })
     }
 
     /// The table attribute numbers of the index's key columns, in order.
     pub fn columns(&self) -> Vec<i16> {
         // SAFETY: an open index's pg_index row, indnkeyatts keys long.
         unsafe {
-            let ix = (*self.rel).rd_index;
+            let ix = (*self.rel.0).rd_index;
             (*ix).indkey.values.as_slice((*ix).indnkeyatts as usize).to_vec()
         }
     }
@@ -80,14 +86,7 @@ impl Index {
     /// The collation of key column `i` (0-based): what a scan key comparing it must use.
     pub fn collation(&self, i: usize) -> pg_sys::Oid {
         // SAFETY: an open index's collations, one per key column; callers pass i < keys.
-        unsafe { *(*self.rel).rd_indcollation.add(i) }
-    }
-}
-
-impl Drop for Index {
-    fn drop(&mut self) {
-        // SAFETY: opened by `open`; the lock stays until the transaction ends.
-        unsafe { pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+        unsafe { *(*self.rel.0).rd_indcollation.add(i) }
     }
 }
 
@@ -181,9 +180,9 @@ impl Scan {
                 );
                 data.push(d);
             }
-            let scan = pg_sys::index_beginscan(table.rel, index.rel, snapshot, data.len() as i32, 0);
+            let scan = pg_sys::index_beginscan(table.rel.0, index.rel.0, snapshot, data.len() as i32, 0);
             pg_sys::index_rescan(scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
-            let slot = pg_sys::table_slot_create(table.rel, std::ptr::null_mut());
+            let slot = pg_sys::table_slot_create(table.rel.0, std::ptr::null_mut());
             let direction = if backward {
                 pg_sys::ScanDirection::BackwardScanDirection
             } else {

@@ -309,7 +309,7 @@ impl Pop<'_> {
             ]
         };
         let read_row = |r: crate::spi::Row<'_>| (r.req::<Uuid>(1), state::micros(r.req::<TimestampWithTimeZone>(2)));
-        if crate::direct::readable(s) {
+        if crate::direct::available(s) {
             let snap = crate::index_read::Snapshot::take();
             let read =
                 crate::direct::candidates(&snap, self.queue_id, &self.group, tried, CANDIDATE_PAGE as usize, from);

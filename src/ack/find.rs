@@ -478,7 +478,7 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
     // On one server the batches' ids are read straight from messages_pkey after the lock
     // (direct.rs batch_ids), by a statement that only locks: ack_lease_lock's reads of them cost
     // more to start than to run.
-    let direct = crate::direct::readable(s);
+    let direct = crate::direct::available(s);
     let args: [DatumWithOid; 2] = [lease.into(), shard.into()];
     let mut rows: Vec<LeaseBatch> =
         if direct { ACK_LEASE_LOCK_ROWS.run(s, &args) } else { ACK_LEASE_LOCK.run(s, &args) }

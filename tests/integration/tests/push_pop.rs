@@ -1302,3 +1302,40 @@ fn pops_and_acks_read_through_indexes_rebuilt_under_them() {
     assert_eq!(pop_and_ack(&mut c), (10, 10), "the same backend, through the rebuilt indexes");
     assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
 }
+
+/// queen_pop, queen_push and queen_ack return their rows all at once (materialize mode,
+/// api/rows.rs): every form a caller may use them in gets them — a FROM item, a select list,
+/// PL/pgSQL's RETURN QUERY and PERFORM.
+#[test]
+fn result_sets_reach_every_calling_form() {
+    let db = TestDb::new("setforms");
+    let mut c = db.connect();
+    let pushed: i64 = c
+        .query_one(
+            "SELECT count(*) FROM (SELECT queen_push('[{\"queue\": \"q\", \"payload\": 1}, \
+             {\"queue\": \"q\", \"payload\": 2}, {\"queue\": \"q\", \"payload\": 3}]'::jsonb)) x",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(pushed, 3, "a push batch in a select list");
+    let in_list: i64 = c
+        .query_one(
+            "SELECT count(*) FROM (SELECT (queen_pop('q', 'a', batch => 3, auto_ack => true)).message_id) x",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(in_list, 3, "a pop in a select list");
+    c.batch_execute(
+        "CREATE FUNCTION pop_b() RETURNS SETOF queen.message LANGUAGE plpgsql AS
+           $$ BEGIN RETURN QUERY SELECT * FROM queen_pop('q', 'b', batch => 3, auto_ack => true); END $$;
+         DO $$ BEGIN PERFORM queen_pop('q', 'c', batch => 3, auto_ack => true); END $$;",
+    )
+    .unwrap();
+    let returned: i64 = c.query_one("SELECT count(*) FROM pop_b()", &[]).unwrap().get(0);
+    assert_eq!(returned, 3, "RETURN QUERY");
+    assert!(pop_auto(&mut c, "q", Some("c"), 10).is_empty(), "PERFORM popped (and acked) all three");
+    let acks: i64 = c.query_one("SELECT count(*) FROM (SELECT queen_ack('[]'::jsonb)) x", &[]).unwrap().get(0);
+    assert_eq!(acks, 0, "an empty ack in a select list");
+}
