@@ -48,6 +48,12 @@ pub fn check_name<'a>(argument: &'static str, what: &str, value: Option<&'a str>
     Ok(v)
 }
 
+/// Whether `check_name` passes `v` without counting its characters: not empty, and no more
+/// bytes than the limit of characters. (A name it does not pass may still be valid.)
+pub fn plainly_valid(v: &str) -> bool {
+    !v.is_empty() && v.len() <= MAX_NAME_CHARS
+}
+
 /// Check a consumer group name: like other names, and not the name queue mode is kept under.
 pub fn check_group(what: &str, group: &str) -> QueenResult<()> {
     check_name("consumer_group", what, Some(group))?;

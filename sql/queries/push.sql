@@ -82,10 +82,11 @@ RETURNING message_id,
 -- push_one. Payloads are taken from the items argument itself ($7 -> idx -> 'payload'), so
 -- they go from the caller's jsonb to the table without a round trip through text. Parallel
 -- arrays: $1 partition ids, $2 seq, $3 queue ids, $4 message ids, $5 transaction ids,
--- $6 partition names, $8 item indexes, $9 trace ids.
+-- $6 partition names, $8 item indexes, $9 trace ids; $10 the caller's stored id
+-- (queen.txid(), taken once: a call per row was 1% of a batch push).
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
-SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
+SELECT u.partition_id, $10::bigint, u.seq, u.queue_id, u.message_id,
        u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
        u.trace_id, clock_timestamp()
   FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
@@ -95,16 +96,16 @@ SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
 RETURNING message_id;
 
 -- name: insert_messages_keyless
--- insert_messages for a batch without transaction ids: a plain INSERT (see push_one_keyless).
+-- insert_messages for a batch without transaction ids: a plain INSERT (see push_one_keyless),
+-- which inserts every row or raises, so it returns nothing (the ids are the caller's).
 INSERT INTO queen.messages (partition_id, txid, seq, queue_id, message_id, transaction_id,
                             partition, payload, trace_id, created_at)
-SELECT u.partition_id, queen.txid(), u.seq, u.queue_id, u.message_id,
+SELECT u.partition_id, $10::bigint, u.seq, u.queue_id, u.message_id,
        u.transaction_id, u.partition, COALESCE($7::jsonb -> u.idx -> 'payload', 'null'::jsonb),
        u.trace_id, clock_timestamp()
   FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
               $8::int[], $9::uuid[])
-       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id)
-RETURNING message_id;
+       AS u(partition_id, seq, queue_id, message_id, transaction_id, partition, idx, trace_id);
 
 -- name: holders
 -- The messages that hold the given (partition, transaction_id) keys.
