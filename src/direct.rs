@@ -20,24 +20,29 @@ use std::cell::RefCell;
 
 /// The relations read, and where their columns are, as found in this backend's catalog.
 #[derive(Clone)]
-struct Layout {
+pub(crate) struct Layout {
     schema: pg_sys::Oid,
     messages: pg_sys::Oid,
     messages_pkey: pg_sys::Oid,
-    cursors: pg_sys::Oid,
-    cursors_pkey: pg_sys::Oid,
-    ready: pg_sys::Oid,
+    pub(crate) cursors: pg_sys::Oid,
+    pub(crate) cursors_pkey: pg_sys::Oid,
+    pub(crate) ready: pg_sys::Oid,
     ready_next: pg_sys::Oid,
+    pub(crate) ready_partition: pg_sys::Oid,
     /// Attribute numbers of READY_COLUMNS in `queen.ready`.
     r: [i16; READY_COLUMNS.len()],
+    /// Attribute numbers of READY_ROW (every column a hint is written with) in `queen.ready`.
+    pub(crate) rw: [i16; READY_ROW.len()],
     /// The collation `ready_next` orders consumer_group by.
     ready_group_collation: pg_sys::Oid,
+    /// The collation `ready_partition` orders consumer_group by.
+    pub(crate) hint_group_collation: pg_sys::Oid,
     /// Attribute numbers of MESSAGE_COLUMNS in `queen.messages`.
     m: [i16; MESSAGE_COLUMNS.len()],
     /// Attribute numbers of CURSOR_COLUMNS in `queen.cursors`.
-    c: [i16; CURSOR_COLUMNS.len()],
+    pub(crate) c: [i16; CURSOR_COLUMNS.len()],
     /// The collation `cursors_pkey` orders consumer_group by.
-    group_collation: pg_sys::Oid,
+    pub(crate) group_collation: pg_sys::Oid,
 }
 
 const MESSAGE_COLUMNS: [&str; 9] =
@@ -55,8 +60,13 @@ const M_SHARD: usize = 8;
 /// The columns of `queen.ready` a page of candidates reads.
 const READY_COLUMNS: [&str; 3] = ["partition_id", "ready_at", "shard"];
 
-/// The columns state::parse reads (but `version`, the row's xmin), and `shard`.
-const CURSOR_COLUMNS: [&str; 15] = [
+/// The columns of `queen.ready` (all of them), as a hint is written (direct_save.rs).
+pub(crate) const READY_ROW: [&str; 7] =
+    ["queue_id", "consumer_group", "partition_id", "ready_at", "txid", "seen_xmin", "shard"];
+
+/// The columns state::parse reads (but `version`, the row's xmin), `shard`, and the columns
+/// a save writes besides those (direct_save.rs).
+pub(crate) const CURSOR_COLUMNS: [&str; 18] = [
     "done_txid",
     "done_seq",
     "pending_txid",
@@ -72,6 +82,9 @@ const CURSOR_COLUMNS: [&str; 15] = [
     "lease_keys",
     "lease_xip",
     "shard",
+    "updated_at",
+    "last_lease_id",
+    "last_lease_expired",
 ];
 
 thread_local! {
@@ -87,36 +100,52 @@ fn relid(name: &std::ffi::CStr, schema: pg_sys::Oid) -> pg_sys::Oid {
 /// The layout of the relations, found again when the schema or a relation is not the one
 /// found before (the extension dropped and created again). None when a table or a primary key
 /// is not as this code reads it: the caller uses the statement.
-fn layout() -> Option<Layout> {
+pub(crate) fn layout() -> Option<Layout> {
     let schema = crate::names::schema_oid();
     let messages = relid(c"messages", schema);
     let cursors = relid(c"cursors", schema);
     let ready = relid(c"ready", schema);
     let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
-    let ready_next = relid(c"ready_next", schema);
+    let (ready_next, ready_partition) = (relid(c"ready_next", schema), relid(c"ready_partition", schema));
     // Every oid is looked up again at each call (catalog cache lookups): an index rebuilt
     // (REINDEX CONCURRENTLY) or the extension made again has new ones.
     if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
-        let now = [l.schema, l.messages, l.cursors, l.ready, l.messages_pkey, l.cursors_pkey, l.ready_next];
-        if now == [schema, messages, cursors, ready, messages_pkey, cursors_pkey, ready_next] {
+        let now = [
+            l.schema,
+            l.messages,
+            l.cursors,
+            l.ready,
+            l.messages_pkey,
+            l.cursors_pkey,
+            l.ready_next,
+            l.ready_partition,
+        ];
+        if now == [schema, messages, cursors, ready, messages_pkey, cursors_pkey, ready_next, ready_partition] {
             return Some(l);
         }
     }
-    if [messages, cursors, ready, messages_pkey, cursors_pkey, ready_next].contains(&pg_sys::InvalidOid) {
+    if [messages, cursors, ready, messages_pkey, cursors_pkey, ready_next, ready_partition]
+        .contains(&pg_sys::InvalidOid)
+    {
         return None;
     }
     let (mt, ct, rt) = (Table::open(messages)?, Table::open(cursors)?, Table::open(ready)?);
     let m = MESSAGE_COLUMNS.map(|c| mt.attnum(c).unwrap_or(0));
     let c = CURSOR_COLUMNS.map(|n| ct.attnum(n).unwrap_or(0));
     let r = READY_COLUMNS.map(|n| rt.attnum(n).unwrap_or(0));
+    let rw = READY_ROW.map(|n| rt.attnum(n).unwrap_or(0));
     let (mi, ci, ri) = (Index::open(messages_pkey)?, Index::open(cursors_pkey)?, Index::open(ready_next)?);
+    let rp = Index::open(ready_partition)?;
     let m_key = [mt.attnum("partition_id"), Some(m[M_TXID]), Some(m[M_SEQ])];
     let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[14])];
     let r_key = [rt.attnum("queue_id"), rt.attnum("consumer_group"), Some(r[1])];
-    let as_read = m.iter().chain(&c).chain(&r).all(|&a| a > 0)
+    let p_key = [Some(rw[2]), Some(rw[1])];
+    let as_read = m.iter().chain(&c).chain(&r).chain(&rw).all(|&a| a > 0)
+        && rt.natts() == READY_ROW.len()
         && mi.columns().iter().map(|&a| Some(a)).eq(m_key)
         && ci.columns().iter().map(|&a| Some(a)).eq(c_key)
-        && ri.columns().iter().map(|&a| Some(a)).eq(r_key);
+        && ri.columns().iter().map(|&a| Some(a)).eq(r_key)
+        && rp.columns().iter().map(|&a| Some(a)).eq(p_key);
     if !as_read {
         return None;
     }
@@ -128,8 +157,11 @@ fn layout() -> Option<Layout> {
         cursors_pkey,
         ready,
         ready_next,
+        ready_partition,
         r,
+        rw,
         ready_group_collation: ri.collation(1),
+        hint_group_collation: rp.collation(1),
         m,
         c,
         group_collation: ci.collation(1),
@@ -490,6 +522,23 @@ fn look_direct(
         msgs,
         created,
     })
+}
+
+/// Whether a message of `partition` after `done` is visible to `snap`, but `own`'s (the caller's
+/// stored id): `NOT EXISTS` of cursor_save's `snap` (state.sql), read from messages_pkey. None
+/// when the relations are not as this code reads them.
+pub(crate) fn any_after(snap: &Snapshot, partition: Uuid, done: Key, own: i64) -> Option<bool> {
+    let l = layout()?;
+    let part = Messages::open(&l, snap, partition)?;
+    for seq in [Some(done.1), None] {
+        let mut scan = part.scan(Bound::After(done.0, seq), false);
+        while let Some(t) = scan.next() {
+            if part.in_shard(&t) && part.key(&t).0 != own {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
 }
 
 /// Panics unless `direct` read what `sql` (the statement, under the same snapshot) read: debug

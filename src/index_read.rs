@@ -48,6 +48,12 @@ impl Table {
         Some(Table { rel: Rel::open(relid, pg_sys::RELKIND_RELATION)? })
     }
 
+    /// The number of its columns (dropped ones included: attribute numbers run 1..=natts).
+    pub fn natts(&self) -> usize {
+        // SAFETY: an open relation's tuple descriptor.
+        unsafe { (*(*self.rel.0).rd_att).natts as usize }
+    }
+
     /// The attribute number of column `name`; None when the table has no such column.
     pub fn attnum(&self, name: &str) -> Option<i16> {
         // SAFETY: an open relation's tuple descriptor, natts attributes long.
@@ -239,6 +245,56 @@ impl Tuple<'_> {
         unsafe {
             let d = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
             (!isnull).then(|| pg_sys::SPI_datumTransfer(d, false, -1))
+        }
+    }
+
+    /// Where the row version is (its ctid).
+    pub fn tid(&self) -> pg_sys::ItemPointerData {
+        // SAFETY: the slot holds the row the scan returned, its tid set.
+        unsafe { (*self.slot).tts_tid }
+    }
+
+    /// The slot holding the row (for a write of it: index_write.rs).
+    pub fn slot(&self) -> *mut pg_sys::TupleTableSlot {
+        self.slot
+    }
+
+    /// Every column, None for NULL, as datums valid until the next call of the scan (by
+    /// reference ones point into the row).
+    pub fn values(&self) -> Vec<Option<pg_sys::Datum>> {
+        // SAFETY: the slot holds the row the scan returned (pinned until the next call);
+        // slot_getallattrs deforms every column into its arrays, natts long.
+        unsafe {
+            pg_sys::slot_getallattrs(self.slot);
+            let n = (*(*self.slot).tts_tupleDescriptor).natts as usize;
+            (0..n).map(|i| (!*(*self.slot).tts_isnull.add(i)).then(|| *(*self.slot).tts_values.add(i))).collect()
+        }
+    }
+
+    /// Whether this transaction holds the row version: its xmax is this transaction's (a lock
+    /// taken by `FOR UPDATE`), not a multixact's, or it has none and this transaction wrote
+    /// the row. No other transaction can change it then.
+    pub fn held_here(&self) -> bool {
+        // SAFETY: the slot holds a heap row read from a pinned buffer; materialize = false
+        // returns that row without copying. Its header's xmax and flags are read: for a row
+        // this transaction holds, no other backend changes them.
+        unsafe {
+            let mut should_free = false;
+            let tuple = pg_sys::ExecFetchSlotHeapTuple(self.slot, false, &mut should_free);
+            let header = (*tuple).t_data;
+            let mask = (*header).t_infomask as u32;
+            let xmax = (*header).t_choice.t_heap.t_xmax;
+            let xmin = (*header).t_choice.t_heap.t_xmin;
+            let held = if mask & pg_sys::HEAP_XMAX_INVALID != 0 {
+                // No xmax: held when this transaction wrote it, which no other sees yet.
+                mask & pg_sys::HEAP_XMIN_COMMITTED == 0 && pg_sys::TransactionIdIsCurrentTransactionId(xmin)
+            } else {
+                mask & pg_sys::HEAP_XMAX_IS_MULTI == 0 && pg_sys::TransactionIdIsCurrentTransactionId(xmax)
+            };
+            if should_free {
+                pg_sys::heap_freetuple(tuple);
+            }
+            held
         }
     }
 

@@ -490,7 +490,7 @@ impl Pop<'_> {
     fn pass_by(&self, s: &mut Spi, partition: Uuid, look: &Look, held: bool, later: Option<Micros>) {
         if held && look.changed {
             let also = state::SaveAlso { queue_id: self.queue_id, hint_at: None, ended_lease: None };
-            state::save(s, partition, &self.group, &look.row, also);
+            crate::direct_save::save(s, partition, &self.group, &look.row, also);
         }
         match later {
             Some(at) => self.hints_set(s, partition, look, at),
@@ -565,7 +565,7 @@ impl Pop<'_> {
             row.lease_expires_at = Some(expires);
             state::SaveAlso { queue_id: self.queue_id, hint_at: Some(expires), ended_lease: None }
         };
-        state::save(s, partition, &self.group, &row, also);
+        crate::direct_save::save(s, partition, &self.group, &row, also);
         // Should this transaction roll back, the messages are deliverable again.
         crate::wait::taken(crate::wait::queue_key(&crate::names::from_pg(self.queue_id)));
         self.claimed.push(partition);

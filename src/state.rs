@@ -78,7 +78,7 @@ fn start_columns(c: &Cursor) -> [DatumWithOid<'static>; 4] {
 
 /// A row's columns, `done_txid` to `lease_xip`, in the order of `queen.cursors` (and of
 /// [`with_row_columns`]): what `cursor_save` and `cursor_update` write, and [`parse`] reads back.
-fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 14] {
+pub(crate) fn row_columns(row: &CursorRow) -> [DatumWithOid<'static>; 14] {
     let c = &row.cursor;
     let [done_txid, done_seq, pending_txid, pending_seq] = start_columns(c);
     let (at, aseq): (Vec<i64>, Vec<i64>) = c.ahead.iter().copied().unzip();
@@ -223,7 +223,7 @@ pub fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: Sa
 /// Whether a hint due at `hint_at` for `row` stands only for messages after its frontier: the
 /// row holds no lease, no pending transaction and no retry delay that the hint waits for. Then
 /// cursor_save writes no hint when it sees no such message (state.sql).
-fn only_after_frontier(row: &CursorRow, hint_at: Option<Micros>) -> bool {
+pub(crate) fn only_after_frontier(row: &CursorRow, hint_at: Option<Micros>) -> bool {
     let Some(at) = hint_at else { return false };
     row.lease_id.is_none()
         && row.cursor.lease.is_none()

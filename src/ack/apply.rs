@@ -188,7 +188,7 @@ impl Group<'_> {
             hint_at: out.hint_at,
             ended_lease: out.released.map(|l| (l, false)),
         };
-        state::save(self.s, self.partition, self.group, row, also);
+        crate::direct_save::save(self.s, self.partition, self.group, row, also);
     }
 }
 
@@ -252,7 +252,7 @@ pub(super) fn release_vanished(
     row.lease_expires_at = None;
     let hint_at = Some(row.retry_at.filter(|&t| t > now).unwrap_or(now));
     let also = state::SaveAlso { queue_id, hint_at, ended_lease: Some((lease, false)) };
-    state::save(s, partition, group, &row, also);
+    crate::direct_save::save(s, partition, group, &row, also);
     crate::wait::touched(crate::wait::queue_key(&from_pg(queue_id)));
     true
 }

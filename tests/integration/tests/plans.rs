@@ -72,7 +72,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     (
         "push",
         "insert_messages",
-        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
+        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]", "bigint"],
     ),
     ("push", "push_one_keyless", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
     ("push", "push_known", &["uuid", "bigint", "uuid", "uuid", "text", "text", "jsonb", "uuid"]),
@@ -80,7 +80,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     (
         "push",
         "insert_messages_keyless",
-        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]"],
+        &["uuid[]", "bigint[]", "uuid[]", "uuid[]", "text[]", "text[]", "jsonb", "int[]", "uuid[]", "bigint"],
     ),
     ("push", "holders", &["uuid[]", "text[]"]),
     // On Citus, in a worker's call (src/push.rs): the same on one shard.

@@ -1,0 +1,159 @@
+//! A cursor row saved by hand on one server: cursor_save and cursor_update of state.sql (which
+//! see, part by part) written through index_write.rs instead of started as statements.
+//!
+//! A pop and an ack each save a row, and the statement that did it — a CTE of a delete, an
+//! insert and an update, with the snapshot's ids and a probe of the partition — cost more to
+//! start than to run: a fifth of a pop 100 + `queen_ack_lease` cycle, two thirds of it the
+//! executor's start and finish (issue 23, docs/benchmarks.md). The rules stay the statement's,
+//! and the statement stays the save on Citus, for a row this transaction does not hold, and
+//! wherever a relation is not as this code writes it.
+
+use crate::direct;
+use crate::index_read::{Index, Key as ScanKey, Scan, Snapshot, Table};
+use crate::index_write::{Lock, Writer};
+use crate::spi::Spi;
+use crate::state::{self, timestamp, CursorRow, Micros, SaveAlso};
+use pgrx::{pg_sys, IntoDatum, Uuid};
+
+/// `state::save`, by hand where it can be.
+pub(crate) fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, also: SaveAlso) {
+    if direct::available(s) && save_direct(partition, group, row, &also).is_some() {
+        return;
+    }
+    state::save(s, partition, group, row, also);
+}
+
+/// The save by hand; None, having written nothing, when the statement is to do it: no row, a
+/// row this transaction does not hold, relations not as this code writes them.
+fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -> Option<()> {
+    let l = direct::layout()?;
+    // The statement's snapshot: the command counter advanced (what this transaction wrote so
+    // far is seen), then the transaction's snapshot.
+    let snap = Snapshot::take();
+    let shard = crate::shards::current();
+    let pid = *partition.as_bytes();
+    let group_datum = group.into_datum()?;
+    let (cursors, cursors_pkey) = (Table::open(l.cursors)?, Index::open(l.cursors_pkey)?);
+    let mut scan = Scan::new(
+        &cursors,
+        &cursors_pkey,
+        snap.snap,
+        &[
+            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
+            ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.group_collation),
+            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
+        ],
+        false,
+    );
+    let old = scan.next()?;
+    if !old.held_here() {
+        return None;
+    }
+    let mut writer = Writer::open(l.cursors, snap.snap)?;
+    let mut hints = match also.hint_at {
+        Some(_) => Some((Writer::open(l.ready, snap.snap)?, Table::open(l.ready)?, Index::open(l.ready_partition)?)),
+        None => None,
+    };
+    // SAFETY: reads the clock ($22).
+    let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
+    let (queue, ended) = (*also.queue_id.as_bytes(), also.ended_lease.map(|(l, _)| *l.as_bytes()));
+
+    if let (Some(at), Some((hints_writer, ready, ready_partition))) = (also.hint_at, hints.as_mut()) {
+        // $23: the caller's stored id (its transaction id assigned, as queen.txid() assigns it).
+        let own = crate::cluster::txid();
+        // snap: pg_current_snapshot() (this snapshot's, the caller's own transaction not among
+        // the running) as queen stores ids.
+        let offset = crate::cluster::offset();
+        let (xmin, xmax, running) = snap.full_ids();
+        let (xmin, xmax) = (xmin + offset, xmax + offset);
+        let xip: Vec<i64> = running.into_iter().map(|x| x + offset).collect();
+        // snap.empty: $24, and no message after the frontier visible but the caller's own.
+        let empty = state::only_after_frontier(row, also.hint_at)
+            && !direct::any_after(&snap, partition, row.cursor.done, own)?;
+        // folded: the pair's hints as the snapshot sees them ({{hints_of}}, the shard), all of
+        // them, or when `empty` those written by transactions the snapshot sees or by this one;
+        // each locked as FOR UPDATE SKIP LOCKED, and deleted in the version the snapshot saw
+        // (the DELETE reaches its rows by that snapshot: a version committed since, which the
+        // lock follows, is not among them).
+        let hint_group = group.into_datum()?;
+        let mut scan = Scan::new(
+            ready,
+            ready_partition,
+            snap.snap,
+            &[
+                ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
+                ScanKey::eq(2, pg_sys::F_TEXTEQ, hint_group).collated(l.hint_group_collation),
+            ],
+            false,
+        );
+        let mut folded = Vec::new();
+        while let Some(t) = scan.next() {
+            if t.get::<i32>(l.rw[HINT_SHARD]) != Some(shard) {
+                continue;
+            }
+            let txid: i64 = t.get(l.rw[HINT_TXID]).expect("queen: a hint's txid is not NULL");
+            if !empty || txid < xmin || (txid < xmax && !xip.contains(&txid)) || txid == own {
+                folded.push(t.tid());
+            }
+        }
+        drop(scan);
+        for tid in folded {
+            if hints_writer.lock_skip(tid) == Lock::Current {
+                hints_writer.delete_locked();
+            }
+        }
+        // hinted: one hint due at $18 that accounts for every message the snapshot sees,
+        // unless `empty`.
+        if !empty {
+            let mut values: Vec<Option<pg_sys::Datum>> = vec![None; direct::READY_ROW.len()];
+            let hint: [Option<pg_sys::Datum>; direct::READY_ROW.len()] = [
+                Some(pg_sys::Datum::from(queue.as_ptr())),
+                group.into_datum(),
+                Some(pg_sys::Datum::from(pid.as_ptr())),
+                timestamp(at).into_datum(),
+                Some(own.into()),
+                Some(xmin.min(own).into()),
+                Some(shard.into()),
+            ];
+            for (i, v) in hint.into_iter().enumerate() {
+                values[l.rw[i] as usize - 1] = v;
+            }
+            // SAFETY: a full row of `queen.ready` (layout checked its width), each value of its
+            // column's type: uuids pointing at `queue` and `pid`, which outlive the insert.
+            unsafe { hints_writer.insert(&values) };
+        }
+    }
+
+    // The UPDATE: the row's columns, updated_at, and the lease that ended here.
+    let mut values = old.values();
+    let columns = state::row_columns(row);
+    for (i, c) in columns.iter().enumerate() {
+        debug_assert_eq!(writer.type_of(l.c[i]), c.oid(), "queen: {} written as its type", direct::CURSOR_COLUMNS[i]);
+        values[l.c[i] as usize - 1] = c.datum().map(|d| d.sans_lifetime());
+    }
+    values[l.c[UPDATED_AT] as usize - 1] = timestamp(now).into_datum();
+    if let (Some(lease), Some((_, expired))) = (ended.as_ref(), also.ended_lease) {
+        values[l.c[LAST_LEASE_ID] as usize - 1] = Some(pg_sys::Datum::from(lease.as_ptr()));
+        values[l.c[LAST_LEASE_EXPIRED] as usize - 1] = Some(expired.into());
+    }
+    // SAFETY: the row as read, its columns replaced by datums of their types (checked in
+    // debug builds), valid to the end of the call; `old` holds the version this transaction
+    // holds (held_here).
+    unsafe { writer.update(old.slot(), &values) };
+    drop(scan);
+    drop(writer);
+    drop(hints);
+    // What comes next in this call sees the writes, as it saw a statement's: a read-only
+    // statement does not advance the command counter itself.
+    // SAFETY: inside a transaction.
+    unsafe { pg_sys::CommandCounterIncrement() };
+    Some(())
+}
+
+/// Positions in direct::READY_ROW.
+const HINT_TXID: usize = 4;
+const HINT_SHARD: usize = 6;
+/// Positions in direct::CURSOR_COLUMNS.
+const UPDATED_AT: usize = 15;
+const LAST_LEASE_ID: usize = 16;
+const LAST_LEASE_EXPIRED: usize = 17;
