@@ -399,17 +399,7 @@ fn look_direct(
 
     // c: the row as the snapshot sees it, or where a group starts (`initial`'s start columns).
     let group_datum = group.into_datum().expect("queen: a group name is a datum");
-    let mut scan = Scan::new(
-        &cursors,
-        &cursors_pkey,
-        snap.snap,
-        &[
-            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
-            ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.group_collation),
-            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
-        ],
-        false,
-    );
+    let mut scan = cursor_scan(&l, (&cursors, &cursors_pkey), snap, &pid, group_datum, shard);
     let (row, stored) = match scan.next() {
         Some(t) => (crate::state::parse(&CursorTuple { t: &t, c: &l.c }), true),
         None => (
@@ -522,6 +512,29 @@ fn look_direct(
         msgs,
         created,
     })
+}
+
+/// The scan of a (partition, group)'s row in `cursors_pkey` (`pid` the partition's bytes,
+/// `group` a text datum, both outliving the scan).
+pub(crate) fn cursor_scan(
+    l: &Layout,
+    (cursors, pkey): (&Table, &Index),
+    snap: &Snapshot,
+    pid: &[u8; 16],
+    group: pg_sys::Datum,
+    shard: i32,
+) -> Scan {
+    Scan::new(
+        cursors,
+        pkey,
+        snap.snap,
+        &[
+            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
+            ScanKey::eq(2, pg_sys::F_TEXTEQ, group).collated(l.group_collation),
+            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
+        ],
+        false,
+    )
 }
 
 /// Whether a message of `partition` after `done` is visible to `snap`, but `own`'s (the caller's

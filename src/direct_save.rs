@@ -23,6 +23,38 @@ pub(crate) fn save(s: &mut Spi, partition: Uuid, group: &str, row: &CursorRow, a
     state::save(s, partition, group, row, also);
 }
 
+/// `state::lock` (cursor_lock of state.sql, which see), by hand where it can be: the row as a
+/// new snapshot sees it, in `version`, locked as FOR UPDATE SKIP LOCKED locks it. A version
+/// committed since the snapshot, which the lock follows, is locked and not taken (the
+/// statement re-checks `version` on it).
+pub(crate) fn lock(s: &mut Spi, partition: Uuid, group: &str, version: &str) -> bool {
+    if direct::available(s) {
+        if let Some(locked) = lock_direct(partition, group, version) {
+            return locked;
+        }
+    }
+    state::lock(s, partition, group, version)
+}
+
+fn lock_direct(partition: Uuid, group: &str, version: &str) -> Option<bool> {
+    let l = direct::layout()?;
+    let snap = Snapshot::take();
+    let pid = *partition.as_bytes();
+    let (cursors, cursors_pkey) = (Table::open(l.cursors)?, Index::open(l.cursors_pkey)?);
+    let mut scan = direct::cursor_scan(&l, (&cursors, &cursors_pkey), &snap, &pid, group.into_datum()?, shard());
+    let Some(t) = scan.next() else { return Some(false) };
+    if t.xmin() != version {
+        return Some(false);
+    }
+    let tid = t.tid();
+    let mut writer = Writer::open(l.cursors, snap.snap)?;
+    Some(writer.lock_skip(tid) == Lock::Current)
+}
+
+fn shard() -> i32 {
+    crate::shards::current()
+}
+
 /// The save by hand; None, having written nothing, when the statement is to do it: no row, a
 /// row this transaction does not hold, relations not as this code writes them.
 fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -> Option<()> {
@@ -34,17 +66,7 @@ fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -
     let pid = *partition.as_bytes();
     let group_datum = group.into_datum()?;
     let (cursors, cursors_pkey) = (Table::open(l.cursors)?, Index::open(l.cursors_pkey)?);
-    let mut scan = Scan::new(
-        &cursors,
-        &cursors_pkey,
-        snap.snap,
-        &[
-            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
-            ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.group_collation),
-            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
-        ],
-        false,
-    );
+    let mut scan = direct::cursor_scan(&l, (&cursors, &cursors_pkey), &snap, &pid, group_datum, shard);
     let old = scan.next()?;
     if !old.held_here() {
         return None;

@@ -21,6 +21,8 @@ pub struct Writer {
     new: *mut pg_sys::TupleTableSlot,
     /// A slot of the table's own kind, for the row a lock returns.
     locked: *mut pg_sys::TupleTableSlot,
+    /// Whether the indexes are open: at the first write (a lock needs none).
+    indexes: bool,
 }
 
 /// What locking a row that others may hold did.
@@ -70,11 +72,10 @@ impl Writer {
             (*estate).es_opened_result_relations = pg_sys::lappend((*estate).es_opened_result_relations, rri.cast());
             (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
             (*estate).es_snapshot = snapshot;
-            pg_sys::ExecOpenIndices(rri, false);
             let new = pg_sys::ExecInitExtraTupleSlot(estate, (*rel).rd_att, &pg_sys::TTSOpsVirtual);
             let locked = pg_sys::table_slot_create(rel, &mut (*estate).es_tupleTable);
             pg_sys::MemoryContextSwitchTo(old);
-            Some(Writer { rel, estate, rri, new, locked })
+            Some(Writer { rel, estate, rri, new, locked, indexes: false })
         }
     }
 
@@ -100,6 +101,10 @@ impl Writer {
         // null flags set (values.len() == natts, checked) and stored.
         unsafe {
             assert_eq!(values.len(), self.natts(), "queen: a row of the table's width");
+            if !self.indexes {
+                pg_sys::ExecOpenIndices(self.rri, false);
+                self.indexes = true;
+            }
             pg_sys::ExecClearTuple(self.new);
             for (i, v) in values.iter().enumerate() {
                 *(*self.new).tts_values.add(i) = v.unwrap_or(pg_sys::Datum::from(0));
@@ -204,7 +209,9 @@ impl Drop for Writer {
         // SAFETY: made by `open`, dropped once: the indexes closed, the slots released, the
         // state freed, the table closed (its lock kept to the transaction's end).
         unsafe {
-            pg_sys::ExecCloseIndices(self.rri);
+            if self.indexes {
+                pg_sys::ExecCloseIndices(self.rri);
+            }
             pg_sys::ExecResetTupleTable((*self.estate).es_tupleTable, false);
             pg_sys::FreeExecutorState(self.estate);
             pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);

@@ -502,7 +502,7 @@ impl Pop<'_> {
     /// that version, or create it if the look found none. Never waits.
     fn claim(&self, s: &mut Spi, partition: Uuid, look: &Look) -> Claim {
         if let Some(version) = look.row.version.as_deref().filter(|_| look.stored) {
-            return match state::lock(s, partition, &self.group, version) {
+            return match crate::direct_save::lock(s, partition, &self.group, version) {
                 true => Claim::Held,
                 false => Claim::Changed, // or held by another: the caller looks again to tell
             };

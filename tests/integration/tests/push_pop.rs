@@ -1339,3 +1339,59 @@ fn result_sets_reach_every_calling_form() {
     let acks: i64 = c.query_one("SELECT count(*) FROM (SELECT queen_ack('[]'::jsonb)) x", &[]).unwrap().get(0);
     assert_eq!(acks, 0, "an empty ack in a select list");
 }
+
+/// On one server a pop and an ack save the cursor row, and move the partition's hints, by hand
+/// (direct_save.rs, index_write.rs), not with a statement: every index of the rows written
+/// holds every row (amcheck's heapallindexed), the lease is found through `cursors_lease` and
+/// the hints through both of theirs; and a table with a row trigger (a superuser's: queen makes
+/// none) is written with the statement again, so that the trigger fires.
+#[test]
+fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
+    let db = TestDb::new("savedbyhand");
+    let mut c = db.connect();
+    let mut admin = db.connect();
+    push_n(&mut c, "q", "p", 30);
+    let indexes_hold = |admin: &mut postgres::Client| {
+        for index in ["cursors_pkey", "cursors_lease", "ready_next", "ready_partition"] {
+            admin.query_one(&format!("SELECT bt_index_check('queen.{index}', true)"), &[]).unwrap();
+        }
+    };
+    admin.batch_execute("CREATE EXTENSION amcheck; SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
+    assert_eq!(rows.len(), 10);
+    let lease: uuid::Uuid = rows[0].get(0);
+    indexes_hold(&mut admin);
+    let leased: i64 =
+        admin.query_one("SELECT count(*) FROM queen.cursors WHERE lease_id = $1", &[&lease]).unwrap().get(0);
+    assert_eq!(leased, 1, "the leased row, through cursors_lease");
+    let hint = "SELECT count(*), bool_and(ready_at > clock_timestamp()) FROM queen.ready
+                 WHERE partition_id IN (SELECT partition_id FROM queen.partitions WHERE name = 'p')
+                   AND consumer_group = 'g'";
+    let (hints, later): (i64, bool) = admin.query_one(hint, &[]).map(|r| (r.get(0), r.get(1))).unwrap();
+    assert_eq!((hints, later), (1, true), "one hint, moved to the lease's end");
+    let renewed: bool = c.query_one("SELECT queen_renew($1) IS NOT NULL", &[&lease]).unwrap().get(0);
+    assert!(renewed, "queen_renew finds the lease");
+    let acked = c.query("SELECT * FROM queen_ack_lease($1) WHERE success", &[&lease]).unwrap();
+    assert_eq!(acked.len(), 10);
+    indexes_hold(&mut admin);
+    let (hints, later): (i64, bool) = admin.query_one(hint, &[]).map(|r| (r.get(0), r.get(1))).unwrap();
+    assert_eq!((hints, later), (1, false), "one hint, due now: 20 messages are left");
+
+    admin
+        .batch_execute(
+            "CREATE TABLE public.cursor_writes (n int);
+             CREATE FUNCTION public.count_write() RETURNS trigger LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.cursor_writes VALUES (1); RETURN NEW; END$$;
+             CREATE TRIGGER count_write AFTER UPDATE ON queen.cursors FOR EACH ROW EXECUTE FUNCTION public.count_write();
+             GRANT INSERT ON public.cursor_writes TO PUBLIC;",
+        )
+        .unwrap();
+    let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
+    let lease: uuid::Uuid = rows[0].get(0);
+    let acked = c.query("SELECT * FROM queen_ack_lease($1) WHERE success", &[&lease]).unwrap();
+    assert_eq!((rows.len(), acked.len()), (10, 10));
+    let writes: i64 = admin.query_one("SELECT count(*) FROM public.cursor_writes", &[]).unwrap().get(0);
+    assert_eq!(writes, 2, "the pop's and the ack's updates, through the statement and its trigger");
+    indexes_hold(&mut admin);
+    assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
+}
