@@ -94,9 +94,9 @@ fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -
             && !direct::any_after(&snap, partition, row.cursor.done, own)?;
         // folded: the pair's hints as the snapshot sees them ({{hints_of}}, the shard), all of
         // them, or when `empty` those written by transactions the snapshot sees or by this one;
-        // each locked as FOR UPDATE SKIP LOCKED, and deleted in the version the snapshot saw
-        // (the DELETE reaches its rows by that snapshot: a version committed since, which the
-        // lock follows, is not among them).
+        // each deleted unless another transaction holds it (FOR UPDATE SKIP LOCKED), in the
+        // version the snapshot saw (the DELETE reaches its rows by that snapshot: a version
+        // committed since, which the lock follows, is not among them).
         let hint_group = group.into_datum()?;
         let mut scan = Scan::new(
             ready,
@@ -120,9 +120,7 @@ fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -
         }
         drop(scan);
         for tid in folded {
-            if hints_writer.lock_skip(tid) == Lock::Current {
-                hints_writer.delete_locked();
-            }
+            hints_writer.delete_skip(tid);
         }
         // hinted: one hint due at $18 that accounts for every message the snapshot sees,
         // unless `empty`.

@@ -190,6 +190,59 @@ impl Writer {
         }
     }
 
+    /// Delete the row version at `tid` (visible to the state's snapshot) unless another
+    /// transaction holds it, as a DELETE of the rows `FOR UPDATE SKIP LOCKED` returned does,
+    /// without a lock of its own first (a WAL record less a row). True when deleted.
+    /// - held by another: skipped, never waited for (`heap_delete` without waiting);
+    /// - locked by this transaction already, or held in a way only a lock can tell: locked as
+    ///   `lock_skip` locks it, and deleted when that gives the version asked for;
+    /// - changed or deleted by a transaction committed since the snapshot: skipped in READ
+    ///   COMMITTED (the statement's lock followed it, and its DELETE, reaching rows by the
+    ///   snapshot, did not find the new version), a serialization failure otherwise.
+    pub fn delete_skip(&mut self, tid: pg_sys::ItemPointerData) -> bool {
+        let mut at = tid;
+        let mut tmfd = pg_sys::TM_FailureData::default();
+        // SAFETY: an open table; the snapshot registered by the caller for the state's life.
+        // As ExecSimpleRelationDelete: the replica identity checked (a publication of deletes
+        // needs one), then the access method's delete, here not waiting.
+        let result = unsafe {
+            pg_sys::CheckCmdReplicaIdentity(self.rel, pg_sys::CmdType::CMD_DELETE);
+            pg_sys::table_tuple_delete(
+                self.rel,
+                &mut at,
+                (*self.estate).es_output_cid,
+                (*self.estate).es_snapshot,
+                std::ptr::null_mut(),
+                false,
+                &mut tmfd,
+                false,
+            )
+        };
+        // SAFETY: reads the transaction's isolation level.
+        let xact_snapshot = unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32;
+        match result {
+            pg_sys::TM_Result::TM_Ok => true,
+            pg_sys::TM_Result::TM_BeingModified => {
+                let locked = self.lock_skip(tid) == Lock::Current;
+                if locked {
+                    self.delete_locked();
+                }
+                locked
+            }
+            pg_sys::TM_Result::TM_SelfModified => false,
+            pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated if !xact_snapshot => false,
+            pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated => {
+                pgrx::ereport!(
+                    pgrx::PgLogLevel::ERROR,
+                    pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                    "could not serialize access due to concurrent update"
+                );
+                unreachable!("queen: an ERROR returns no further")
+            }
+            other => panic!("queen: unexpected result {other} deleting a row"),
+        }
+    }
+
     /// Delete the row `lock_skip` just locked in its current version.
     pub fn delete_locked(&mut self) {
         // SAFETY: `locked` holds the row version lock_skip locked (its tid set); this
