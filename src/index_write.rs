@@ -178,14 +178,7 @@ impl Writer {
             pg_sys::TM_Result::TM_Ok => Lock::Current,
             pg_sys::TM_Result::TM_WouldBlock | pg_sys::TM_Result::TM_SelfModified => Lock::Skipped,
             pg_sys::TM_Result::TM_Deleted if !xact_snapshot => Lock::Skipped,
-            pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated if xact_snapshot => {
-                pgrx::ereport!(
-                    pgrx::PgLogLevel::ERROR,
-                    pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                    "could not serialize access due to concurrent update"
-                );
-                unreachable!("queen: an ERROR returns no further")
-            }
+            pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated if xact_snapshot => serialization_failure(),
             other => panic!("queen: unexpected result {other} locking a row"),
         }
     }
@@ -231,14 +224,7 @@ impl Writer {
             }
             pg_sys::TM_Result::TM_SelfModified => false,
             pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated if !xact_snapshot => false,
-            pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated => {
-                pgrx::ereport!(
-                    pgrx::PgLogLevel::ERROR,
-                    pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                    "could not serialize access due to concurrent update"
-                );
-                unreachable!("queen: an ERROR returns no further")
-            }
+            pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated => serialization_failure(),
             other => panic!("queen: unexpected result {other} deleting a row"),
         }
     }
@@ -270,6 +256,17 @@ impl Drop for Writer {
             pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
     }
+}
+
+/// The error a statement raises where a row it would lock or change was changed by a
+/// transaction its snapshot does not see, in REPEATABLE READ and SERIALIZABLE.
+fn serialization_failure() -> ! {
+    pgrx::ereport!(
+        pgrx::PgLogLevel::ERROR,
+        pgrx::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        "could not serialize access due to concurrent update"
+    );
+    unreachable!("queen: an ERROR returns no further")
 }
 
 /// Free what evaluating the last row's expressions (constraints, index predicates) allocated,
