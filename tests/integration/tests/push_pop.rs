@@ -1395,3 +1395,22 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
     indexes_hold(&mut admin);
     assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
 }
+
+/// In REPEATABLE READ a pop whose partition's row another transaction changed and committed
+/// after the pop's snapshot fails as a statement's `FOR UPDATE` fails there (40001), also now
+/// that the claim locks the row by hand (direct_save.rs `lock`, index_write.rs `lock_skip`); and
+/// nothing of it stays once it rolls back.
+#[test]
+fn a_repeatable_read_pop_of_a_row_changed_since_its_snapshot_is_a_serialization_failure() {
+    let db = TestDb::new("rrclaim");
+    let mut c = db.connect();
+    push_n(&mut c, "q", "p", 20);
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 5).len(), 5, "the group's row made");
+    let mut rr = db.connect();
+    rr.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 5).len(), 5, "the row changed and committed since");
+    let err = rr.query("SELECT * FROM queen_pop('q', 'g', batch => 5)", &[]).unwrap_err();
+    assert_eq!(sqlstate(&err), "40001", "{err}");
+    rr.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
+}
