@@ -538,11 +538,10 @@ pub(crate) fn cursor_scan(
 }
 
 /// Whether a message of `partition` after `done` is visible to `snap`, but `own`'s (the caller's
-/// stored id): `NOT EXISTS` of cursor_save's `snap` (state.sql), read from messages_pkey. None
-/// when the relations are not as this code reads them.
-pub(crate) fn any_after(snap: &Snapshot, partition: Uuid, done: Key, own: i64) -> Option<bool> {
-    let l = layout()?;
-    let part = Messages::open(&l, snap, partition)?;
+/// stored id): `NOT EXISTS` of cursor_save's `snap` (state.sql), read from messages_pkey (`l`
+/// the caller's layout). None when a relation is gone since.
+pub(crate) fn any_after(l: &Layout, snap: &Snapshot, partition: Uuid, done: Key, own: i64) -> Option<bool> {
+    let part = Messages::open(l, snap, partition)?;
     for seq in [Some(done.1), None] {
         let mut scan = part.scan(Bound::After(done.0, seq), false);
         while let Some(t) = scan.next() {

@@ -41,7 +41,9 @@ fn lock_direct(partition: Uuid, group: &str, version: &str) -> Option<bool> {
     let snap = Snapshot::take();
     let pid = *partition.as_bytes();
     let (cursors, cursors_pkey) = (Table::open(l.cursors)?, Index::open(l.cursors_pkey)?);
-    let mut scan = direct::cursor_scan(&l, (&cursors, &cursors_pkey), &snap, &pid, group.into_datum()?, shard());
+    let group_datum = group.into_datum()?;
+    let shard = crate::shards::current();
+    let mut scan = direct::cursor_scan(&l, (&cursors, &cursors_pkey), &snap, &pid, group_datum, shard);
     let Some(t) = scan.next() else { return Some(false) };
     if t.xmin() != version {
         return Some(false);
@@ -49,10 +51,6 @@ fn lock_direct(partition: Uuid, group: &str, version: &str) -> Option<bool> {
     let tid = t.tid();
     let mut writer = Writer::open(l.cursors, snap.snap)?;
     Some(writer.lock_skip(tid) == Lock::Current)
-}
-
-fn shard() -> i32 {
-    crate::shards::current()
 }
 
 /// The save by hand; None, having written nothing, when the statement is to do it: no row, a
@@ -91,20 +89,19 @@ fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -
         let xip: Vec<i64> = running.into_iter().map(|x| x + offset).collect();
         // snap.empty: $24, and no message after the frontier visible but the caller's own.
         let empty = state::only_after_frontier(row, also.hint_at)
-            && !direct::any_after(&snap, partition, row.cursor.done, own)?;
+            && !direct::any_after(&l, &snap, partition, row.cursor.done, own)?;
         // folded: the pair's hints as the snapshot sees them ({{hints_of}}, the shard), all of
         // them, or when `empty` those written by transactions the snapshot sees or by this one;
         // each deleted unless another transaction holds it (FOR UPDATE SKIP LOCKED), in the
         // version the snapshot saw (the DELETE reaches its rows by that snapshot: a version
         // committed since, which the lock follows, is not among them).
-        let hint_group = group.into_datum()?;
         let mut scan = Scan::new(
             ready,
             ready_partition,
             snap.snap,
             &[
                 ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
-                ScanKey::eq(2, pg_sys::F_TEXTEQ, hint_group).collated(l.hint_group_collation),
+                ScanKey::eq(2, pg_sys::F_TEXTEQ, group_datum).collated(l.hint_group_collation),
             ],
             false,
         );
@@ -128,7 +125,7 @@ fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -
             let mut values: Vec<Option<pg_sys::Datum>> = vec![None; direct::READY_ROW.len()];
             let hint: [Option<pg_sys::Datum>; direct::READY_ROW.len()] = [
                 Some(pg_sys::Datum::from(queue.as_ptr())),
-                group.into_datum(),
+                Some(group_datum),
                 Some(pg_sys::Datum::from(pid.as_ptr())),
                 timestamp(at).into_datum(),
                 Some(own.into()),
