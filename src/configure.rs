@@ -24,6 +24,17 @@ pub fn load(s: &mut Spi, queue_id: pgrx::Uuid) -> StoredOptions {
     rows.next().map_or_else(StoredOptions::default, |row| stored_options(&row))
 }
 
+thread_local! {
+    /// What `load_cached` read, kept under the cache's ticket (cache.rs).
+    static CACHED: std::cell::RefCell<crate::cache::Map<pgrx::Uuid, StoredOptions>> =
+        std::cell::RefCell::new(crate::cache::Map::new());
+}
+
+/// `load`, from this backend's cache (cache.rs) while nothing changed the queue's options.
+pub fn load_cached(s: &mut Spi, queue_id: pgrx::Uuid) -> StoredOptions {
+    crate::cache::read_through(&CACHED, queue_id, || load(s, queue_id))
+}
+
 /// The option columns of a row, named as `queen.queues` and `load_options` name them
 /// (`lease_time` to `max_wait_time_seconds`): any query that reads a queue's options with
 /// other columns selects them under these names.

@@ -26,6 +26,11 @@ pub(crate) struct Layout {
     messages_pkey: pg_sys::Oid,
     pub(crate) cursors: pg_sys::Oid,
     pub(crate) cursors_pkey: pg_sys::Oid,
+    /// `cursors_lease` (lease_id), InvalidOid when it is not as this code reads it: a lease's
+    /// rows are then locked by the statement.
+    pub(crate) cursors_lease: pg_sys::Oid,
+    /// The oid of the relation named `cursors_lease`, whatever it is.
+    lease_relid: pg_sys::Oid,
     pub(crate) ready: pg_sys::Oid,
     ready_next: pg_sys::Oid,
     pub(crate) ready_partition: pg_sys::Oid,
@@ -41,6 +46,8 @@ pub(crate) struct Layout {
     m: [i16; MESSAGE_COLUMNS.len()],
     /// Attribute numbers of CURSOR_COLUMNS in `queen.cursors`.
     pub(crate) c: [i16; CURSOR_COLUMNS.len()],
+    /// Attribute numbers of CURSOR_KEYS in `queen.cursors`.
+    pub(crate) ck: [i16; CURSOR_KEYS.len()],
     /// The collation `cursors_pkey` orders consumer_group by.
     pub(crate) group_collation: pg_sys::Oid,
 }
@@ -63,6 +70,13 @@ const READY_COLUMNS: [&str; 3] = ["partition_id", "ready_at", "shard"];
 /// The columns of `queen.ready` (all of them), as a hint is written (direct_save.rs).
 pub(crate) const READY_ROW: [&str; 7] =
     ["queue_id", "consumer_group", "partition_id", "ready_at", "txid", "seen_xmin", "shard"];
+
+/// Positions in CURSOR_COLUMNS.
+pub(crate) const C_LEASE_ID: usize = 10;
+pub(crate) const C_SHARD: usize = 14;
+
+/// The columns that say whose a cursor row is: its partition, group and queue.
+pub(crate) const CURSOR_KEYS: [&str; 3] = ["partition_id", "consumer_group", "queue_id"];
 
 /// The columns state::parse reads (but `version`, the row's xmin), `shard`, and the columns
 /// a save writes besides those (direct_save.rs).
@@ -107,6 +121,7 @@ pub(crate) fn layout() -> Option<Layout> {
     let ready = relid(c"ready", schema);
     let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
     let (ready_next, ready_partition) = (relid(c"ready_next", schema), relid(c"ready_partition", schema));
+    let cursors_lease = relid(c"cursors_lease", schema);
     // Every oid is looked up again at each call (catalog cache lookups): an index rebuilt
     // (REINDEX CONCURRENTLY) or the extension made again has new ones.
     if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
@@ -119,8 +134,21 @@ pub(crate) fn layout() -> Option<Layout> {
             l.cursors_pkey,
             l.ready_next,
             l.ready_partition,
+            l.lease_relid,
         ];
-        if now == [schema, messages, cursors, ready, messages_pkey, cursors_pkey, ready_next, ready_partition] {
+        if now
+            == [
+                schema,
+                messages,
+                cursors,
+                ready,
+                messages_pkey,
+                cursors_pkey,
+                ready_next,
+                ready_partition,
+                cursors_lease,
+            ]
+        {
             return Some(l);
         }
     }
@@ -132,15 +160,23 @@ pub(crate) fn layout() -> Option<Layout> {
     let (mt, ct, rt) = (Table::open(messages)?, Table::open(cursors)?, Table::open(ready)?);
     let m = MESSAGE_COLUMNS.map(|c| mt.attnum(c).unwrap_or(0));
     let c = CURSOR_COLUMNS.map(|n| ct.attnum(n).unwrap_or(0));
+    let ck = CURSOR_KEYS.map(|n| ct.attnum(n).unwrap_or(0));
     let r = READY_COLUMNS.map(|n| rt.attnum(n).unwrap_or(0));
     let rw = READY_ROW.map(|n| rt.attnum(n).unwrap_or(0));
     let (mi, ci, ri) = (Index::open(messages_pkey)?, Index::open(cursors_pkey)?, Index::open(ready_next)?);
     let rp = Index::open(ready_partition)?;
     let m_key = [mt.attnum("partition_id"), Some(m[M_TXID]), Some(m[M_SEQ])];
-    let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[14])];
+    let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[C_SHARD])];
     let r_key = [rt.attnum("queue_id"), rt.attnum("consumer_group"), Some(r[1])];
     let p_key = [Some(rw[2]), Some(rw[1])];
-    let as_read = m.iter().chain(&c).chain(&r).chain(&rw).all(|&a| a > 0)
+    // cursors_lease as ack_lease_lock_rows reads it: lease_id alone (its predicate, lease_id IS
+    // NOT NULL, holds for every row an equality finds).
+    let lease_index = (cursors_lease != pg_sys::InvalidOid)
+        .then(|| Index::open(cursors_lease))
+        .flatten()
+        .filter(|i| i.columns() == [c[C_LEASE_ID]])
+        .map_or(pg_sys::InvalidOid, |_| cursors_lease);
+    let as_read = m.iter().chain(&c).chain(&ck).chain(&r).chain(&rw).all(|&a| a > 0)
         && rt.natts() == READY_ROW.len()
         && mi.columns().iter().map(|&a| Some(a)).eq(m_key)
         && ci.columns().iter().map(|&a| Some(a)).eq(c_key)
@@ -155,6 +191,8 @@ pub(crate) fn layout() -> Option<Layout> {
         messages_pkey,
         cursors,
         cursors_pkey,
+        cursors_lease: lease_index,
+        lease_relid: cursors_lease,
         ready,
         ready_next,
         ready_partition,
@@ -164,6 +202,7 @@ pub(crate) fn layout() -> Option<Layout> {
         hint_group_collation: rp.collation(1),
         m,
         c,
+        ck,
         group_collation: ci.collation(1),
     };
     LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
@@ -230,6 +269,11 @@ impl Columns for CursorTuple<'_, '_> {
     fn version(&self) -> Option<String> {
         Some(self.t.xmin())
     }
+}
+
+/// A cursor row read from `t` (a row of `queen.cursors`) as state::parse reads one.
+pub(crate) fn cursor_row(l: &Layout, t: &Tuple<'_>) -> CursorRow {
+    crate::state::parse(&CursorTuple { t, c: &l.c })
 }
 
 /// Whether direct reads may be used here: one server (not distributed, no shard's call).

@@ -53,6 +53,75 @@ fn lock_direct(partition: Uuid, group: &str, version: &str) -> Option<bool> {
     Some(writer.lock_skip(tid) == Lock::Current)
 }
 
+/// A row holding a lease, locked by [`lock_lease`]: whose it is, and the row as locked.
+pub(crate) struct LeaseHeld {
+    pub partition: Uuid,
+    pub group: String,
+    pub queue_id: Uuid,
+    pub row: CursorRow,
+}
+
+/// `ack_lease_lock_rows` of ack.sql (which see), by hand: the rows of this shard holding
+/// `lease` as a new snapshot sees them, found through `cursors_lease`, locked as `FOR UPDATE`
+/// locks them, in partition order; with the clock read after the locks, and the snapshot
+/// (for the caller's checks). A row another transaction holds is waited for; a version
+/// committed since the snapshot, which the lock follows, is taken when it still holds the
+/// lease in this shard (the statement re-checks its WHERE on it), and stays locked either
+/// way. None, having locked nothing, when the statement is to do it.
+pub(crate) fn lock_lease(lease: Uuid) -> Option<(Vec<LeaseHeld>, Micros, Snapshot)> {
+    let l = direct::layout()?;
+    if l.cursors_lease == pg_sys::InvalidOid {
+        return None;
+    }
+    let snap = Snapshot::take();
+    let shard = crate::shards::current();
+    let lid = *lease.as_bytes();
+    let (cursors, by_lease) = (Table::open(l.cursors)?, Index::open(l.cursors_lease)?);
+    let mut writer = Writer::open(l.cursors, snap.snap)?;
+    let mut found: Vec<(Uuid, String, pg_sys::ItemPointerData)> = Vec::new();
+    let mut scan = Scan::new(
+        &cursors,
+        &by_lease,
+        snap.snap,
+        &[ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(lid.as_ptr()))],
+        false,
+    );
+    while let Some(t) = scan.next() {
+        if t.get::<i32>(l.c[direct::C_SHARD]) == Some(shard) {
+            let partition = t.get(l.ck[0]).expect("queen: a cursor's partition is not NULL");
+            let group = t.get(l.ck[1]).expect("queen: a cursor's group is not NULL");
+            found.push((partition, group, t.tid()));
+        }
+    }
+    drop(scan);
+    // ORDER BY c.partition_id::text COLLATE "C", c.consumer_group: a uuid's text orders as its
+    // bytes under "C". (The rows of a lease are one pop's, of one group: the group never
+    // decides the order.)
+    found.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()).then_with(|| a.1.cmp(&b.1)));
+    let mut held = Vec::with_capacity(found.len());
+    for (partition, group, tid) in found {
+        match writer.lock_wait(tid) {
+            Lock::Skipped => continue,
+            Lock::Current => {}
+            Lock::Newer => {
+                let t = writer.locked();
+                if t.get::<Uuid>(l.c[direct::C_LEASE_ID]) != Some(lease)
+                    || t.get::<i32>(l.c[direct::C_SHARD]) != Some(shard)
+                {
+                    continue;
+                }
+            }
+        }
+        let t = writer.locked();
+        let queue_id = t.get(l.ck[2]).expect("queen: a cursor's queue is not NULL");
+        held.push(LeaseHeld { partition, group, queue_id, row: direct::cursor_row(&l, &t) });
+    }
+    drop(writer);
+    // SAFETY: reads the clock (clock_timestamp()).
+    let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
+    Some((held, now, snap))
+}
+
 /// The save by hand; None, having written nothing, when the statement is to do it: no row, a
 /// row this transaction does not hold, relations not as this code writes them.
 fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -> Option<()> {

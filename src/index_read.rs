@@ -224,6 +224,15 @@ pub struct Tuple<'a> {
 }
 
 impl Tuple<'_> {
+    /// The row in `slot`, which a lock of index_write.rs filled.
+    ///
+    /// # Safety
+    ///
+    /// `slot` must hold a heap row, pinned for as long as the tuple is used.
+    pub(crate) unsafe fn in_slot<'a>(slot: *mut pg_sys::TupleTableSlot) -> Tuple<'a> {
+        Tuple { slot, _scan: std::marker::PhantomData }
+    }
+
     /// Column `attnum` as `T`; None for NULL. `T` must be the Rust type of the column's type.
     pub fn get<T: FromDatum>(&self, attnum: i16) -> Option<T> {
         let mut isnull = false;

@@ -151,14 +151,29 @@ impl Writer {
     /// is locked instead (`Lock::Newer`), in REPEATABLE READ and SERIALIZABLE a row changed
     /// since is a serialization failure, as LockRows raises.
     pub fn lock_skip(&mut self, tid: pg_sys::ItemPointerData) -> Lock {
+        self.lock(tid, pg_sys::LockWaitPolicy::LockWaitSkip)
+    }
+
+    /// Lock the row version at `tid` as `FOR UPDATE` in a statement does: waiting for a
+    /// transaction that holds it, then as `lock_skip` (a newer version locked in READ COMMITTED,
+    /// which the caller re-checks, as the statement re-checks its conditions on it).
+    pub fn lock_wait(&mut self, tid: pg_sys::ItemPointerData) -> Lock {
+        self.lock(tid, pg_sys::LockWaitPolicy::LockWaitBlock)
+    }
+
+    fn lock(&mut self, tid: pg_sys::ItemPointerData, wait: pg_sys::LockWaitPolicy::Type) -> Lock {
         let mut tid = tid;
         let mut tmfd = pg_sys::TM_FailureData::default();
         // SAFETY: reads the transaction's isolation level.
         let xact_snapshot = unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32;
-        let flags = if xact_snapshot { 0 } else { pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8 };
+        // The flags ExecLockRows sets, by isolation level.
+        let mut flags = pg_sys::TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS as u8;
+        if !xact_snapshot {
+            flags |= pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8;
+        }
         // SAFETY: an open table and a slot of its kind; the snapshot registered by the caller
         // for the state's life. table_tuple_lock is the access method's row lock, as
-        // ExecLockRows calls it (flags as it sets them by isolation level).
+        // ExecLockRows calls it.
         let result = unsafe {
             pg_sys::table_tuple_lock(
                 self.rel,
@@ -167,7 +182,7 @@ impl Writer {
                 self.locked,
                 (*self.estate).es_output_cid,
                 pg_sys::LockTupleMode::LockTupleExclusive,
-                pg_sys::LockWaitPolicy::LockWaitSkip,
+                wait,
                 flags,
                 &mut tmfd,
             )
@@ -181,6 +196,13 @@ impl Writer {
             pg_sys::TM_Result::TM_Deleted | pg_sys::TM_Result::TM_Updated if xact_snapshot => serialization_failure(),
             other => panic!("queen: unexpected result {other} locking a row"),
         }
+    }
+
+    /// The row the last lock locked, in the version it locked.
+    pub fn locked(&self) -> crate::index_read::Tuple<'_> {
+        // SAFETY: the slot of the writer's table that table_tuple_lock filled, valid until the
+        // next lock.
+        unsafe { crate::index_read::Tuple::in_slot(self.locked) }
     }
 
     /// Delete the row version at `tid` (visible to the state's snapshot) unless another

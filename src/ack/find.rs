@@ -480,8 +480,27 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
     // more to start than to run.
     let direct = crate::direct::available(s);
     let args: [DatumWithOid; 2] = [lease.into(), shard.into()];
-    let mut rows: Vec<LeaseBatch> =
-        if direct { ACK_LEASE_LOCK_ROWS.run(s, &args) } else { ACK_LEASE_LOCK.run(s, &args) }
+    // On one server the rows are locked by hand (direct_save.rs lock_lease), as
+    // ack_lease_lock_rows locks them, and the queue's options come from the backend's cache.
+    let by_hand = if direct { crate::direct_save::lock_lease(lease) } else { None };
+    let mut rows: Vec<LeaseBatch> = match by_hand {
+        Some((held, now, snap)) => {
+            let rows: Vec<LeaseBatch> = held
+                .into_iter()
+                .map(|h| LeaseBatch {
+                    read: (h.row, now, Some(crate::configure::load_cached(s, h.queue_id).effective())),
+                    partition: h.partition,
+                    group: h.group,
+                    queue_id: h.queue_id,
+                    ids: Vec::new(),
+                })
+                .collect();
+            if cfg!(debug_assertions) {
+                check_locked_as_the_statement(s, &args, &snap, &rows);
+            }
+            rows
+        }
+        None => if direct { ACK_LEASE_LOCK_ROWS.run(s, &args) } else { ACK_LEASE_LOCK.run(s, &args) }
             .map(|r| LeaseBatch {
                 partition: r.req("partition_id"),
                 group: r.req("consumer_group"),
@@ -489,7 +508,8 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
                 ids: if direct { Vec::new() } else { r.get::<Vec<Option<Uuid>>>("batch_ids").unwrap_or_default() },
                 read: read(&r),
             })
-            .collect();
+            .collect(),
+    };
     if direct {
         let snap = crate::index_read::Snapshot::take();
         for b in &mut rows {
@@ -522,6 +542,35 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
         }
     }
     finish(s, role, rows)
+}
+
+/// Panics unless ack_lease_lock_rows, run under the snapshot the lock by hand took (the rows are
+/// locked already, by this transaction), returns the rows `locked` holds, in the same order and
+/// versions, with the same options: debug builds check every lock so, in every test and
+/// explorer run.
+fn check_locked_as_the_statement(
+    s: &mut Spi,
+    args: &[DatumWithOid],
+    snap: &crate::index_read::Snapshot,
+    locked: &[LeaseBatch],
+) {
+    let shown = |b: &LeaseBatch| format!("{} {} {} {:?} {:?}", b.partition, b.group, b.queue_id, b.read.0, b.read.2);
+    let sql: Vec<String> = ACK_LEASE_LOCK_ROWS
+        .run_at(s, args, snap.snap)
+        .map(|r| {
+            let (row, _, opts) = read(&r);
+            let b = LeaseBatch {
+                partition: r.req("partition_id"),
+                group: r.req("consumer_group"),
+                queue_id: r.req("queue_id"),
+                ids: Vec::new(),
+                read: (row, 0, opts),
+            };
+            shown(&b)
+        })
+        .collect();
+    let by_hand: Vec<String> = locked.iter().map(shown).collect();
+    assert_eq!(by_hand, sql, "queen: a lease's rows locked otherwise than ack_lease_lock_rows locks them");
 }
 
 /// The rows of lease_rows, once the caller may ack them all.

@@ -375,3 +375,53 @@ fn a_lease_keeps_its_batch_packed() {
         assert_eq!(sqlstate(&e), "42501", "{q}: {e}");
     }
 }
+
+/// The rows of a lease are locked as `FOR UPDATE` locks them, waiting for a transaction that
+/// holds one, and the version that transaction commits is judged again: a pop that took the
+/// partition over after the lease ran out leaves the old lease no one's (no rows), and a
+/// group deleted meanwhile leaves no row at all (no rows). What the pop took acks in full.
+#[test]
+fn an_ack_that_waited_judges_the_row_as_committed() {
+    let db = TestDb::new("al_waited");
+    let mut c = db.connect();
+    push_n(&mut c, "q", "p", 3);
+    let got = pop(&mut c, "batch => 10, lease_seconds => 1");
+    let expires: std::time::SystemTime =
+        c.query_one("SELECT lease_expires_at FROM queen.cursors WHERE lease_id = $1", &[&got[0].1]).unwrap().get(0);
+    while std::time::SystemTime::now() <= expires + Duration::from_millis(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let acker = |lease: uuid::Uuid| {
+        let mut a = db.connect();
+        let pid: i32 = a.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        (pid, std::thread::spawn(move || ack_lease(&mut a, lease, "completed")))
+    };
+
+    let mut taker = open_tx(&db);
+    let again = pop(&mut taker, "batch => 10");
+    assert_eq!(again.len(), 3, "the pop takes the run-out batch over");
+    let (pid, h) = acker(got[0].1);
+    await_lock_wait(&mut c, pid);
+    taker.batch_execute("COMMIT").unwrap();
+    assert!(h.join().unwrap().is_empty(), "the partition's lease is the pop's now");
+
+    let mut deleter = open_tx(&db);
+    deleter.execute("SELECT queen_delete_group('g', 'q')", &[]).unwrap();
+    let (pid, h) = acker(again[0].1);
+    await_lock_wait(&mut c, pid);
+    deleter.batch_execute("ROLLBACK").unwrap();
+    let res = h.join().unwrap();
+    assert_eq!(res.len(), 3, "rolled back: the row as it was");
+    assert!(res.iter().all(|r| r.2), "{res:?}");
+    assert_eq!(lag(&mut c, "q", Some("g")), 0);
+
+    push_n(&mut c, "q", "p", 2);
+    let third = pop(&mut c, "batch => 10");
+    assert_eq!(third.len(), 2);
+    let mut deleter = open_tx(&db);
+    deleter.execute("SELECT queen_delete_group('g', 'q')", &[]).unwrap();
+    let (pid, h) = acker(third[0].1);
+    await_lock_wait(&mut c, pid);
+    deleter.batch_execute("COMMIT").unwrap();
+    assert!(h.join().unwrap().is_empty(), "the group's rows are gone");
+}
