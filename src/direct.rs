@@ -22,7 +22,7 @@ use std::cell::RefCell;
 #[derive(Clone)]
 pub(crate) struct Layout {
     schema: pg_sys::Oid,
-    messages: pg_sys::Oid,
+    pub(crate) messages: pg_sys::Oid,
     messages_pkey: pg_sys::Oid,
     pub(crate) cursors: pg_sys::Oid,
     pub(crate) cursors_pkey: pg_sys::Oid,
@@ -568,17 +568,16 @@ pub(crate) fn cursor_scan(
     group: pg_sys::Datum,
     shard: i32,
 ) -> Scan {
-    Scan::new(
-        cursors,
-        pkey,
-        snap.snap,
-        &[
-            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
-            ScanKey::eq(2, pg_sys::F_TEXTEQ, group).collated(l.group_collation),
-            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
-        ],
-        false,
-    )
+    Scan::new(cursors, pkey, snap.snap, &cursor_keys(l, pid, group, shard), false)
+}
+
+/// The keys of [`cursor_scan`].
+pub(crate) fn cursor_keys(l: &Layout, pid: &[u8; 16], group: pg_sys::Datum, shard: i32) -> [ScanKey; 3] {
+    [
+        ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
+        ScanKey::eq(2, pg_sys::F_TEXTEQ, group).collated(l.group_collation),
+        ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
+    ]
 }
 
 /// Whether a message of `partition` after `done` is visible to `snap`, but `own`'s (the caller's

@@ -89,6 +89,12 @@ impl Index {
         }
     }
 
+    /// Whether key column `i` (0-based) is ordered DESC.
+    pub fn descending(&self, i: usize) -> bool {
+        // SAFETY: an open index's per-column options, one per key column; callers pass i < keys.
+        unsafe { *(*self.rel.0).rd_indoption.add(i) as u32 & pg_sys::INDOPTION_DESC != 0 }
+    }
+
     /// The collation of key column `i` (0-based): what a scan key comparing it must use.
     pub fn collation(&self, i: usize) -> pg_sys::Oid {
         // SAFETY: an open index's collations, one per key column; callers pass i < keys.
@@ -166,26 +172,10 @@ impl Scan {
     /// Scan `index` of `table` for rows matching every key of `keys`. The datums of `keys`
     /// must outlive the scan.
     pub fn new(table: &Table, index: &Index, snapshot: pg_sys::Snapshot, keys: &[Key], backward: bool) -> Scan {
-        let mut data: Vec<pg_sys::ScanKeyData> = Vec::with_capacity(keys.len());
-        // SAFETY: ScanKeyEntryInitialize fills a zeroed ScanKeyData; the procedures are the
-        // btree comparison functions of the columns' types (callers pass F_* constants), and
-        // index_beginscan/index_rescan take the open relations, a registered snapshot and
-        // keys.len() keys, copied by index_rescan. The slot fits the table's rows.
+        let mut data = scan_keys(keys);
+        // SAFETY: index_beginscan/index_rescan take the open relations, a registered snapshot
+        // and keys.len() keys, copied by index_rescan. The slot fits the table's rows.
         unsafe {
-            for k in keys {
-                let mut d: pg_sys::ScanKeyData = std::mem::zeroed();
-                pg_sys::ScanKeyEntryInitialize(
-                    &mut d,
-                    0,
-                    k.column,
-                    k.strategy,
-                    pg_sys::InvalidOid,
-                    k.collation,
-                    k.procedure,
-                    k.value,
-                );
-                data.push(d);
-            }
             let scan = pg_sys::index_beginscan(table.rel.0, index.rel.0, snapshot, data.len() as i32, 0);
             pg_sys::index_rescan(scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(table.rel.0, std::ptr::null_mut());
@@ -198,12 +188,48 @@ impl Scan {
         }
     }
 
+    /// Start the scan again with `keys` (as many as it was made with, for the same columns):
+    /// cheaper than a new scan for a probe repeated with other values.
+    pub fn rescan(&mut self, keys: &[Key]) {
+        let mut data = scan_keys(keys);
+        // SAFETY: a live scan; index_rescan copies the keys (their datums must outlive the
+        // scan's reads, as for `new`).
+        unsafe {
+            pg_sys::ExecClearTuple(self.slot);
+            pg_sys::index_rescan(self.scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
+        }
+    }
+
     /// The next visible row; None at the end. The row stays readable until the next call.
     pub fn next(&mut self) -> Option<Tuple<'_>> {
         // SAFETY: a live scan and its slot.
         let found = unsafe { pg_sys::index_getnext_slot(self.scan, self.direction, self.slot) };
         found.then_some(Tuple { slot: self.slot, _scan: std::marker::PhantomData })
     }
+}
+
+/// `keys` as an index scan takes them.
+fn scan_keys(keys: &[Key]) -> Vec<pg_sys::ScanKeyData> {
+    keys.iter()
+        .map(|k| {
+            // SAFETY: ScanKeyEntryInitialize fills a zeroed ScanKeyData; the procedures are the
+            // btree comparison functions of the columns' types (callers pass F_* constants).
+            unsafe {
+                let mut d: pg_sys::ScanKeyData = std::mem::zeroed();
+                pg_sys::ScanKeyEntryInitialize(
+                    &mut d,
+                    0,
+                    k.column,
+                    k.strategy,
+                    pg_sys::InvalidOid,
+                    k.collation,
+                    k.procedure,
+                    k.value,
+                );
+                d
+            }
+        })
+        .collect()
 }
 
 impl Drop for Scan {
@@ -304,6 +330,18 @@ impl Tuple<'_> {
                 pg_sys::heap_freetuple(tuple);
             }
             held
+        }
+    }
+
+    /// Whether the caller's transaction or one of its subtransactions wrote the row version
+    /// (`queen.written_here(xmin::text::bigint)`).
+    pub fn written_here(&self) -> bool {
+        let mut isnull = false;
+        // SAFETY: a heap row's system column xmin (a TransactionId datum); only this backend's
+        // transaction state is read.
+        unsafe {
+            let d = pg_sys::slot_getsysattr(self.slot, pg_sys::MinTransactionIdAttributeNumber, &mut isnull);
+            pg_sys::TransactionIdIsCurrentTransactionId(pg_sys::TransactionId::from(d.value() as u32))
         }
     }
 

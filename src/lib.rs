@@ -16,6 +16,7 @@ mod cursor;
 mod dead_letters;
 mod decide;
 mod direct;
+mod direct_discovery;
 mod direct_save;
 mod discovery;
 mod error;
