@@ -261,13 +261,19 @@ impl Tuple<'_> {
 
     /// Column `attnum` as `T`; None for NULL. `T` must be the Rust type of the column's type.
     pub fn get<T: FromDatum>(&self, attnum: i16) -> Option<T> {
-        let mut isnull = false;
         // SAFETY: the slot holds the row the scan returned (pinned until the next call);
-        // slot_getattr deforms up to attnum, a column of the table. FromDatum copies what it
-        // reads (a detoasted array, a string, a uuid's bytes) out of the buffer.
+        // attnum is a column of the table (1..=natts). As slot_getattr (an inline function of
+        // PostgreSQL's): the row deformed up to attnum unless it is already, then the column's
+        // value and null flag read from the slot's arrays — one call into PostgreSQL a row,
+        // not one a column. FromDatum copies what it reads (a detoasted array, a string, a
+        // uuid's bytes) out of the buffer.
         unsafe {
-            let d = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
-            T::from_datum(d, isnull)
+            debug_assert!(attnum > 0, "queen: a user column");
+            if (*self.slot).tts_nvalid < attnum {
+                pg_sys::slot_getsomeattrs_int(self.slot, attnum as i32);
+            }
+            let i = attnum as usize - 1;
+            T::from_datum(*(*self.slot).tts_values.add(i), *(*self.slot).tts_isnull.add(i))
         }
     }
 
