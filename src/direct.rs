@@ -105,7 +105,7 @@ thread_local! {
     static LAYOUT: RefCell<Option<Layout>> = const { RefCell::new(None) };
 }
 
-fn relid(name: &std::ffi::CStr, schema: pg_sys::Oid) -> pg_sys::Oid {
+pub(crate) fn relid(name: &std::ffi::CStr, schema: pg_sys::Oid) -> pg_sys::Oid {
     // SAFETY: a NUL-terminated name and a namespace oid; a catalog cache lookup inside a
     // transaction, InvalidOid when there is no such relation.
     unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }

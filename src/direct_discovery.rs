@@ -56,11 +56,7 @@ thread_local! {
 
 fn layout() -> Option<Layout> {
     let schema = crate::names::schema_oid();
-    let relid = |name: &std::ffi::CStr| {
-        // SAFETY: a NUL-terminated name and a namespace oid; a catalog cache lookup inside a
-        // transaction, InvalidOid when there is no such relation.
-        unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }
-    };
+    let relid = |name| direct::relid(name, schema);
     let oids = [relid(c"discovery"), relid(c"discovery_point"), relid(c"messages_queue_log")];
     if let Some(l) =
         LAYOUT.with(|l| l.borrow().as_ref().filter(|(s, o, _)| *s == schema && *o == oids).map(|x| x.2.clone()))
@@ -249,13 +245,7 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
             ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
             ScanKey::eq(2, pg_sys::F_TEXTEQ, group).collated(dl.hint_group_collation),
         ];
-        let scan = match hints.as_mut() {
-            Some(scan) => {
-                scan.rescan(&keys);
-                scan
-            }
-            None => hints.insert(Scan::new(&ready, &ready_partition, snap.snap, &keys, false)),
-        };
+        let scan = Scan::again(&mut hints, (&ready, &ready_partition), snap.snap, &keys);
         let mut hinted = false;
         while let Some(t) = scan.next() {
             if t.get::<i32>(l.r[1]) == Some(shard)
@@ -270,13 +260,7 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
             continue;
         }
         let keys = direct::cursor_keys(&dl, &pid, group, shard);
-        let scan = match rows.as_mut() {
-            Some(scan) => {
-                scan.rescan(&keys);
-                scan
-            }
-            None => rows.insert(Scan::new(&cursors, &cursors_pkey, snap.snap, &keys, false)),
-        };
+        let scan = Scan::again(&mut rows, (&cursors, &cursors_pkey), snap.snap, &keys);
         let finished = match scan.next() {
             Some(t) => {
                 let done: (i64, i64) = (t.get(dl.c[0]).expect("done_txid"), t.get(dl.c[1]).expect("done_seq"));

@@ -188,6 +188,23 @@ impl Scan {
         }
     }
 
+    /// The scan in `slot` started again with `keys`, or a new one there (forward) when it holds
+    /// none: one scan for a probe repeated with other values.
+    pub fn again<'s>(
+        slot: &'s mut Option<Scan>,
+        (table, index): (&Table, &Index),
+        snapshot: pg_sys::Snapshot,
+        keys: &[Key],
+    ) -> &'s mut Scan {
+        match slot {
+            Some(scan) => {
+                scan.rescan(keys);
+                scan
+            }
+            None => slot.insert(Scan::new(table, index, snapshot, keys, false)),
+        }
+    }
+
     /// Start the scan again with `keys` (as many as it was made with, for the same columns):
     /// cheaper than a new scan for a probe repeated with other values.
     pub fn rescan(&mut self, keys: &[Key]) {

@@ -460,6 +460,19 @@ pub(super) struct LeaseBatch {
     read: Read,
 }
 
+impl LeaseBatch {
+    /// A row of ack_lease_lock (`with_ids`: its batch ids read) or ack_lease_lock_rows.
+    fn of_row(r: &Row<'_>, with_ids: bool) -> LeaseBatch {
+        LeaseBatch {
+            partition: r.req("partition_id"),
+            group: r.req("consumer_group"),
+            queue_id: r.req("queue_id"),
+            ids: if with_ids { r.get::<Vec<Option<Uuid>>>("batch_ids").unwrap_or_default() } else { Vec::new() },
+            read: read(r),
+        }
+    }
+}
+
 /// The rows holding `lease` (`queen_ack_lease`, semantics §3.4), found through `cursors_lease` and
 /// locked in partition order, with their batches' message ids, in one statement. A lease no
 /// row holds any more (released, or taken over by a pop after it ran out) no longer knows its
@@ -501,13 +514,7 @@ pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec
             rows
         }
         None => if direct { ACK_LEASE_LOCK_ROWS.run(s, &args) } else { ACK_LEASE_LOCK.run(s, &args) }
-            .map(|r| LeaseBatch {
-                partition: r.req("partition_id"),
-                group: r.req("consumer_group"),
-                queue_id: r.req("queue_id"),
-                ids: if direct { Vec::new() } else { r.get::<Vec<Option<Uuid>>>("batch_ids").unwrap_or_default() },
-                read: read(&r),
-            })
+            .map(|r| LeaseBatch::of_row(&r, !direct))
             .collect(),
     };
     if direct {
@@ -555,20 +562,8 @@ fn check_locked_as_the_statement(
     locked: &[LeaseBatch],
 ) {
     let shown = |b: &LeaseBatch| format!("{} {} {} {:?} {:?}", b.partition, b.group, b.queue_id, b.read.0, b.read.2);
-    let sql: Vec<String> = ACK_LEASE_LOCK_ROWS
-        .run_at(s, args, snap.snap)
-        .map(|r| {
-            let (row, _, opts) = read(&r);
-            let b = LeaseBatch {
-                partition: r.req("partition_id"),
-                group: r.req("consumer_group"),
-                queue_id: r.req("queue_id"),
-                ids: Vec::new(),
-                read: (row, 0, opts),
-            };
-            shown(&b)
-        })
-        .collect();
+    let sql: Vec<String> =
+        ACK_LEASE_LOCK_ROWS.run_at(s, args, snap.snap).map(|r| shown(&LeaseBatch::of_row(&r, false))).collect();
     let by_hand: Vec<String> = locked.iter().map(shown).collect();
     assert_eq!(by_hand, sql, "queen: a lease's rows locked otherwise than ack_lease_lock_rows locks them");
 }
