@@ -10,7 +10,7 @@
 //! (discovery.rs).
 
 use crate::direct;
-use crate::index_read::{Index, Key as ScanKey, Scan, Snapshot, Table, Tuple};
+use crate::index_read::{Entry, Index, Key as ScanKey, Scan, Snapshot, Table};
 use pgrx::{pg_sys, IntoDatum, Uuid};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -75,12 +75,13 @@ fn layout() -> Option<Layout> {
     let r = ["seen_xmin", "shard"].map(|c| rt.attnum(c).unwrap_or(0));
     let queue_id = mt.attnum("queue_id").unwrap_or(0);
     // discovery_point (queue_id, consumer_group, upto_txid DESC, upto_seq DESC);
-    // messages_queue_log (queue_id, txid, seq) INCLUDE (partition_id).
+    // messages_queue_log (queue_id, txid, seq) INCLUDE (partition_id), read index-only.
     let as_read = d.iter().chain(&m).chain(&r).all(|&a| a > 0)
         && di.columns() == [d[0], d[1], d[2], d[3]]
         && di.descending(2)
         && di.descending(3)
-        && mi.columns() == [queue_id, m[1], m[2]];
+        && mi.columns() == [queue_id, m[1], m[2]]
+        && mi.included() == [m[0]];
     if !as_read {
         return None;
     }
@@ -172,10 +173,23 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
 
     // log: the queue's entries after the point, but the caller's own, at most `limit`.
     let (messages, queue_log) = (Table::open(dl.messages)?, Index::open(l.queue_log)?);
-    let entry = |t: &Tuple<'_>| -> (Uuid, (i64, i64)) {
-        let p = t.get::<Uuid>(l.m[0]).expect("queen: a message's partition is not NULL");
-        (p, (t.get(l.m[1]).expect("txid"), t.get(l.m[2]).expect("seq")))
-    };
+    // An entry's partition, key and shard. Index-only where the heap page is all visible:
+    // the log's index carries the partition, and every message on one server (where this
+    // code reads) is of its one shard, 0 (shards.rs); from the heap row otherwise.
+    #[inline(always)]
+    fn entry(l: &Layout, e: &Entry<'_>) -> (Uuid, (i64, i64), Option<i32>) {
+        const NOT_NULL: &str = "queen: a log entry's columns are not NULL";
+        match e {
+            Entry::Index(c) => {
+                (c.get(4).expect(NOT_NULL), (c.get(2).expect(NOT_NULL), c.get(3).expect(NOT_NULL)), Some(0))
+            }
+            Entry::Heap(t) => (
+                t.get::<Uuid>(l.m[0]).expect(NOT_NULL),
+                (t.get(l.m[1]).expect(NOT_NULL), t.get(l.m[2]).expect(NOT_NULL)),
+                t.get::<i32>(l.m[3]),
+            ),
+        }
+    }
     let mut seen: HashMap<Uuid, Seen> = HashMap::new();
     let mut note = |p: Uuid, k: (i64, i64), ord: i32| {
         let s = seen.entry(p).or_insert(Seen { newest: k.0, oldest: k.0, last: k, ord });
@@ -198,11 +212,11 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
         } else {
             break;
         }
-        let mut scan = Scan::new(&messages, &queue_log, snap.snap, &keys, false);
+        let mut scan = Scan::index_only(&messages, &queue_log, snap.snap, &keys);
         while log_read < a.limit {
-            let Some(t) = scan.next() else { break };
-            let (p, k) = entry(&t);
-            if t.get::<i32>(l.m[3]) != Some(shard) || Some(k.0) == own {
+            let Some(e) = scan.next_entry() else { break };
+            let (p, k, entry_shard) = entry(&l, &e);
+            if entry_shard != Some(shard) || Some(k.0) == own {
                 continue;
             }
             note(p, k, 0);
@@ -214,7 +228,7 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
     let pending_visible: Vec<bool> = point.1.iter().map(|&x| x < xmin || (x < xmax && !xip.contains(&x))).collect();
     // entries: the messages of those transactions.
     for (&x, _) in point.1.iter().zip(&pending_visible).filter(|(_, &v)| v) {
-        let mut scan = Scan::new(
+        let mut scan = Scan::index_only(
             &messages,
             &queue_log,
             snap.snap,
@@ -222,11 +236,10 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
                 ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(q.as_ptr())),
                 ScanKey::eq(2, pg_sys::F_INT8EQ, x.into()),
             ],
-            false,
         );
-        while let Some(t) = scan.next() {
-            if t.get::<i32>(l.m[3]) == Some(shard) {
-                let (p, k) = entry(&t);
+        while let Some(e) = scan.next_entry() {
+            let (p, k, entry_shard) = entry(&l, &e);
+            if entry_shard == Some(shard) {
                 note(p, k, 1);
             }
         }

@@ -89,6 +89,16 @@ impl Index {
         }
     }
 
+    /// The table attribute numbers of the index's INCLUDE columns, in order.
+    pub fn included(&self) -> Vec<i16> {
+        // SAFETY: an open index's pg_index row, indnatts columns long, the keys first.
+        unsafe {
+            let ix = (*self.rel.0).rd_index;
+            let all = (*ix).indkey.values.as_slice((*ix).indnatts as usize);
+            all[(*ix).indnkeyatts as usize..].to_vec()
+        }
+    }
+
     /// Whether key column `i` (0-based) is ordered DESC.
     pub fn descending(&self, i: usize) -> bool {
         // SAFETY: an open index's per-column options, one per key column; callers pass i < keys.
@@ -166,6 +176,41 @@ pub struct Scan {
     scan: pg_sys::IndexScanDesc,
     slot: *mut pg_sys::TupleTableSlot,
     direction: pg_sys::ScanDirection::Type,
+    /// An index-only read's state ([`Scan::index_only`]).
+    only: Option<IndexOnly>,
+}
+
+/// What an index-only read keeps between entries: the visibility map's page it last read
+/// (pinned), and the entry's columns.
+struct IndexOnly {
+    vm: pg_sys::Buffer,
+    /// The heap page of the entry before, and whether it was all visible then.
+    last: Option<(pg_sys::BlockNumber, bool)>,
+    values: Vec<pg_sys::Datum>,
+    isnull: Vec<bool>,
+}
+
+/// An entry of an index-only read: the index's own columns when the heap page it points to is
+/// all visible, else the heap row, fetched and checked as [`Scan::next`] does.
+pub enum Entry<'a> {
+    Index(Covered<'a>),
+    Heap(Tuple<'a>),
+}
+
+/// The columns of an index entry whose row every snapshot sees.
+pub struct Covered<'a> {
+    values: &'a [pg_sys::Datum],
+    isnull: &'a [bool],
+}
+
+impl Covered<'_> {
+    /// Index column `i` (1-based, INCLUDE columns after the keys) as `T`; None for NULL.
+    pub fn get<T: FromDatum>(&self, i: usize) -> Option<T> {
+        // SAFETY: the values index_deform_tuple read out of the entry the scan returned, valid
+        // until its next call; T is the Rust type of the column's type (callers' layouts check
+        // the columns). FromDatum copies what it reads.
+        unsafe { T::from_datum(self.values[i - 1], self.isnull[i - 1]) }
+    }
 }
 
 impl Scan {
@@ -184,7 +229,83 @@ impl Scan {
             } else {
                 pg_sys::ScanDirection::ForwardScanDirection
             };
-            Scan { scan, slot, direction }
+            Scan { scan, slot, direction, only: None }
+        }
+    }
+
+    /// A forward scan read index-only where it can (as PostgreSQL's Index Only Scan reads):
+    /// [`Scan::next_entry`] returns the index entry's columns when the visibility map says
+    /// every row of the heap page it points to is visible to all, and fetches the heap row
+    /// otherwise. Under SERIALIZABLE every row is fetched: the heap fetch takes the predicate
+    /// lock an index-only read would take on the page (PredicateLockPage, which pgrx does not
+    /// bind).
+    pub fn index_only(table: &Table, index: &Index, snapshot: pg_sys::Snapshot, keys: &[Key]) -> Scan {
+        let mut data = scan_keys(keys);
+        // SAFETY: as `new`; xs_want_itup is set before the first read (as ExecInitIndexOnlyScan
+        // sets it), so that the index returns each entry's tuple in xs_itup, described by
+        // xs_itupdesc, which the scan holds.
+        unsafe {
+            let scan = pg_sys::index_beginscan(table.rel.0, index.rel.0, snapshot, data.len() as i32, 0);
+            (*scan).xs_want_itup = true;
+            pg_sys::index_rescan(scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
+            let slot = pg_sys::table_slot_create(table.rel.0, std::ptr::null_mut());
+            let n = (*(*index.rel.0).rd_att).natts as usize;
+            let only = IndexOnly {
+                vm: pg_sys::InvalidBuffer as pg_sys::Buffer,
+                last: None,
+                values: vec![pg_sys::Datum::from(0); n],
+                isnull: vec![true; n],
+            };
+            Scan { scan, slot, direction: pg_sys::ScanDirection::ForwardScanDirection, only: Some(only) }
+        }
+    }
+
+    /// The next visible entry of an index-only read ([`Scan::index_only`]); None at the end.
+    pub fn next_entry(&mut self) -> Option<Entry<'_>> {
+        let only = self.only.as_mut().expect("queen: next_entry of a scan made by Scan::index_only");
+        // SAFETY: a live scan made with xs_want_itup; each tid index_getnext_tid returns is
+        // the entry in xs_itup. The visibility map's page stays pinned in only.vm between
+        // calls (released on drop). As IndexOnlyNext: an entry whose heap page is not all
+        // visible is checked on the heap (index_fetch_heap: false when no version is visible,
+        // and the next entry is read); one whose page is, is visible to every snapshot.
+        // Consecutive entries of one heap page take the map's answer for the first: as
+        // IndexOnlyNext's own reading of the bit (without a lock), the answer can be stale
+        // only in ways that do not matter to this scan's snapshot — a bit set since says
+        // every row of the page was visible to all, this snapshot included, and a bit
+        // cleared since by a writer that this snapshot does not see changes nothing it reads.
+        unsafe {
+            let serializable = pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32;
+            loop {
+                let tid = pg_sys::index_getnext_tid(self.scan, self.direction);
+                if tid.is_null() {
+                    return None;
+                }
+                let block = ((*tid).ip_blkid.bi_hi as u32) << 16 | (*tid).ip_blkid.bi_lo as u32;
+                let all_visible = match only.last {
+                    Some((b, v)) if b == block => v,
+                    _ => {
+                        let v = !serializable
+                            && pg_sys::visibilitymap_get_status((*self.scan).heapRelation, block, &mut only.vm) as u32
+                                & pg_sys::VISIBILITYMAP_ALL_VISIBLE
+                                != 0;
+                        only.last = Some((block, v));
+                        v
+                    }
+                };
+                if !all_visible {
+                    if pg_sys::index_fetch_heap(self.scan, self.slot) {
+                        return Some(Entry::Heap(Tuple { slot: self.slot, _scan: std::marker::PhantomData }));
+                    }
+                    continue;
+                }
+                pg_sys::index_deform_tuple(
+                    (*self.scan).xs_itup,
+                    (*self.scan).xs_itupdesc,
+                    only.values.as_mut_ptr(),
+                    only.isnull.as_mut_ptr(),
+                );
+                return Some(Entry::Index(Covered { values: &only.values, isnull: &only.isnull }));
+            }
         }
     }
 
@@ -256,6 +377,11 @@ impl Drop for Scan {
         unsafe {
             pg_sys::ExecDropSingleTupleTableSlot(self.slot);
             pg_sys::index_endscan(self.scan);
+            if let Some(only) = &self.only {
+                if only.vm != pg_sys::InvalidBuffer as pg_sys::Buffer {
+                    pg_sys::ReleaseBuffer(only.vm);
+                }
+            }
         }
     }
 }

@@ -1414,3 +1414,67 @@ fn a_repeatable_read_pop_of_a_row_changed_since_its_snapshot_is_a_serialization_
     rr.batch_execute("ROLLBACK").unwrap();
     assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
 }
+
+/// Discovery reads the queue log index-only where the visibility map says a heap page's rows
+/// are visible to all (direct_discovery.rs, `index_read::Scan::index_only`): a backlog
+/// vacuumed until every page is, then messages pushed after the vacuum (pages the map does not
+/// cover) and a transaction that commits late, all drained by a group: every message once, in
+/// its partition's order. Debug builds also run each scan's statement under the same snapshot
+/// and panic when the two read otherwise.
+#[test]
+fn a_vacuumed_backlog_is_discovered_through_the_log_index_alone() {
+    let db = TestDb::new("index_only_log");
+    let mut c = db.connect();
+    c.batch_execute("ALTER TABLE queen.messages SET (autovacuum_enabled = off)").unwrap();
+    assert!(pop_auto(&mut c, "q", Some("g"), 1).is_empty(), "the group subscribes before the pushes");
+    for _ in 0..5 {
+        push_spread(&mut c, "q", 400, 40);
+    }
+    // A snapshot another session holds keeps VACUUM from marking pages: again until it has.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        c.batch_execute("VACUUM queen.messages").unwrap();
+        let r = c
+            .query_one("SELECT relpages, relallvisible FROM pg_class WHERE oid = 'queen.messages'::regclass", &[])
+            .unwrap();
+        let (pages, visible): (i32, i32) = (r.get(0), r.get(1));
+        if pages > 0 && visible == pages {
+            break;
+        }
+        assert!(Instant::now() < deadline, "VACUUM marked {visible} of {pages} pages all visible in a minute");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut late = open_tx(&db);
+    push(&mut late, "q", "p1", json!("late"));
+    push_spread(&mut c, "q", 200, 40);
+
+    let pop = |c: &mut postgres::Client| -> Vec<(String, Value)> {
+        c.query("SELECT partition, payload FROM queen_pop('q', 'g', batch => 100, auto_ack => true)", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let mut got: HashMap<String, Vec<Value>> = HashMap::new();
+    loop {
+        let rows = pop(&mut c);
+        if rows.is_empty() {
+            break;
+        }
+        for (p, v) in rows {
+            got.entry(p).or_default().push(v);
+        }
+    }
+    late.batch_execute("COMMIT").unwrap();
+    let rows = pop(&mut c);
+    assert_eq!(rows, vec![("p1".to_string(), json!("late"))], "the late commit, once, after it commits");
+    assert!(pop(&mut c).is_empty());
+    assert_eq!(got.len(), 40, "every partition found");
+    for k in 0..40i64 {
+        let expected: Vec<Value> = (0..5)
+            .flat_map(|_| (0..10).map(move |j| json!(k + 40 * j)))
+            .chain((0..5).map(|j| json!(k + 40 * j)))
+            .collect();
+        assert_eq!(got[&format!("p{k}")], expected, "partition p{k}: each message once, in order");
+    }
+}
