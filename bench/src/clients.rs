@@ -396,7 +396,7 @@ fn fill(c: &mut Client, n: usize, parts: usize, groups: usize) {
          END $$"
     ))
     .unwrap();
-    c.batch_execute("VACUUM ANALYZE").unwrap();
+    crate::vacuum(c);
 }
 
 /// Consumer state back to the start, before each run.
