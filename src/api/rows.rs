@@ -53,27 +53,151 @@ unsafe fn composite<'fcx>(fcinfo: &mut FcInfo<'fcx>, datums: &[Option<pg_sys::Da
 /// Implemented only for rows whose fields are, in order, the attributes of the composite type
 /// the function is declared to return a set of.
 pub unsafe trait ResultRow {
-    /// Put the row into `store`, of descriptor `desc`.
+    /// Put the row into `store`, of descriptor `desc`; its by-reference values are made in
+    /// `scratch` (reused from row to row: tuplestore_putvalues copies them).
     ///
     /// # Safety
     ///
     /// `store` and `desc` are those InitMaterializedSRF made for the running function, which
     /// returns a set of this row's type.
-    unsafe fn put(self, store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc);
+    unsafe fn put(self, store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc, scratch: &mut Scratch);
+}
+
+/// Memory for one row's by-reference values (a uuid's bytes, a text's varlena), in 8-byte
+/// words so that each value starts aligned as a datum must. Filled after `reserve` made room
+/// for the whole row, so that no value moves while the row's datums point at it.
+#[derive(Default)]
+pub struct Scratch {
+    words: Vec<u64>,
+}
+
+impl Scratch {
+    /// Room for values of `bytes` in all (each rounded up to a word), the row before dropped.
+    fn reserve(&mut self, bytes: usize) {
+        self.words.clear();
+        self.words.reserve(bytes.div_ceil(8));
+    }
+
+    /// `header` (a varlena's, or none) then `bytes`, copied into the room made by `reserve`;
+    /// a datum pointing at them.
+    fn place(&mut self, header: Option<u32>, bytes: &[u8]) -> pg_sys::Datum {
+        let h = header.map_or(0, |_| 4);
+        let n = (h + bytes.len()).div_ceil(8);
+        let start = self.words.len();
+        assert!(start + n <= self.words.capacity(), "queen: a result row larger than the room made for it");
+        self.words.resize(start + n, 0);
+        // SAFETY: the n words just added (within the capacity reserved: nothing moved) hold
+        // h + bytes.len() bytes; the datum points at their first, 8-byte aligned.
+        unsafe {
+            let at = self.words.as_mut_ptr().add(start) as *mut u8;
+            if let Some(header) = header {
+                std::ptr::copy_nonoverlapping(header.to_ne_bytes().as_ptr(), at, 4);
+            }
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.add(h), bytes.len());
+            pg_sys::Datum::from(at)
+        }
+    }
+}
+
+/// A field of a result row as a datum, by-reference values made in a [`Scratch`] (no palloc,
+/// no call into PostgreSQL): what a tenth of a pop 100 + `queen_ack_lease` cycle went to, a
+/// uuid or a text at a time (issue 23).
+pub trait Field {
+    /// The bytes this field takes in a scratch (0 for a by-value or NULL one).
+    fn room(&self) -> usize {
+        0
+    }
+    fn datum(&self, scratch: &mut Scratch) -> Option<pg_sys::Datum>;
+}
+
+impl Field for Uuid {
+    fn room(&self) -> usize {
+        16
+    }
+    fn datum(&self, scratch: &mut Scratch) -> Option<pg_sys::Datum> {
+        Some(scratch.place(None, self.as_bytes()))
+    }
+}
+
+impl Field for str {
+    fn room(&self) -> usize {
+        (4 + self.len()).div_ceil(8) * 8
+    }
+    fn datum(&self, scratch: &mut Scratch) -> Option<pg_sys::Datum> {
+        // A text: a 4-byte varlena header (SET_VARSIZE's: the length, header included, two
+        // bits up on a little-endian machine) and the bytes, as cstring_to_text_with_len makes
+        // one.
+        let len = u32::try_from(4 + self.len()).expect("queen: a result text under 1 GB");
+        #[cfg(target_endian = "little")]
+        let header = len << 2;
+        #[cfg(target_endian = "big")]
+        let header = len & 0x3FFF_FFFF;
+        Some(scratch.place(Some(header), self.as_bytes()))
+    }
+}
+
+impl Field for String {
+    fn room(&self) -> usize {
+        self.as_str().room()
+    }
+    fn datum(&self, scratch: &mut Scratch) -> Option<pg_sys::Datum> {
+        self.as_str().datum(scratch)
+    }
+}
+
+impl Field for &str {
+    fn room(&self) -> usize {
+        (**self).room()
+    }
+    fn datum(&self, scratch: &mut Scratch) -> Option<pg_sys::Datum> {
+        (**self).datum(scratch)
+    }
+}
+
+impl<T: Field> Field for Option<T> {
+    fn room(&self) -> usize {
+        self.as_ref().map_or(0, Field::room)
+    }
+    fn datum(&self, scratch: &mut Scratch) -> Option<pg_sys::Datum> {
+        self.as_ref().and_then(|v| v.datum(scratch))
+    }
+}
+
+/// By-value fields (and the rare by-reference ones a scratch does not make) as IntoDatum makes
+/// them.
+macro_rules! field_by_into_datum {
+    ($($ty:ty),*) => {$(
+        impl Field for $ty {
+            fn datum(&self, _: &mut Scratch) -> Option<pg_sys::Datum> {
+                self.clone().into_datum()
+            }
+        }
+    )*};
+}
+field_by_into_datum!(i32, i64, bool, TimestampWithTimeZone, crate::jsonb::Jsonb);
+
+impl Field for pgrx::JsonB {
+    fn datum(&self, _: &mut Scratch) -> Option<pg_sys::Datum> {
+        pgrx::JsonB(self.0.clone()).into_datum()
+    }
 }
 
 /// Put one row of `datums` (None for NULL) into `store`.
 ///
 /// # Safety
 ///
-/// `desc` describes `store`'s rows, which have `datums.len()` attributes of the datums' types.
-unsafe fn put_values(store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc, datums: &[Option<pg_sys::Datum>]) {
-    let mut values: Vec<pg_sys::Datum> = datums.iter().map(|d| d.unwrap_or(pg_sys::Datum::from(0))).collect();
-    let mut nulls: Vec<bool> = datums.iter().map(Option::is_none).collect();
+/// `desc` describes `store`'s rows, which have `N` attributes of the datums' types.
+unsafe fn put_values<const N: usize>(
+    store: *mut pg_sys::Tuplestorestate,
+    desc: pg_sys::TupleDesc,
+    datums: [Option<pg_sys::Datum>; N],
+) {
+    let mut values: [pg_sys::Datum; N] = datums.map(|d| d.unwrap_or(pg_sys::Datum::from(0)));
+    let mut nulls: [bool; N] = datums.map(|d| d.is_none());
     // SAFETY: the caller's descriptor and store; tuplestore_putvalues copies the values into
     // a tuple of the store's memory.
     unsafe {
-        assert_eq!(values.len(), (*desc).natts as usize, "queen: result type has another shape");
+        assert_eq!(N, (*desc).natts as usize, "queen: result type has another shape");
         pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
     }
 }
@@ -113,8 +237,9 @@ unsafe impl<T: ResultRow> RetAbi for SetOfIterator<'_, T> {
             pg_sys::InitMaterializedSRF(fcinfo, 0);
             let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
             let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+            let mut scratch = Scratch::default();
             for row in ret.rows {
-                row.put(store, desc);
+                row.put(store, desc, &mut scratch);
             }
         }
         pg_sys::Datum::from(0)
@@ -159,10 +284,12 @@ macro_rules! result_row {
         // SAFETY: as BoxRet's: the fields in `$sql`'s attribute order, each a datum of its
         // SQL type.
         unsafe impl ResultRow for $name {
-            unsafe fn put(self, store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc) {
-                let datums = [$(self.$field $(.$conv())?.into_datum(),)*];
-                // SAFETY: the caller's store and descriptor are of `$sql` (ResultRow's contract).
-                unsafe { put_values(store, desc, &datums) }
+            unsafe fn put(self, store: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc, scratch: &mut Scratch) {
+                scratch.reserve(0 $(+ Field::room(&self.$field $(.$conv())?))*);
+                let datums = [$(Field::datum(&self.$field $(.$conv())?, scratch),)*];
+                // SAFETY: the caller's store and descriptor are of `$sql` (ResultRow's
+                // contract); the datums point into `self` and `scratch`, both alive here.
+                unsafe { put_values(store, desc, datums) }
             }
         }
 

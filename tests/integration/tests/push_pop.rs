@@ -1478,3 +1478,42 @@ fn a_vacuumed_backlog_is_discovered_through_the_log_index_alone() {
         assert_eq!(got[&format!("p{k}")], expected, "partition p{k}: each message once, in order");
     }
 }
+
+/// Result rows carry their texts and uuids as made by hand (api/rows.rs, `Scratch`): names of
+/// every length up to the bound, multi-byte ones among them, come back from a push and a pop
+/// as they went in, equal in SQL to the same text (`=`, `length`), and so do the ids.
+#[test]
+fn result_texts_and_ids_of_every_length_come_back_as_they_went_in() {
+    let db = TestDb::new("result_texts");
+    let mut c = db.connect();
+    let mut names: Vec<String> = [1usize, 2, 3, 4, 5, 7, 8, 9, 126, 127, 128, 200, 255]
+        .iter()
+        .map(|&n| "abcdefghij".chars().cycle().take(n).collect())
+        .collect();
+    names.push("ü日🙂".repeat(40));
+    for name in &names {
+        let tx = format!("t-{name}");
+        let tx = &tx[..tx.char_indices().nth(255).map_or(tx.len(), |(i, _)| i)];
+        let pushed = c
+            .query_one(
+                "SELECT partition = $1, transaction_id = $2, message_id, partition_id FROM queen_push('q', '1', $1, $2)",
+                &[&name, &tx],
+            )
+            .unwrap();
+        assert!(pushed.get::<_, bool>(0) && pushed.get::<_, bool>(1), "the push's result names {name:?} and {tx:?}");
+        let (id, pid): (uuid::Uuid, uuid::Uuid) = (pushed.get(2), pushed.get(3));
+        let r = c
+            .query_one(
+                "SELECT partition, partition = $1, length(partition), transaction_id = $2, message_id = $3,
+                        partition_id = $4, payload
+                   FROM queen_pop('q', partition => $1, auto_ack => true)",
+                &[&name, &tx, &id, &pid],
+            )
+            .unwrap();
+        assert_eq!(r.get::<_, String>(0), *name);
+        assert!(r.get::<_, bool>(1), "the popped partition is {name:?} in SQL");
+        assert_eq!(r.get::<_, i32>(2) as usize, name.chars().count());
+        assert!(r.get::<_, bool>(3) && r.get::<_, bool>(4) && r.get::<_, bool>(5), "{name:?}: ids as pushed");
+        assert_eq!(r.get::<_, Value>(6), json!(1));
+    }
+}
