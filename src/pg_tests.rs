@@ -119,6 +119,64 @@ mod tests {
                     crate::jsonb::Element::Other("array"),
                 ]
             );
+            // Past JB_OFFSET_STRIDE (32) children, where JEntries hold end offsets: an array of
+            // 70 elements, objects of 40 keys, the wanted ones among the last; numerics and
+            // containers (INTALIGNed) between strings of odd lengths.
+            let mut obj = serde_json::Map::new();
+            for k in 0..40 {
+                obj.insert(format!("k{k:02}{}", "x".repeat(k % 3)), json!(k));
+            }
+            obj.insert("zz_num".into(), json!(1.5));
+            obj.insert("zz_str".into(), json!("ü日🙂 odd"));
+            obj.insert("zz_obj".into(), json!({"a": [1, 2]}));
+            obj.insert("zz_arr".into(), json!([{"b": 1}]));
+            obj.insert("zz_t".into(), json!(true));
+            obj.insert("zz_null".into(), json!(null));
+            let mut batch: Vec<serde_json::Value> = (0..35).map(|i| json!(i)).collect();
+            batch.extend((0..35).map(|i| {
+                let mut o = obj.clone();
+                o.insert("i".into(), json!(i));
+                o.insert("odd".into(), json!("y".repeat(i)));
+                serde_json::Value::Object(o)
+            }));
+            let text = serde_json::Value::Array(batch).to_string();
+            let t = c.select("SELECT $1::text::jsonb", None, &[text.as_str().into()]).unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            let keys = ["zz_num", "zz_str", "zz_obj", "zz_arr", "zz_t", "zz_null", "k38xx", "k00", "i", "odd", "nope"];
+            let elements = j.elements(&keys).unwrap();
+            assert_eq!(elements.len(), 70);
+            assert!(elements[..35].iter().all(|e| *e == crate::jsonb::Element::Other("number")));
+            for (i, e) in elements[35..].iter().enumerate() {
+                let expected = json!({"zz_num": 1.5, "zz_str": "ü日🙂 odd", "zz_obj": {}, "zz_arr": [], "zz_t": true,
+                                      "zz_null": null, "k38xx": 38, "k00": 0, "i": i, "odd": "y".repeat(i)});
+                assert_eq!(
+                    *e,
+                    crate::jsonb::Element::Object(expected.as_object().unwrap().clone()),
+                    "element {}",
+                    35 + i
+                );
+            }
+            let t = c.select(r#"SELECT '[{"a": 1e400, "b": "x"}, "s", null, true, {}]'::jsonb"#, None, &[]).unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            let elements = j.elements(&["a", "b"]).unwrap();
+            match &elements[0] {
+                crate::jsonb::Element::Object(m) => {
+                    assert_eq!(m["a"].to_string().len(), 401, "a number beyond f64 stays a number");
+                    assert_eq!(m["b"], json!("x"));
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(
+                elements[1..],
+                [
+                    crate::jsonb::Element::Other("string"),
+                    crate::jsonb::Element::Other("null"),
+                    crate::jsonb::Element::Other("boolean"),
+                    crate::jsonb::Element::Object(serde_json::Map::new()),
+                ]
+            );
+            let t = c.select("SELECT '5'::jsonb", None, &[]).unwrap();
+            assert_eq!(t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap().elements(&keys), Err("scalar"));
             let t = c.select("SELECT '{\"a\": 1}'::jsonb", None, &[]).unwrap();
             let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
             assert_eq!(j.elements(&keys), Err("object"));
