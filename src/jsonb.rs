@@ -232,7 +232,7 @@ impl Container {
         // or the end offset a JEntry with JENTRY_HAS_OFF gives (getJsonbOffset's and
         // getJsonbLength's rule), so every child lies within the container's data.
         unsafe {
-            let entries = (*self.0).children.as_ptr() as *const u32;
+            let entries = (*self.0).children.as_ptr();
             let data = entries.add(n) as *const u8;
             let mut off = 0usize;
             for i in 0..n {
