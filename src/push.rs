@@ -327,16 +327,19 @@ fn push_one(
     shard: Option<i32>,
 ) -> QueenResult<()> {
     for _attempt in 0..3 {
-        let mut args: Vec<DatumWithOid> = vec![
-            t.partition_id.into(),
-            next_seq().into(),
-            t.queue_id.into(),
-            r.message_id.into(),
-            it.transaction_id.as_deref().into(),
-            it.partition.as_str().into(),
-            payload.into(),
-            it.trace_id.map(to_pg).into(),
-        ];
+        let seq = next_seq();
+        let args = |r: &PushResult| -> Vec<DatumWithOid> {
+            vec![
+                t.partition_id.into(),
+                seq.into(),
+                t.queue_id.into(),
+                r.message_id.into(),
+                it.transaction_id.as_deref().into(),
+                it.partition.as_str().into(),
+                payload.into(),
+                it.trace_id.map(to_pg).into(),
+            ]
+        };
         let keyless = it.transaction_id.is_none();
         let queued = match shard {
             None => {
@@ -350,8 +353,28 @@ fn push_one(
                     (false, true) => &PUSH_ONE_KEYLESS,
                     (false, false) => &PUSH_ONE,
                 };
-                let inserted =
-                    query.run(s, &args).next().map(|row| if known { Some(true) } else { row.get::<bool>("settled") });
+                // A registered partition's keyless message: written by hand on one server
+                // (direct_save.rs), as push_known_keyless writes it.
+                let by_hand = known
+                    && keyless
+                    && crate::direct_save::insert_message(
+                        s,
+                        &crate::direct_save::NewMessage {
+                            partition_id: t.partition_id,
+                            seq,
+                            queue_id: t.queue_id,
+                            message_id: r.message_id,
+                            partition: &it.partition,
+                            payload,
+                            trace_id: it.trace_id.map(to_pg),
+                        },
+                    )
+                    .is_some();
+                let inserted = if by_hand {
+                    Some(Some(true))
+                } else {
+                    query.run(s, &args(r)).next().map(|row| if known { Some(true) } else { row.get::<bool>("settled") })
+                };
                 if let Some(registered) = inserted {
                     match registered {
                         None => {
@@ -371,6 +394,7 @@ fn push_one(
                 // On Citus, in the worker of shard k: the insert, then the partition's registry
                 // row if it has none, each a statement on one table of the shard (maxSize is the
                 // coordinator's to check there, over every shard: route.rs check_caps).
+                let mut args = args(r);
                 args.push(k.into());
                 let query = if keyless { &CITUS_PUSH_ONE_KEYLESS } else { &CITUS_PUSH_ONE };
                 let inserted = query.run(s, &args).next().is_some();

@@ -1352,11 +1352,27 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
     let mut admin = db.connect();
     push_n(&mut c, "q", "p", 30);
     let indexes_hold = |admin: &mut postgres::Client| {
-        for index in ["cursors_pkey", "cursors_lease", "ready_next", "ready_partition"] {
+        for index in [
+            "cursors_pkey",
+            "cursors_lease",
+            "ready_next",
+            "ready_partition",
+            "messages_pkey",
+            "messages_message_id",
+            "messages_queue_log",
+        ] {
             admin.query_one(&format!("SELECT bt_index_check('queen.{index}', true)"), &[]).unwrap();
         }
     };
     admin.batch_execute("CREATE EXTENSION amcheck; SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    // Single pushes into the registered partition: written by hand (direct_save::insert_message).
+    let ids: Vec<uuid::Uuid> = (0..5).map(|i| push(&mut c, "q", "p", json!(100 + i))).collect();
+    indexes_hold(&mut admin);
+    let found: i64 = admin
+        .query_one("SELECT count(*) FROM queen.messages WHERE message_id = ANY ($1) AND txid > 0", &[&ids])
+        .unwrap()
+        .get(0);
+    assert_eq!(found, 5, "each single push's row, through messages_message_id");
     let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
     assert_eq!(rows.len(), 10);
     let lease: uuid::Uuid = rows[0].get(0);
@@ -1392,8 +1408,16 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
     assert_eq!((rows.len(), acked.len()), (10, 10));
     let writes: i64 = admin.query_one("SELECT count(*) FROM public.cursor_writes", &[]).unwrap().get(0);
     assert_eq!(writes, 2, "the pop's and the ack's updates, through the statement and its trigger");
+    admin
+        .batch_execute(
+            "CREATE TRIGGER count_push AFTER INSERT ON queen.messages FOR EACH ROW EXECUTE FUNCTION public.count_write();",
+        )
+        .unwrap();
+    push(&mut c, "q", "p", json!("after the trigger"));
+    let writes: i64 = admin.query_one("SELECT count(*) FROM public.cursor_writes", &[]).unwrap().get(0);
+    assert_eq!(writes, 3, "the single push, through the statement and its trigger");
     indexes_hold(&mut admin);
-    assert_eq!(drain(&mut c, "q", Some("g")).len(), 10, "the rest, once");
+    assert_eq!(drain(&mut c, "q", Some("g")).len(), 16, "the rest, once");
 }
 
 /// In REPEATABLE READ a pop whose partition's row another transaction changed and committed
