@@ -256,19 +256,19 @@ pub(crate) struct NewMessage<'a> {
     pub trace_id: Option<Uuid>,
 }
 
-/// The columns of `queen.messages` a push writes, every one of the table's.
-const PUSH_COLUMNS: [&str; 11] = [
-    "partition_id",
-    "txid",
-    "seq",
-    "queue_id",
-    "message_id",
-    "transaction_id",
-    "partition",
-    "payload",
-    "trace_id",
-    "created_at",
-    "shard",
+/// The columns of `queen.messages` a push writes, every one of the table's, with their types.
+const PUSH_COLUMNS: [(&str, pg_sys::Oid); 11] = [
+    ("partition_id", pg_sys::UUIDOID),
+    ("txid", pg_sys::INT8OID),
+    ("seq", pg_sys::INT8OID),
+    ("queue_id", pg_sys::UUIDOID),
+    ("message_id", pg_sys::UUIDOID),
+    ("transaction_id", pg_sys::TEXTOID),
+    ("partition", pg_sys::TEXTOID),
+    ("payload", pg_sys::JSONBOID),
+    ("trace_id", pg_sys::UUIDOID),
+    ("created_at", pg_sys::TIMESTAMPTZOID),
+    ("shard", pg_sys::INT4OID),
 ];
 
 thread_local! {
@@ -287,20 +287,25 @@ pub(crate) fn insert_message(s: &mut Spi, m: &NewMessage<'_>) -> Option<()> {
         return None;
     }
     let relid = direct::relid(c"messages", crate::names::schema_oid());
+    let snap = Snapshot::take();
+    let mut w = Writer::open(relid, snap.snap)?;
+    // The attribute numbers found once a backend; the table as opened checked at every call
+    // (an upgrade may add a column under the same oid): its width, and each column's type.
     let cols = match PUSH_LAYOUT.with(std::cell::Cell::get) {
         Some((r, cols)) if r == relid => cols,
         _ => {
             let t = Table::open(relid)?;
-            let cols = PUSH_COLUMNS.map(|c| t.attnum(c).unwrap_or(0));
-            if t.natts() != PUSH_COLUMNS.len() || cols.contains(&0) {
+            let cols = PUSH_COLUMNS.map(|(c, _)| t.attnum(c).unwrap_or(0));
+            if cols.contains(&0) {
                 return None;
             }
             PUSH_LAYOUT.with(|l| l.set(Some((relid, cols))));
             cols
         }
     };
-    let snap = Snapshot::take();
-    let mut w = Writer::open(relid, snap.snap)?;
+    if w.natts() != PUSH_COLUMNS.len() || cols.iter().zip(PUSH_COLUMNS).any(|(&a, (_, ty))| w.type_of(a) != ty) {
+        return None;
+    }
     let (pid, qid, mid) = (*m.partition_id.as_bytes(), *m.queue_id.as_bytes(), *m.message_id.as_bytes());
     let trace = m.trace_id.map(|t| *t.as_bytes());
     // SAFETY: reads the clock.
