@@ -140,7 +140,12 @@ fn save_direct(partition: Uuid, group: &str, row: &CursorRow, also: &SaveAlso) -
     }
     let mut writer = Writer::open(l.cursors, snap.snap)?;
     let mut hints = match also.hint_at {
-        Some(_) => Some((Writer::open(l.ready, snap.snap)?, Table::open(l.ready)?, Index::open(l.ready_partition)?)),
+        Some(_) => {
+            let shape: [(i16, pg_sys::Oid); direct::READY_ROW.len()] =
+                std::array::from_fn(|i| (l.rw[i], READY_ROW_TYPES[i]));
+            let w = Writer::open(l.ready, snap.snap)?.of_shape(&shape)?;
+            Some((w, Table::open(l.ready)?, Index::open(l.ready_partition)?))
+        }
         None => None,
     };
     // SAFETY: reads the clock ($22).
@@ -244,6 +249,17 @@ const UPDATED_AT: usize = 15;
 const LAST_LEASE_ID: usize = 16;
 const LAST_LEASE_EXPIRED: usize = 17;
 
+/// The types of `direct::READY_ROW`'s columns, in its order: a hint's row.
+const READY_ROW_TYPES: [pg_sys::Oid; direct::READY_ROW.len()] = [
+    pg_sys::UUIDOID,
+    pg_sys::TEXTOID,
+    pg_sys::UUIDOID,
+    pg_sys::TIMESTAMPTZOID,
+    pg_sys::INT8OID,
+    pg_sys::INT8OID,
+    pg_sys::INT4OID,
+];
+
 /// A message a single push writes (push.rs `push_one`, keyless, into a registered partition):
 /// the values of `push_known_keyless`'s INSERT.
 pub(crate) struct NewMessage<'a> {
@@ -288,9 +304,7 @@ pub(crate) fn insert_message(s: &mut Spi, m: &NewMessage<'_>) -> Option<()> {
     }
     let relid = direct::relid(c"messages", crate::names::schema_oid());
     let snap = Snapshot::take();
-    let mut w = Writer::open(relid, snap.snap)?;
-    // The attribute numbers found once a backend; the table as opened checked at every call
-    // (an upgrade may add a column under the same oid): its width, and each column's type.
+    // The attribute numbers found once a backend; the table as opened checked at every call.
     let cols = match PUSH_LAYOUT.with(std::cell::Cell::get) {
         Some((r, cols)) if r == relid => cols,
         _ => {
@@ -303,9 +317,8 @@ pub(crate) fn insert_message(s: &mut Spi, m: &NewMessage<'_>) -> Option<()> {
             cols
         }
     };
-    if w.natts() != PUSH_COLUMNS.len() || cols.iter().zip(PUSH_COLUMNS).any(|(&a, (_, ty))| w.type_of(a) != ty) {
-        return None;
-    }
+    let shape: [(i16, pg_sys::Oid); 11] = std::array::from_fn(|i| (cols[i], PUSH_COLUMNS[i].1));
+    let mut w = Writer::open(relid, snap.snap)?.of_shape(&shape)?;
     let (pid, qid, mid) = (*m.partition_id.as_bytes(), *m.queue_id.as_bytes(), *m.message_id.as_bytes());
     let trace = m.trace_id.map(|t| *t.as_bytes());
     // SAFETY: reads the clock.

@@ -217,20 +217,12 @@ impl Scan {
     /// Scan `index` of `table` for rows matching every key of `keys`. The datums of `keys`
     /// must outlive the scan.
     pub fn new(table: &Table, index: &Index, snapshot: pg_sys::Snapshot, keys: &[Key], backward: bool) -> Scan {
-        let mut data = scan_keys(keys);
-        // SAFETY: index_beginscan/index_rescan take the open relations, a registered snapshot
-        // and keys.len() keys, copied by index_rescan. The slot fits the table's rows.
-        unsafe {
-            let scan = pg_sys::index_beginscan(table.rel.0, index.rel.0, snapshot, data.len() as i32, 0);
-            pg_sys::index_rescan(scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
-            let slot = pg_sys::table_slot_create(table.rel.0, std::ptr::null_mut());
-            let direction = if backward {
-                pg_sys::ScanDirection::BackwardScanDirection
-            } else {
-                pg_sys::ScanDirection::ForwardScanDirection
-            };
-            Scan { scan, slot, direction, only: None }
-        }
+        let direction = if backward {
+            pg_sys::ScanDirection::BackwardScanDirection
+        } else {
+            pg_sys::ScanDirection::ForwardScanDirection
+        };
+        Scan::begin(table, index, snapshot, keys, direction, None)
     }
 
     /// A forward scan read index-only where it can (as PostgreSQL's Index Only Scan reads):
@@ -240,23 +232,38 @@ impl Scan {
     /// lock an index-only read would take on the page (PredicateLockPage, which pgrx does not
     /// bind).
     pub fn index_only(table: &Table, index: &Index, snapshot: pg_sys::Snapshot, keys: &[Key]) -> Scan {
+        // SAFETY: an open index's tuple descriptor.
+        let n = unsafe { (*(*index.rel.0).rd_att).natts as usize };
+        let only = IndexOnly {
+            vm: pg_sys::InvalidBuffer as pg_sys::Buffer,
+            last: None,
+            values: vec![pg_sys::Datum::from(0); n],
+            isnull: vec![true; n],
+        };
+        Scan::begin(table, index, snapshot, keys, pg_sys::ScanDirection::ForwardScanDirection, Some(only))
+    }
+
+    /// The scan `new` and `index_only` make: index-only when `only` is given.
+    fn begin(
+        table: &Table,
+        index: &Index,
+        snapshot: pg_sys::Snapshot,
+        keys: &[Key],
+        direction: pg_sys::ScanDirection::Type,
+        only: Option<IndexOnly>,
+    ) -> Scan {
         let mut data = scan_keys(keys);
-        // SAFETY: as `new`; xs_want_itup is set before the first read (as ExecInitIndexOnlyScan
-        // sets it), so that the index returns each entry's tuple in xs_itup, described by
-        // xs_itupdesc, which the scan holds.
+        // SAFETY: index_beginscan/index_rescan take the open relations, a registered snapshot
+        // and keys.len() keys, copied by index_rescan. For an index-only read xs_want_itup is
+        // set before the first read (as ExecInitIndexOnlyScan sets it), so that the index
+        // returns each entry's tuple in xs_itup, described by xs_itupdesc. The slot fits the
+        // table's rows.
         unsafe {
             let scan = pg_sys::index_beginscan(table.rel.0, index.rel.0, snapshot, data.len() as i32, 0);
-            (*scan).xs_want_itup = true;
+            (*scan).xs_want_itup = only.is_some();
             pg_sys::index_rescan(scan, data.as_mut_ptr(), data.len() as i32, std::ptr::null_mut(), 0);
             let slot = pg_sys::table_slot_create(table.rel.0, std::ptr::null_mut());
-            let n = (*(*index.rel.0).rd_att).natts as usize;
-            let only = IndexOnly {
-                vm: pg_sys::InvalidBuffer as pg_sys::Buffer,
-                last: None,
-                values: vec![pg_sys::Datum::from(0); n],
-                isnull: vec![true; n],
-            };
-            Scan { scan, slot, direction: pg_sys::ScanDirection::ForwardScanDirection, only: Some(only) }
+            Scan { scan, slot, direction, only }
         }
     }
 

@@ -79,6 +79,16 @@ impl Writer {
         }
     }
 
+    /// The writer, if the table as opened is of the shape a caller writes: `columns` (their
+    /// attribute numbers and types) are all of its columns. None otherwise (an upgrade added
+    /// a column under the same oid, say, since the caller found the attribute numbers): the
+    /// caller writes with its statement, before anything is written by hand.
+    pub fn of_shape(self, columns: &[(i16, pg_sys::Oid)]) -> Option<Writer> {
+        let fits = self.natts() == columns.len()
+            && columns.iter().all(|&(a, ty)| a >= 1 && a as usize <= self.natts() && self.type_of(a) == ty);
+        fits.then_some(self)
+    }
+
     /// The number of the table's columns (attribute numbers run 1..=natts).
     pub fn natts(&self) -> usize {
         // SAFETY: an open relation's tuple descriptor.

@@ -1393,6 +1393,19 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
     let (hints, later): (i64, bool) = admin.query_one(hint, &[]).map(|r| (r.get(0), r.get(1))).unwrap();
     assert_eq!((hints, later), (1, false), "one hint, due now: 20 messages are left");
 
+    // A column added to queen.ready under the same oid (as an upgrade may add one): the saves that move a hint write it with the statement.
+    admin.batch_execute("ALTER TABLE queen.ready ADD COLUMN extra int DEFAULT 7").unwrap();
+    for _ in 0..2 {
+        let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 1)", &[]).unwrap();
+        let lease: uuid::Uuid = rows[0].get(0);
+        assert_eq!(c.query("SELECT * FROM queen_ack_lease($1) WHERE success", &[&lease]).unwrap().len(), 1);
+    }
+    let defaults: bool = admin
+        .query_one("SELECT count(*) > 0 AND bool_and(extra = 7) FROM queen.ready WHERE consumer_group = 'g'", &[])
+        .unwrap()
+        .get(0);
+    assert!(defaults, "the hints written after the column was added carry its default");
+    admin.batch_execute("ALTER TABLE queen.ready DROP COLUMN extra").unwrap();
     admin
         .batch_execute(
             "CREATE TABLE public.cursor_writes (n int);
@@ -1428,7 +1441,7 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
     let writes: i64 = admin.query_one("SELECT count(*) FROM public.cursor_writes", &[]).unwrap().get(0);
     assert_eq!(writes, 3, "the single push, through the statement and its trigger");
     indexes_hold(&mut admin);
-    assert_eq!(drain(&mut c, "q", Some("g")).len(), 18, "the rest, once");
+    assert_eq!(drain(&mut c, "q", Some("g")).len(), 16, "the rest, once");
 }
 
 /// In REPEATABLE READ a pop whose partition's row another transaction changed and committed
