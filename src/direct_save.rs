@@ -61,14 +61,30 @@ pub(crate) struct LeaseHeld {
     pub row: CursorRow,
 }
 
+/// A row of this shard holding a lease as a snapshot sees it ([`find_lease`]), not locked.
+pub(crate) struct LeaseFound {
+    pub partition: Uuid,
+    pub group: String,
+    /// The row as the snapshot sees it, when asked for.
+    pub row: Option<CursorRow>,
+    tid: pg_sys::ItemPointerData,
+}
+
 /// `ack_lease_lock_rows` of ack.sql (which see), by hand: the rows of this shard holding
-/// `lease` as a new snapshot sees them, found through `cursors_lease`, locked as `FOR UPDATE`
-/// locks them, in partition order; with the clock read after the locks, and the snapshot
-/// (for the caller's checks). A row another transaction holds is waited for; a version
-/// committed since the snapshot, which the lock follows, is taken when it still holds the
-/// lease in this shard (the statement re-checks its WHERE on it), and stays locked either
-/// way. None, having locked nothing, when the statement is to do it.
+/// `lease` as a new snapshot sees them ([`find_lease`]), locked ([`lock_found`]); with the
+/// clock read after the locks, and the snapshot (for the caller's checks). None, having locked
+/// nothing, when the statement is to do it.
 pub(crate) fn lock_lease(lease: Uuid) -> Option<(Vec<LeaseHeld>, Micros, Snapshot)> {
+    let (found, snap) = find_lease(lease, false)?;
+    let (held, now) = lock_found(lease, found, &snap)?;
+    Some((held, now, snap))
+}
+
+/// The rows of this shard holding `lease` as a new snapshot sees them, found through
+/// `cursors_lease`, in the order `ack_lease_lock_rows` locks them (partition order); and the
+/// snapshot; with each row as that snapshot sees it when `rows`. Nothing is locked. None when
+/// the relations are not as this code reads them.
+pub(crate) fn find_lease(lease: Uuid, rows: bool) -> Option<(Vec<LeaseFound>, Snapshot)> {
     let l = direct::layout()?;
     if l.cursors_lease == pg_sys::InvalidOid {
         return None;
@@ -77,8 +93,7 @@ pub(crate) fn lock_lease(lease: Uuid) -> Option<(Vec<LeaseHeld>, Micros, Snapsho
     let shard = crate::shards::current();
     let lid = *lease.as_bytes();
     let (cursors, by_lease) = (Table::open(l.cursors)?, Index::open(l.cursors_lease)?);
-    let mut writer = Writer::open(l.cursors, snap.snap)?;
-    let mut found: Vec<(Uuid, String, pg_sys::ItemPointerData)> = Vec::new();
+    let mut found: Vec<LeaseFound> = Vec::new();
     let mut scan = Scan::new(
         &cursors,
         &by_lease,
@@ -88,18 +103,34 @@ pub(crate) fn lock_lease(lease: Uuid) -> Option<(Vec<LeaseHeld>, Micros, Snapsho
     );
     while let Some(t) = scan.next() {
         if t.get::<i32>(l.c[direct::C_SHARD]) == Some(shard) {
-            let partition = t.get(l.ck[0]).expect("queen: a cursor's partition is not NULL");
-            let group = t.get(l.ck[1]).expect("queen: a cursor's group is not NULL");
-            found.push((partition, group, t.tid()));
+            found.push(LeaseFound {
+                partition: t.get(l.ck[0]).expect("queen: a cursor's partition is not NULL"),
+                group: t.get(l.ck[1]).expect("queen: a cursor's group is not NULL"),
+                row: rows.then(|| direct::cursor_row(&l, &t)),
+                tid: t.tid(),
+            });
         }
     }
     drop(scan);
     // ORDER BY c.partition_id::text COLLATE "C", c.consumer_group: a uuid's text orders as its
     // bytes under "C". (The rows of a lease are one pop's, of one group: the group never
     // decides the order.)
-    found.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()).then_with(|| a.1.cmp(&b.1)));
+    found.sort_by(|a, b| a.partition.as_bytes().cmp(b.partition.as_bytes()).then_with(|| a.group.cmp(&b.group)));
+    Some((found, snap))
+}
+
+/// Lock `found` (rows of [`find_lease`] under `snap`, in its order) as `FOR UPDATE` locks them:
+/// a row another transaction holds is waited for; a version committed since the snapshot,
+/// which the lock follows, is taken when it still holds `lease` in this shard (the statement
+/// re-checks its WHERE on it), and stays locked either way. The rows held, in that order, and
+/// the clock read after the locks; None, having locked nothing, when the table cannot be
+/// written here.
+pub(crate) fn lock_found(lease: Uuid, found: Vec<LeaseFound>, snap: &Snapshot) -> Option<(Vec<LeaseHeld>, Micros)> {
+    let l = direct::layout()?;
+    let shard = crate::shards::current();
+    let mut writer = Writer::open(l.cursors, snap.snap)?;
     let mut held = Vec::with_capacity(found.len());
-    for (partition, group, tid) in found {
+    for LeaseFound { partition, group, tid, .. } in found {
         match writer.lock_wait(tid) {
             Lock::Skipped => continue,
             Lock::Current => {}
@@ -119,7 +150,7 @@ pub(crate) fn lock_lease(lease: Uuid) -> Option<(Vec<LeaseHeld>, Micros, Snapsho
     drop(writer);
     // SAFETY: reads the clock (clock_timestamp()).
     let now: Micros = unsafe { pg_sys::GetCurrentTimestamp() };
-    Some((held, now, snap))
+    Some((held, now))
 }
 
 /// The save by hand; None, having written nothing, when the statement is to do it: no row, a
@@ -260,8 +291,8 @@ const READY_ROW_TYPES: [pg_sys::Oid; direct::READY_ROW.len()] = [
     pg_sys::INT4OID,
 ];
 
-/// A message a single push writes (push.rs `push_one`, keyless, into a registered partition):
-/// the values of `push_known_keyless`'s INSERT.
+/// A message a push writes by hand (push.rs, keyless): the values of `push_known_keyless`'s
+/// and `insert_messages_keyless`'s INSERT.
 pub(crate) struct NewMessage<'a> {
     pub partition_id: Uuid,
     pub seq: i64,
@@ -291,57 +322,82 @@ thread_local! {
     static PUSH_LAYOUT: std::cell::Cell<Option<(pg_sys::Oid, [i16; 11])>> = const { std::cell::Cell::new(None) };
 }
 
-/// `push_known_keyless` by hand on one server: the row inserted as the statement inserts it
-/// (its transaction's stored id, the clock, shard 0), its index entries made, the command
-/// counter advanced first as SPI advances it before a statement. None when the table is not as
-/// this code writes it (a column more or less, a row trigger): the statement writes it.
+/// Messages written by hand on one server: `push_known_keyless` (a single push) or
+/// `insert_messages_keyless` (a batch without transaction ids), each row inserted as the
+/// statement inserts it (its transaction's stored id, the clock, shard 0), its index entries
+/// made, the command counter advanced first as SPI advances it before a statement.
 ///
 /// A single push through its statement started an executor for one row: callgrind counted
-/// (issue 23, docs/benchmarks.md) more instructions in the INSERT's start than in the write.
-pub(crate) fn insert_message(s: &mut Spi, m: &NewMessage<'_>) -> Option<()> {
-    if !direct::available(s) {
-        return None;
-    }
-    let relid = direct::relid(c"messages", crate::names::schema_oid());
-    let snap = Snapshot::take();
-    // The attribute numbers found once a backend; the table as opened checked at every call.
-    let cols = match PUSH_LAYOUT.with(std::cell::Cell::get) {
-        Some((r, cols)) if r == relid => cols,
-        _ => {
-            let t = Table::open(relid)?;
-            let cols = PUSH_COLUMNS.map(|(c, _)| t.attnum(c).unwrap_or(0));
-            if cols.contains(&0) {
-                return None;
-            }
-            PUSH_LAYOUT.with(|l| l.set(Some((relid, cols))));
-            cols
+/// (issue 23, docs/benchmarks.md) more instructions in the INSERT's start than in the write. A
+/// batch's statement evaluated `$7 -> idx -> 'payload'` and the projection a row.
+pub(crate) struct Messages {
+    // (Dropped before the snapshot its state points at.)
+    w: Writer,
+    cols: [i16; 11],
+    txid: i64,
+    _snap: Snapshot,
+}
+
+impl Messages {
+    /// The table opened for messages by hand; None when it is not as this code writes it (a
+    /// column more or less, a row trigger), or not on one server: the statement writes them.
+    pub(crate) fn open(s: &mut Spi) -> Option<Messages> {
+        if !direct::available(s) {
+            return None;
         }
-    };
-    let shape: [(i16, pg_sys::Oid); 11] = std::array::from_fn(|i| (cols[i], PUSH_COLUMNS[i].1));
-    let mut w = Writer::open(relid, snap.snap)?.of_shape(&shape)?;
-    let (pid, qid, mid) = (*m.partition_id.as_bytes(), *m.queue_id.as_bytes(), *m.message_id.as_bytes());
-    let trace = m.trace_id.map(|t| *t.as_bytes());
-    // SAFETY: reads the clock.
-    let now = unsafe { pg_sys::GetCurrentTimestamp() };
-    let mut values = [None; 11];
-    let by_column = [
-        Some(pg_sys::Datum::from(pid.as_ptr())),
-        Some(pg_sys::Datum::from(crate::cluster::txid())),
-        Some(pg_sys::Datum::from(m.seq)),
-        Some(pg_sys::Datum::from(qid.as_ptr())),
-        Some(pg_sys::Datum::from(mid.as_ptr())),
-        None,
-        m.partition.into_datum(),
-        Some(m.payload.0),
-        trace.as_ref().map(|t| pg_sys::Datum::from(t.as_ptr())),
-        Some(pg_sys::Datum::from(now)),
-        Some(pg_sys::Datum::from(0i32)),
-    ];
-    for (attnum, v) in cols.iter().zip(by_column) {
-        values[*attnum as usize - 1] = v;
+        let relid = direct::relid(c"messages", crate::names::schema_oid());
+        let snap = Snapshot::take();
+        // The attribute numbers found once a backend; the table as opened checked at every
+        // call.
+        let cols = match PUSH_LAYOUT.with(std::cell::Cell::get) {
+            Some((r, cols)) if r == relid => cols,
+            _ => {
+                let t = Table::open(relid)?;
+                let cols = PUSH_COLUMNS.map(|(c, _)| t.attnum(c).unwrap_or(0));
+                if cols.contains(&0) {
+                    return None;
+                }
+                PUSH_LAYOUT.with(|l| l.set(Some((relid, cols))));
+                cols
+            }
+        };
+        let shape: [(i16, pg_sys::Oid); 11] = std::array::from_fn(|i| (cols[i], PUSH_COLUMNS[i].1));
+        let w = Writer::open(relid, snap.snap)?.of_shape(&shape)?;
+        Some(Messages { w, cols, txid: crate::cluster::txid(), _snap: snap })
     }
-    // SAFETY: each value a datum of its column's type (uuids point at the 16 bytes above,
-    // alive to the end of the insert), one per column of the table (natts checked).
-    unsafe { w.insert(&values) };
+
+    /// Insert `m`, without a transaction id.
+    pub(crate) fn insert(&mut self, m: &NewMessage<'_>) {
+        let (pid, qid, mid) = (*m.partition_id.as_bytes(), *m.queue_id.as_bytes(), *m.message_id.as_bytes());
+        let trace = m.trace_id.map(|t| *t.as_bytes());
+        // SAFETY: reads the clock (clock_timestamp(), a row).
+        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        let mut values = [None; 11];
+        let by_column = [
+            Some(pg_sys::Datum::from(pid.as_ptr())),
+            Some(pg_sys::Datum::from(self.txid)),
+            Some(pg_sys::Datum::from(m.seq)),
+            Some(pg_sys::Datum::from(qid.as_ptr())),
+            Some(pg_sys::Datum::from(mid.as_ptr())),
+            None,
+            m.partition.into_datum(),
+            Some(m.payload.0),
+            trace.as_ref().map(|t| pg_sys::Datum::from(t.as_ptr())),
+            Some(pg_sys::Datum::from(now)),
+            Some(pg_sys::Datum::from(0i32)),
+        ];
+        for (attnum, v) in self.cols.iter().zip(by_column) {
+            values[*attnum as usize - 1] = v;
+        }
+        // SAFETY: each value a datum of its column's type (checked by `of_shape`; uuids point
+        // at the 16 bytes above, alive to the end of the insert), one per column of the table.
+        unsafe { self.w.insert(&values) };
+    }
+}
+
+/// A single push by hand ([`Messages`]); None, having written nothing, when the statement is
+/// to write it.
+pub(crate) fn insert_message(s: &mut Spi, m: &NewMessage<'_>) -> Option<()> {
+    Messages::open(s)?.insert(m);
     Some(())
 }

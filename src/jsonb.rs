@@ -117,6 +117,62 @@ impl Jsonb {
         }
     }
 
+    /// The value of `key` in each element of an array, read in place: None where the element
+    /// is not an object or has no such key (and an empty list for a value that is not an
+    /// array). Each [`Member`] points into this datum, valid as long as it is.
+    ///
+    /// A batch push's payloads: each is copied out of the items argument once, as `->` would
+    /// copy it ([`Member::to_jsonb`]), instead of a statement evaluating `$7 -> idx ->
+    /// 'payload'` a row (issue 23). Debug builds compare each with `->`'s own.
+    pub fn values_of(self, key: &str) -> Vec<Option<Member>> {
+        // SAFETY: as in `elements`: a live container, walked within its bounds; an object
+        // child's keys are strings, compared by their bytes.
+        unsafe {
+            let root = Container(self.root());
+            if !root.is_array() {
+                return Vec::new();
+            }
+            let n = root.count();
+            let mut out = Vec::with_capacity(n);
+            root.walk(n, |c| {
+                out.push(match c.kind() {
+                    "object" => c.container().value_of(key),
+                    _ => None,
+                });
+            });
+            if cfg!(debug_assertions) {
+                for (i, m) in out.iter().enumerate() {
+                    let by_lookup = by_operator(root.0, i as u32, key);
+                    let ours = m.as_ref().map(|m| m.to_jsonb());
+                    assert_eq!(
+                        ours.map(|j| j.bytes().to_vec()),
+                        by_lookup.map(|j| j.bytes().to_vec()),
+                        "queen: element {i}'s {key} read in place otherwise"
+                    );
+                }
+            }
+            out
+        }
+    }
+
+    /// The bytes of the datum, its varlena header among them.
+    ///
+    /// # Safety
+    ///
+    /// A plain (4-byte header, not toasted) jsonb datum, live.
+    unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: the caller's.
+        unsafe {
+            let p = self.0.cast_mut_ptr::<u8>();
+            std::slice::from_raw_parts(p, pgrx::varsize(p as *const pg_sys::varlena))
+        }
+    }
+
+    /// JSON null as a jsonb datum of its own (palloc'd in the current memory context).
+    pub fn null() -> Jsonb {
+        scalar_jsonb(pg_sys::JENTRY_ISNULL, &[])
+    }
+
     /// The value one level deep: a scalar as it is; an object or array with its scalar members,
     /// and nested containers as empty ones (queen reads no deeper: `queen_configure`'s options).
     pub fn shallow(self) -> Value {
@@ -268,6 +324,114 @@ impl Container {
     }
 }
 
+impl Container {
+    /// The value of `key` in an object.
+    ///
+    /// # Safety
+    ///
+    /// As every method: a live object.
+    unsafe fn value_of(&self, key: &str) -> Option<Member> {
+        // SAFETY: an object of `count` pairs, keys first (`fields`).
+        unsafe {
+            let count = self.count();
+            let mut at = None;
+            let mut found = None;
+            self.walk(2 * count, |c| {
+                if c.i < count {
+                    if at.is_none() && c.bytes() == key.as_bytes() {
+                        at = Some(c.i + count);
+                    }
+                } else if at == Some(c.i) {
+                    found = Some(c.member());
+                }
+            });
+            found
+        }
+    }
+}
+
+/// A value inside a live jsonb datum ([`Jsonb::values_of`]): its JEntry's type and its data
+/// (a numeric's or a container's past its alignment padding).
+#[derive(Debug, Clone, Copy)]
+pub struct Member {
+    kind: u32,
+    data: *const u8,
+    len: usize,
+}
+
+impl Member {
+    /// The value as a jsonb datum of its own, palloc'd in the current memory context, as `->`
+    /// makes it (JsonbValueToJsonb): a container's bytes copied under a varlena header (its
+    /// children's padding stays right: a container starts INTALIGNed in both); a scalar as
+    /// the one-element array jsonb stores a scalar as.
+    pub fn to_jsonb(self) -> Jsonb {
+        // SAFETY: `data` and `len` lie within the live datum `values_of` read.
+        let bytes = unsafe { std::slice::from_raw_parts(self.data, self.len) };
+        if self.kind == pg_sys::JENTRY_ISCONTAINER {
+            // SAFETY: a fresh allocation of header + bytes, int-aligned (palloc MAXALIGNs).
+            unsafe {
+                let size = pg_sys::VARHDRSZ + bytes.len();
+                let p = pg_sys::palloc(size) as *mut u8;
+                set_varsize(p, size);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(pg_sys::VARHDRSZ), bytes.len());
+                Jsonb(pg_sys::Datum::from(p))
+            }
+        } else {
+            scalar_jsonb(self.kind, bytes)
+        }
+    }
+}
+
+/// A raw scalar jsonb, as convertToJsonb lays one out: a header (one child, JB_FARRAY |
+/// JB_FSCALAR), the child's JEntry (its type, and as child 0 of a stride its end offset,
+/// JENTRY_HAS_OFF), then its data (a numeric needs no padding: it starts at byte 12).
+fn scalar_jsonb(kind: u32, data: &[u8]) -> Jsonb {
+    let size = pg_sys::VARHDRSZ + 8 + data.len();
+    // SAFETY: a fresh allocation of `size` bytes, written whole.
+    unsafe {
+        let p = pg_sys::palloc(size) as *mut u8;
+        set_varsize(p, size);
+        let header: u32 = 1 | pg_sys::JB_FARRAY | pg_sys::JB_FSCALAR;
+        let entry: u32 = kind | data.len() as u32 | pg_sys::JENTRY_HAS_OFF;
+        std::ptr::write_unaligned(p.add(4) as *mut u32, header);
+        std::ptr::write_unaligned(p.add(8) as *mut u32, entry);
+        std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(12), data.len());
+        Jsonb(pg_sys::Datum::from(p))
+    }
+}
+
+/// SET_VARSIZE: a 4-byte varlena header of `size` bytes.
+///
+/// # Safety
+///
+/// `p` points at 4 writable, int-aligned bytes.
+unsafe fn set_varsize(p: *mut u8, size: usize) {
+    // SAFETY: the caller's.
+    unsafe { pgrx::set_varsize_4b(p as *mut pg_sys::varlena, size as i32) }
+}
+
+/// `element -> key` through PostgreSQL, as the statement computed a payload: what debug
+/// builds check `values_of` by. None when the element is not an object or lacks the key.
+///
+/// # Safety
+///
+/// `root` a live array container, `i` below its count.
+unsafe fn by_operator(root: *mut pg_sys::JsonbContainer, i: u32, key: &str) -> Option<Jsonb> {
+    // SAFETY: as `elements_by_lookup`.
+    unsafe {
+        let v = pg_sys::getIthJsonbValueFromContainer(root, i);
+        let obj = object_of(v)?;
+        let mut res = std::mem::zeroed::<pg_sys::JsonbValue>();
+        let found = pg_sys::getKeyJsonValueFromContainer(
+            obj,
+            key.as_ptr() as *const std::os::raw::c_char,
+            key.len() as i32,
+            &mut res,
+        );
+        (!found.is_null()).then(|| Jsonb(pg_sys::Datum::from(pg_sys::JsonbValueToJsonb(found))))
+    }
+}
+
 /// A child of a [`Container`] being walked: its index, JEntry, and where its data lies (the
 /// container's data, the offset into it and the length).
 struct Child {
@@ -315,6 +479,20 @@ impl Child {
     unsafe fn container(&self) -> Container {
         // SAFETY: as `aligned`, for a child of type JENTRY_ISCONTAINER.
         unsafe { Container(self.aligned() as *mut pg_sys::JsonbContainer) }
+    }
+
+    /// It as a [`Member`]: a numeric's or a container's data past its padding.
+    unsafe fn member(&self) -> Member {
+        let kind = self.e & pg_sys::JENTRY_TYPEMASK;
+        match kind {
+            pg_sys::JENTRY_ISNUMERIC | pg_sys::JENTRY_ISCONTAINER => {
+                let pad = ((self.off + 3) & !3) - self.off;
+                // SAFETY: as `aligned`.
+                Member { kind, data: unsafe { self.aligned() }, len: self.len - pad }
+            }
+            // SAFETY: as `bytes` (empty for a boolean or null).
+            _ => Member { kind, data: unsafe { self.data.add(self.off) }, len: self.len },
+        }
     }
 
     /// Its value, as `scalar` reads it (a container as an empty one).

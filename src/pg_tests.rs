@@ -191,4 +191,76 @@ mod tests {
             assert_eq!(t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap().shallow(), json!(5));
         })
     }
+
+    #[pg_test]
+    fn payloads_are_copied_out_of_a_batch_as_the_arrow_operator_copies_them() {
+        // Every JSON type as a payload, among other keys, odd lengths before them (numerics
+        // and containers start INTALIGNed), and past JB_OFFSET_STRIDE elements (end offsets).
+        let kinds = [
+            json!({"deep": [1, {"b": "x"}], "n": 2.5}),
+            json!([1, "two", null]),
+            json!("a string ü"),
+            json!(12.5),
+            json!(-0.000001),
+            json!(true),
+            json!(false),
+            json!(null),
+            json!({}),
+            json!([]),
+        ];
+        let mut batch = Vec::new();
+        for i in 0..40 {
+            let mut o = serde_json::Map::new();
+            o.insert("queue".into(), json!("y".repeat(i % 5)));
+            if i % 11 != 10 {
+                o.insert("payload".into(), kinds[i % kinds.len()].clone());
+            }
+            o.insert("zzz".into(), json!(i));
+            batch.push(serde_json::Value::Object(o));
+        }
+        batch.push(json!(7));
+        let text = serde_json::Value::Array(batch).to_string();
+        Spi::connect(|c| {
+            let t = c.select("SELECT $1::text::jsonb", None, &[text.as_str().into()]).unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            // (Debug builds also compare each with `->`'s bytes inside values_of.)
+            let payloads = j.values_of("payload");
+            assert_eq!(payloads.len(), 41);
+            for (i, m) in payloads.iter().enumerate() {
+                let same: Option<bool> = match m {
+                    None => {
+                        let absent = c
+                            .select(
+                                "SELECT ($1::text::jsonb -> $2 -> 'payload') IS NULL",
+                                None,
+                                &[text.as_str().into(), (i as i32).into()],
+                            )
+                            .unwrap()
+                            .first()
+                            .get_one::<bool>()
+                            .unwrap();
+                        absent
+                    }
+                    Some(m) => c
+                        .select(
+                            "SELECT $1 = ($2::text::jsonb -> $3 -> 'payload')
+                                AND $1::text = ($2::text::jsonb -> $3 -> 'payload')::text",
+                            None,
+                            &[m.to_jsonb().into(), text.as_str().into(), (i as i32).into()],
+                        )
+                        .unwrap()
+                        .first()
+                        .get_one::<bool>()
+                        .unwrap(),
+                };
+                assert_eq!(same, Some(true), "element {i}: {m:?}");
+            }
+            assert_eq!(payloads.iter().filter(|m| m.is_none()).count(), 4, "three without a payload, and 7");
+            let null = c.select("SELECT $1 = 'null'::jsonb", None, &[crate::jsonb::Jsonb::null().into()]).unwrap();
+            assert_eq!(null.first().get_one::<bool>().unwrap(), Some(true));
+            let t = c.select("SELECT '{\"payload\": 1}'::jsonb", None, &[]).unwrap();
+            let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
+            assert!(j.values_of("payload").is_empty(), "not an array: nothing");
+        })
+    }
 }

@@ -75,6 +75,9 @@ pub fn check_transaction_id(what: &str, id: &str) -> QueenResult<()> {
 /// table as is: insert_messages).
 pub const ITEM_KEYS: &[&str] = &["queue", "partition", "transactionId", "traceId"];
 
+/// The field of a push item that holds its payload.
+const PAYLOAD: &str = "payload";
+
 /// The items of the batch form, a JSON array of objects in Queen's wire shape
 /// `{"queue", "partition"?, "payload"?, "transactionId"?, "traceId"?}`, as
 /// `Jsonb::elements(ITEM_KEYS)` read them.
@@ -499,6 +502,34 @@ fn push_batch(
         }
     };
     let mut todo: Vec<usize> = (0..items.len()).collect();
+    // A batch without transaction ids on one server: every row written by hand
+    // (direct_save.rs), as insert_messages_keyless writes them.
+    if shard.is_none() && items.iter().all(|it| it.transaction_id.is_none()) {
+        if let Some(mut writer) = crate::direct_save::Messages::open(s) {
+            let payloads = all.values_of(PAYLOAD);
+            let mut null = None;
+            for (i, (it, t)) in pairs.iter().enumerate() {
+                // COALESCE(items -> i -> 'payload', 'null'): a copy of the item's payload,
+                // freed once its row is written.
+                let own = payloads.get(i).copied().flatten().map(|m| m.to_jsonb());
+                let payload = own.unwrap_or_else(|| *null.get_or_insert_with(Jsonb::null));
+                writer.insert(&crate::direct_save::NewMessage {
+                    partition_id: t.partition_id,
+                    seq: next_seq(),
+                    queue_id: t.queue_id,
+                    message_id: results[i].message_id,
+                    partition: &it.partition,
+                    payload,
+                    trace_id: it.trace_id.map(to_pg),
+                });
+                if let Some(p) = own {
+                    // SAFETY: palloc'd by to_jsonb, no longer referenced (the row copied it).
+                    unsafe { pgrx::pg_sys::pfree(p.0.cast_mut_ptr()) };
+                }
+            }
+            todo.clear();
+        }
+    }
     for _round in 0..3 {
         if todo.is_empty() {
             break;

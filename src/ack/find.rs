@@ -267,6 +267,9 @@ fn batch_of_one_lease(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResu
     {
         return Ok(None);
     }
+    if let Some(found) = batch_by_key(s, role, entries, to_pg(lease), group)? {
+        return Ok(Some(found));
+    }
     let mut ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
     let args: [DatumWithOid; 4] = [
         ids.clone().into(),
@@ -319,6 +322,133 @@ fn batch_of_one_lease(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResu
         })
         .collect();
     Ok(Some(Lookup { ids: found.iter().map(|f| f.map(|m| m.message_id)).collect(), refused: Vec::new(), targets }))
+}
+
+/// A batch of one lease (`batch_of_one_lease`'s shape) whose messages are all in the lease's
+/// own batches, found by key on one server (issue 23, acks by key): the rows that hold the lease
+/// through `cursors_lease` and their batches' ids through `messages_pkey`, as the snapshot of a
+/// statement sees them, then the rows of the partitions named locked in partition order, as
+/// `ack_batch_lock` locks them (direct_save.rs `find_lease`, `lock_found`). The statement
+/// probed `messages_message_id` once a message and started a plan of four CTEs: 2.6 M of a pop
+/// 100 + jsonb ack cycle's 14.7 M instructions.
+///
+/// None when anything is otherwise — a message not in a batch of the rows holding the lease
+/// (an ack late or wrong), another group given, a row that no longer holds the lease once
+/// locked — and `ack_batch_lock` finds as before. Nothing is locked before every message is
+/// found; a fallback after a lock locks the same rows again, in the same order.
+fn batch_by_key(
+    s: &mut Spi,
+    role: Oid,
+    entries: &[AckEntry],
+    lease: Uuid,
+    group: Option<&str>,
+) -> QueenResult<Option<Lookup>> {
+    if !crate::direct::available(s) {
+        return Ok(None);
+    }
+    let Some((found, snap)) = crate::direct_save::find_lease(lease, true) else {
+        return Ok(None);
+    };
+    let Some(first) = found.first() else {
+        return Ok(None);
+    };
+    let of_group = group.is_none_or(|g| names::group_key(Some(g)) == first.group);
+    if !of_group || found.iter().any(|f| f.group != first.group) {
+        return Ok(None);
+    }
+    // Each message of the batches by id: the row (its place in `found`) and its key.
+    let mut by_id: HashMap<Uuid, (usize, Key)> = HashMap::new();
+    for (at, f) in found.iter().enumerate() {
+        let keys = f.row.as_ref().and_then(|r| r.cursor.lease.as_ref()).map(|b| b.keys.clone()).unwrap_or_default();
+        let Some(ids) = crate::direct::batch_ids(&snap, f.partition, &keys) else {
+            return Ok(None);
+        };
+        by_id.extend(keys.into_iter().zip(ids).filter_map(|(k, id)| id.map(|id| (id, (at, k)))));
+    }
+    let mut named: Vec<(usize, Named)> = Vec::with_capacity(entries.len());
+    for (idx, e) in entries.iter().enumerate() {
+        let Some(id) = e.message_id.map(to_pg) else { return Ok(None) };
+        let Some(&(at, key)) = by_id.get(&id) else { return Ok(None) };
+        named.push((at, Named { idx, key, message_id: id }));
+    }
+    let mut rows: Vec<usize> = named.iter().map(|(at, _)| *at).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    let wanted: Vec<crate::direct_save::LeaseFound> =
+        found.into_iter().enumerate().filter(|(at, _)| rows.binary_search(at).is_ok()).map(|(_, f)| f).collect();
+    let Some((held, now)) = crate::direct_save::lock_found(lease, wanted, &snap) else {
+        return Ok(None);
+    };
+    if held.len() != rows.len() {
+        return Ok(None);
+    }
+    may_ack(s, role, held.iter().map(|h| h.queue_id).collect())?;
+    let ids = named.iter().map(|(_, n)| Some(n.message_id)).collect();
+    let targets: Vec<Target> = held
+        .into_iter()
+        .zip(rows)
+        .map(|(h, at)| {
+            let known = Known {
+                expires_at: h.row.lease_expires_at.expect("queen: a lease held has an expiry"),
+                released: false,
+            };
+            let opts = crate::configure::load_cached(s, h.queue_id).effective();
+            Target {
+                partition: h.partition,
+                queue_id: h.queue_id,
+                group: h.group,
+                named: named.iter().filter(|(a, _)| *a == at).map(|(_, n)| *n).collect(),
+                locked: Some((h.row, now, opts)),
+                leases: HashMap::from([(lease, known)]),
+            }
+        })
+        .collect();
+    if cfg!(debug_assertions) {
+        check_found_as_the_statement(s, entries, lease, group, &snap, &targets);
+    }
+    Ok(Some(Lookup { ids, refused: Vec::new(), targets }))
+}
+
+/// Panics unless `ack_batch_lock`, run under the snapshot `batch_by_key` read by (its rows are
+/// locked already, by this transaction), finds the targets it found: the same partitions, in
+/// order, each with the same messages, row, lease and options. Debug builds check every batch
+/// found by key so, in every test and explorer run.
+fn check_found_as_the_statement(
+    s: &mut Spi,
+    entries: &[AckEntry],
+    lease: Uuid,
+    group: Option<&str>,
+    snap: &crate::index_read::Snapshot,
+    targets: &[Target],
+) {
+    let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
+    let args: [DatumWithOid; 4] = [
+        ids.into(),
+        lease.into(),
+        group.map(|g| names::group_key(Some(g)).to_string()).into(),
+        crate::shards::current().into(),
+    ];
+    let sql: Vec<String> = ACK_BATCH_LOCK
+        .run_at(s, &args, snap.snap)
+        .map(|r| {
+            let mut found: Vec<Uuid> = r.req("found_ids");
+            found.sort_unstable_by_key(|u| *u.as_bytes());
+            let (row, _, opts) = read(&r);
+            let lease = LeaseRow::from_row(&r).expect("queen: ack_batch_lock returns the lease's group");
+            format!("{} {} {found:?} {row:?} {:?} {:?}", r.req::<Uuid>("partition_id"), lease.group, lease.known, opts)
+        })
+        .collect();
+    let by_key: Vec<String> = targets
+        .iter()
+        .map(|t| {
+            let mut found: Vec<Uuid> = t.named.iter().map(|n| n.message_id).collect();
+            found.sort_unstable_by_key(|u| *u.as_bytes());
+            found.dedup();
+            let (row, _, opts) = t.locked.as_ref().expect("queen: found by key, locked");
+            format!("{} {} {found:?} {row:?} {:?} {:?}", t.partition, t.group, t.leases[&lease], Some(opts))
+        })
+        .collect();
+    assert_eq!(by_key, sql, "queen: a batch found by key otherwise than ack_batch_lock finds it");
 }
 
 /// The general lookup: the messages the entries name, the leases they name as those messages'

@@ -2,7 +2,7 @@
 //! semantics §5, the exactly-once effect of §6.5, and the views of §9.
 
 use postgres::Client;
-use queen_integration_tests::{connect, push_n, push_spread, queue_db, sqlstate};
+use queen_integration_tests::{await_lock_wait, connect, open_tx, push_n, push_spread, queue_db, sqlstate};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::thread;
@@ -645,4 +645,79 @@ fn batch_lookup_by_ids_and_mixed() {
     // whose entry releases the lease.
     assert_eq!(got, vec![(true, None, true), (false, Some("message not found".into()), false), (true, None, false)]);
     assert!(pop_g(&mut c, "").is_empty(), "all four are finished");
+}
+
+/// A batch of one lease is found by key (the lease's rows, their batches' ids), and an entry
+/// that is not in the lease's batches, another group, or a row the lease left while the ack
+/// waited for it sends the batch the way it went before: every answer is the one the statement
+/// gives (debug builds also compare each batch found by key with it).
+#[test]
+fn a_batch_of_one_lease_is_found_by_key_and_otherwise_as_before() {
+    let (db, mut c) = queue_db("bykey", "", 0);
+    push_n(&mut c, "q", "a", 3);
+    push_n(&mut c, "q", "b", 3);
+    let entry =
+        |r: &Value, g: &str| json!({"messageId": r["message_id"], "leaseId": r["lease_id"], "consumerGroup": g});
+    let ack = |c: &mut Client, entries: Vec<Value>| -> Vec<(bool, Option<String>, bool)> {
+        c.query("SELECT success, error, lease_released FROM queen_ack($1) ORDER BY idx", &[&Value::Array(entries)])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    };
+    let rows = pop_g(&mut c, "batch => 4, partitions => 2");
+    assert_eq!(rows.len(), 4, "two of each partition, one lease");
+    // Another group: no row of that group holds the lease.
+    let other = ack(&mut c, rows.iter().map(|r| entry(r, "h")).collect());
+    assert!(other.iter().all(|r| !r.0), "{other:?}");
+    // Found by key, in both partitions; one entry twice.
+    let got = ack(&mut c, vec![entry(&rows[1], "g"), entry(&rows[2], "g"), entry(&rows[1], "g")]);
+    assert_eq!(
+        got,
+        vec![(true, None, false), (true, None, false), (false, Some("already acknowledged".into()), false)]
+    );
+    // A message of another lease among them: the batch goes the general way, and every entry
+    // is answered as there.
+    push_n(&mut c, "q", "c", 1);
+    let later = pop_g(&mut c, "batch => 1, partitions => 1");
+    assert_eq!(later.len(), 1, "c's message: a and b are leased");
+    let mut stray = entry(&later[0], "g");
+    stray["leaseId"] = rows[0]["lease_id"].clone();
+    let got = ack(&mut c, vec![entry(&rows[0], "g"), stray, entry(&rows[3], "g")]);
+    assert_eq!(got[0], (true, None, true), "{got:?}");
+    assert!(!got[1].0, "not this lease's message: {got:?}");
+    assert_eq!(got[2], (true, None, true), "{got:?}");
+    // The lease is over: the batch goes the statement's way.
+    let again = ack(&mut c, vec![entry(&rows[0], "g"), entry(&rows[3], "g")]);
+    assert!(again.iter().all(|r| !r.0), "{again:?}");
+    assert_eq!(ack(&mut c, vec![entry(&later[0], "g"), entry(&later[0], "g")])[0], (true, None, true));
+
+    // An ack that waits for a transaction holding one of the rows: judged as that transaction
+    // left the row — part of the batch acked, the whole lease acked, or rolled back.
+    let waited = |holder_sql: &str, end: &str| -> Vec<(bool, Option<String>, bool)> {
+        let mut c = db.connect();
+        push_n(&mut c, "q", "w", 3);
+        let rows = pop_g(&mut c, "batch => 3, partition => 'w'");
+        assert_eq!(rows.len(), 3);
+        let mut holder = open_tx(&db);
+        let lease: uuid::Uuid = rows[0]["lease_id"].as_str().unwrap().parse().unwrap();
+        let first: uuid::Uuid = rows[0]["message_id"].as_str().unwrap().parse().unwrap();
+        holder.execute(holder_sql, &[&lease, &first]).unwrap();
+        let mut a = db.connect();
+        let pid: i32 = a.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        let entries: Vec<Value> = rows.iter().map(|r| entry(r, "g")).collect();
+        let h = thread::spawn(move || ack(&mut a, entries));
+        await_lock_wait(&mut c, pid);
+        holder.batch_execute(end).unwrap();
+        let got = h.join().unwrap();
+        assert!(pop_g(&mut c, "partition => 'w'").is_empty(), "nothing left of w: {got:?}");
+        got
+    };
+    let part = "SELECT count(*) FROM queen_ack($2::uuid, $1::uuid, 'completed', NULL, 'g')";
+    let whole = "SELECT count(*) FROM queen_ack_lease($1::uuid) WHERE $2::uuid IS NOT NULL";
+    let already = Some("already acknowledged".to_string());
+    assert_eq!(waited(part, "COMMIT"), vec![(false, already.clone(), false), (true, None, false), (true, None, true)]);
+    let got = waited(whole, "COMMIT");
+    assert!(got.iter().all(|r| !r.0), "the lease was acked whole meanwhile: {got:?}");
+    assert_eq!(waited(whole, "ROLLBACK"), vec![(true, None, false), (true, None, false), (true, None, true)]);
 }

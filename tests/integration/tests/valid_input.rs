@@ -18,6 +18,10 @@ fn payloads() -> Vec<String> {
         format!("{{\"long\": \"{}\"}}", "y".repeat(1 << 20)),
         "null".into(),
         "\"just a string\"".into(),
+        "-12.5e-3".into(),
+        "true".into(),
+        "[]".into(),
+        r#"{"a": "odd", "n": 1.5, "o": {"p": [0.25]}}"#.into(),
     ]
 }
 
@@ -59,6 +63,21 @@ fn the_batch_form_takes_any_valid_jsonb_and_payloads_come_back_unchanged() {
     }
     let n: i64 = c.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
     assert_eq!(n, 2 * payloads().len() as i64);
+    // An item without a payload pushes JSON null (semantics §3.1), among items with one.
+    c.execute(
+        r#"SELECT * FROM queen_push('[{"queue": "q", "partition": "none"},
+                                     {"queue": "q", "partition": "none", "payload": {"k": 1}},
+                                     {"queue": "q", "partition": "none", "payload": null}]')"#,
+        &[],
+    )
+    .unwrap();
+    let popped: Vec<String> = c
+        .query("SELECT payload::text FROM queen_pop('q', 'g', batch => 3, partition => 'none')", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(popped, ["null", r#"{"k": 1}"#, "null"]);
     // Options read from any valid jsonb too: a value beyond f64 is refused by name.
     let err = c.query_one("SELECT queen_configure('q', '{\"leaseTime\": 1e400}')", &[]).unwrap_err();
     assert!(err.as_db_error().unwrap().message().contains("option \"leaseTime\""), "{err}");
