@@ -20,16 +20,86 @@ pub struct Jsonb(pub pg_sys::Datum);
 /// An element of a JSON array that queen reads field by field: an object (holding only the
 /// fields read), or the JSON type of an element that is not one.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Element {
-    Object(serde_json::Map<String, Value>),
+pub enum Element<'a> {
+    Object(Fields<'a>),
     Other(&'static str),
 }
 
-#[cfg(test)]
-impl Element {
-    pub fn of(v: &Value) -> Element {
+/// The fields of an object that queen reads, each named by its key in the list asked for, in
+/// the object's order. Strings are borrowed from the jsonb they were read in.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Fields<'a>(pub Vec<(&'static str, Field<'a>)>);
+
+impl<'a> Fields<'a> {
+    /// The field named `key`, if the object has it.
+    pub fn get(&self, key: &str) -> Option<&Field<'a>> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+/// A field's value: a scalar as it is (a number as its text, so that one beyond f64 stays a
+/// number), a container as its kind only (queen reads no deeper, but names its type in an
+/// error).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Field<'a> {
+    Null,
+    Bool(bool),
+    Str(std::borrow::Cow<'a, str>),
+    Number(String),
+    Object,
+    Array,
+}
+
+impl Field<'_> {
+    /// The value as JSON text (a container as an empty one), for an error's message.
+    pub fn json(&self) -> String {
+        match self {
+            Field::Null => "null".into(),
+            Field::Bool(b) => b.to_string(),
+            Field::Str(s) => Value::String(s.to_string()).to_string(),
+            Field::Number(n) => n.clone(),
+            Field::Object => "{}".into(),
+            Field::Array => "[]".into(),
+        }
+    }
+
+    /// The JSON value (a container as an empty one).
+    pub fn value(&self) -> Value {
+        match self {
+            Field::Null => Value::Null,
+            Field::Bool(b) => Value::Bool(*b),
+            Field::Str(s) => Value::String(s.to_string()),
+            Field::Number(n) => serde_json::from_str(n).unwrap_or(Value::Null),
+            Field::Object => Value::Object(serde_json::Map::new()),
+            Field::Array => Value::Array(Vec::new()),
+        }
+    }
+
+    #[cfg(any(test, feature = "pg_test"))]
+    pub fn of(v: &Value) -> Field<'_> {
         match v {
-            Value::Object(m) => Element::Object(m.clone()),
+            Value::Null => Field::Null,
+            Value::Bool(b) => Field::Bool(*b),
+            Value::String(s) => Field::Str(std::borrow::Cow::Borrowed(s)),
+            Value::Number(n) => Field::Number(n.to_string()),
+            Value::Object(_) => Field::Object,
+            Value::Array(_) => Field::Array,
+        }
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+impl Element<'_> {
+    /// The element `elements(keys)` reads from `v`.
+    pub fn of<'a>(v: &'a Value, keys: &[&'static str]) -> Element<'a> {
+        match v {
+            Value::Object(m) => {
+                let mut f: Vec<(&'static str, Field<'a>)> =
+                    m.iter().filter_map(|(k, v)| keys.iter().find(|n| **n == k).map(|n| (*n, Field::of(v)))).collect();
+                // In jsonb's order of keys: by length, then bytes.
+                f.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(b.0)));
+                Element::Object(Fields(f))
+            }
             Value::Null => Element::Other("null"),
             Value::Bool(_) => Element::Other("boolean"),
             Value::Number(_) => Element::Other("number"),
@@ -51,7 +121,7 @@ impl Jsonb {
     /// binary search a key) was 12 k instructions an element of an ack batch, 8% of a pop
     /// 100 + jsonb ack cycle (issue 23). Debug builds read every batch both ways and panic
     /// when the two differ.
-    pub fn elements(self, keys: &[&str]) -> Result<Vec<Element>, &'static str> {
+    pub fn elements<'a>(&'a self, keys: &[&'static str]) -> Result<Vec<Element<'a>>, &'static str> {
         // SAFETY: `self.0` is a jsonb datum valid for this call (a Jsonb is only made by
         // `FromDatum` from a jsonb argument, or by `Row::transfer` of a jsonb column into the
         // call's memory), so `root` is a live container, which `Container` reads within.
@@ -77,7 +147,7 @@ impl Jsonb {
     }
 
     /// `elements` through PostgreSQL's own lookups: what debug builds check the walk by.
-    fn elements_by_lookup(self, keys: &[&str]) -> Result<Vec<Element>, &'static str> {
+    fn elements_by_lookup(&self, keys: &[&'static str]) -> Result<Vec<Element<'_>>, &'static str> {
         // SAFETY: as in `elements`. The root is an array (checked first), and `i` stays below
         // its element count (JB_CMASK), so getIthJsonbValueFromContainer returns a non-null
         // palloc'd value; an object's container is read with key pointers and lengths (no NUL
@@ -95,7 +165,7 @@ impl Jsonb {
                 let v = pg_sys::getIthJsonbValueFromContainer(root, i);
                 out.push(match object_of(v) {
                     Some(obj) => {
-                        let mut m = serde_json::Map::new();
+                        let mut m = Vec::new();
                         for key in keys {
                             let mut res = std::mem::zeroed::<pg_sys::JsonbValue>();
                             let found = pg_sys::getKeyJsonValueFromContainer(
@@ -105,10 +175,13 @@ impl Jsonb {
                                 &mut res,
                             );
                             if !found.is_null() {
-                                m.insert((*key).to_string(), scalar(&*found));
+                                m.push((*key, field(&*found)));
                             }
                         }
-                        Element::Object(m)
+                        // (In the object's order, as the walk reads them: keys sort by length,
+                        // then bytes.)
+                        m.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(b.0)));
+                        Element::Object(Fields(m))
                     }
                     None => Element::Other(kind_of(&*v)),
                 });
@@ -303,23 +376,23 @@ impl Container {
 
     /// An object's fields named in `keys` (each once: an object's keys are unique), as
     /// `scalar` reads a value.
-    unsafe fn fields(&self, keys: &[&str]) -> serde_json::Map<String, Value> {
+    unsafe fn fields<'a>(&self, keys: &[&'static str]) -> Fields<'a> {
         // SAFETY: an object (the caller checked) of `count` pairs: keys 0..count (strings),
         // then values count..2 * count, in the same order.
         unsafe {
             let count = self.count();
-            let mut wanted: Vec<(usize, &str)> = Vec::new();
-            let mut m = serde_json::Map::new();
+            let mut wanted: Vec<(usize, &'static str)> = Vec::with_capacity(keys.len().min(count));
+            let mut m = Vec::with_capacity(keys.len().min(count));
             self.walk(2 * count, |c| {
                 if c.i < count {
                     if let Some(name) = keys.iter().find(|n| n.as_bytes() == c.bytes()) {
                         wanted.push((c.i, name));
                     }
                 } else if let Some(&(_, name)) = wanted.iter().find(|(k, _)| *k == c.i - count) {
-                    m.insert(name.to_string(), c.value());
+                    m.push((name, c.field()));
                 }
             });
-            m
+            Fields(m)
         }
     }
 }
@@ -495,28 +568,48 @@ impl Child {
         }
     }
 
-    /// Its value, as `scalar` reads it (a container as an empty one).
-    unsafe fn value(&self) -> Value {
+    /// Its value, as `field` reads it.
+    unsafe fn field<'a>(&self) -> Field<'a> {
         // SAFETY: the JEntry's type says what the data is: a string's bytes, a numeric
-        // (INTALIGNed, read through `scalar` as fillJsonbValue would hand it over), a
-        // container header.
+        // (INTALIGNed, as fillJsonbValue hands it over), a container header.
         unsafe {
             match self.e & pg_sys::JENTRY_TYPEMASK {
-                pg_sys::JENTRY_ISNULL => Value::Null,
-                pg_sys::JENTRY_ISBOOL_FALSE => Value::Bool(false),
-                pg_sys::JENTRY_ISBOOL_TRUE => Value::Bool(true),
-                pg_sys::JENTRY_ISSTRING => Value::String(String::from_utf8_lossy(self.bytes()).into_owned()),
-                pg_sys::JENTRY_ISNUMERIC => {
-                    let mut v = std::mem::zeroed::<pg_sys::JsonbValue>();
-                    v.type_ = pg_sys::jbvType::jbvNumeric;
-                    v.val.numeric = self.aligned() as pg_sys::Numeric;
-                    scalar(&v)
-                }
-                _ if self.container().is_object() => Value::Object(serde_json::Map::new()),
-                _ => Value::Array(Vec::new()),
+                pg_sys::JENTRY_ISNULL => Field::Null,
+                pg_sys::JENTRY_ISBOOL_FALSE => Field::Bool(false),
+                pg_sys::JENTRY_ISBOOL_TRUE => Field::Bool(true),
+                pg_sys::JENTRY_ISSTRING => Field::Str(text(self.bytes())),
+                pg_sys::JENTRY_ISNUMERIC => Field::Number(numeric_text(self.aligned() as pg_sys::Numeric)),
+                _ if self.container().is_object() => Field::Object,
+                _ => Field::Array,
             }
         }
     }
+}
+
+/// A jsonb string's bytes as text: borrowed when they are UTF-8 (always, on a UTF-8 server).
+///
+/// # Safety
+///
+/// The bytes stay valid for `'a` (a live container's).
+unsafe fn text<'a>(bytes: &[u8]) -> std::borrow::Cow<'a, str> {
+    // SAFETY: the caller's: the bytes outlive 'a.
+    let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(bytes.as_ptr(), bytes.len()) };
+    // (from_utf8 first: quicker than from_utf8_lossy's chunks where the text is valid.)
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// A numeric's text (numeric_out), as a JSON number keeps it.
+///
+/// # Safety
+///
+/// `n` points at a valid numeric.
+unsafe fn numeric_text(n: pg_sys::Numeric) -> String {
+    pgrx::fcinfo::direct_function_call::<&std::ffi::CStr>(pg_sys::numeric_out, &[Some(pg_sys::Datum::from(n))])
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The container of `v` if it is an object.
@@ -563,32 +656,33 @@ fn kind_of(v: &pg_sys::JsonbValue) -> &'static str {
 ///
 /// # Safety
 ///
-/// `v` must come from a jsonb container that is still live (an element, a key lookup's result,
-/// or a value the iterator yields with skipNested): its string bytes and numeric point into
-/// that container, and a non-scalar is jbvBinary.
+/// As `field`.
 unsafe fn scalar(v: &pg_sys::JsonbValue) -> Value {
+    // SAFETY: the caller's.
+    unsafe { field(v).value() }
+}
+
+/// A jsonb value as a [`Field`], its string borrowed for `'a`.
+///
+/// # Safety
+///
+/// `v` must come from a jsonb container that stays live for `'a` (an element, a key lookup's
+/// result, or a value the iterator yields with skipNested): its string bytes and numeric point
+/// into that container, and a non-scalar is jbvBinary.
+unsafe fn field<'a>(v: &pg_sys::JsonbValue) -> Field<'a> {
     // SAFETY: `type_` says which union member is active; a string's `val`/`len` and a
     // numeric's pointer point into the live container (caller), and numeric_out reads a valid
     // aligned Numeric (jsonb stores numerics INTALIGNed).
     unsafe {
         match v.type_ {
-            pg_sys::jbvType::jbvNull => Value::Null,
-            pg_sys::jbvType::jbvBool => Value::Bool(v.val.boolean),
+            pg_sys::jbvType::jbvNull => Field::Null,
+            pg_sys::jbvType::jbvBool => Field::Bool(v.val.boolean),
             pg_sys::jbvType::jbvString => {
-                let bytes = std::slice::from_raw_parts(v.val.string.val as *const u8, v.val.string.len as usize);
-                Value::String(String::from_utf8_lossy(bytes).into_owned())
+                Field::Str(text(std::slice::from_raw_parts(v.val.string.val as *const u8, v.val.string.len as usize)))
             }
-            pg_sys::jbvType::jbvNumeric => {
-                let text = pgrx::fcinfo::direct_function_call::<&std::ffi::CStr>(
-                    pg_sys::numeric_out,
-                    &[Some(pg_sys::Datum::from(v.val.numeric))],
-                )
-                .map(|c| c.to_string_lossy().into_owned())
-                .unwrap_or_default();
-                serde_json::from_str(&text).unwrap_or(Value::Null)
-            }
-            _ if kind_of(v) == "object" => Value::Object(serde_json::Map::new()),
-            _ => Value::Array(Vec::new()),
+            pg_sys::jbvType::jbvNumeric => Field::Number(numeric_text(v.val.numeric)),
+            _ if kind_of(v) == "object" => Field::Object,
+            _ => Field::Array,
         }
     }
 }

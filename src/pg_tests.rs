@@ -106,19 +106,30 @@ mod tests {
             let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
             let keys = ["message_id", "consumerGroup", "_status", "error", "leaseId", "absent"];
             let elements = j.elements(&keys).unwrap();
+            let expected =
+                json!({"message_id": "x", "consumerGroup": 5, "_status": false, "error": null, "leaseId": "ü"});
             assert_eq!(
                 elements,
                 vec![
-                    crate::jsonb::Element::Object(
-                        json!({"message_id": "x", "consumerGroup": 5, "_status": false, "error": null, "leaseId": "ü"})
-                            .as_object()
-                            .unwrap()
-                            .clone()
-                    ),
+                    crate::jsonb::Element::of(&expected, &keys),
                     crate::jsonb::Element::Other("number"),
                     crate::jsonb::Element::Other("array"),
                 ]
             );
+            // Fields in the object's order (keys by length, then bytes), strings borrowed.
+            match &elements[0] {
+                crate::jsonb::Element::Object(f) => {
+                    let names: Vec<&str> = f.0.iter().map(|(k, _)| *k).collect();
+                    assert_eq!(names, ["error", "_status", "leaseId", "message_id", "consumerGroup"]);
+                    assert_eq!(f.get("leaseId"), Some(&crate::jsonb::Field::Str("ü".into())));
+                    assert!(matches!(
+                        f.get("message_id"),
+                        Some(crate::jsonb::Field::Str(std::borrow::Cow::Borrowed(_)))
+                    ));
+                    assert_eq!(f.get("consumerGroup"), Some(&crate::jsonb::Field::Number("5".into())));
+                }
+                other => panic!("{other:?}"),
+            }
             // Past JB_OFFSET_STRIDE (32) children, where JEntries hold end offsets: an array of
             // 70 elements, objects of 40 keys, the wanted ones among the last; numerics and
             // containers (INTALIGNed) between strings of odd lengths.
@@ -149,20 +160,15 @@ mod tests {
             for (i, e) in elements[35..].iter().enumerate() {
                 let expected = json!({"zz_num": 1.5, "zz_str": "ü日🙂 odd", "zz_obj": {}, "zz_arr": [], "zz_t": true,
                                       "zz_null": null, "k38xx": 38, "k00": 0, "i": i, "odd": "y".repeat(i)});
-                assert_eq!(
-                    *e,
-                    crate::jsonb::Element::Object(expected.as_object().unwrap().clone()),
-                    "element {}",
-                    35 + i
-                );
+                assert_eq!(*e, crate::jsonb::Element::of(&expected, &keys), "element {}", 35 + i);
             }
             let t = c.select(r#"SELECT '[{"a": 1e400, "b": "x"}, "s", null, true, {}]'::jsonb"#, None, &[]).unwrap();
             let j = t.first().get_one::<crate::jsonb::Jsonb>().unwrap().unwrap();
             let elements = j.elements(&["a", "b"]).unwrap();
             match &elements[0] {
                 crate::jsonb::Element::Object(m) => {
-                    assert_eq!(m["a"].to_string().len(), 401, "a number beyond f64 stays a number");
-                    assert_eq!(m["b"], json!("x"));
+                    assert_eq!(m.get("a").unwrap().json().len(), 401, "a number beyond f64 stays a number");
+                    assert_eq!(m.get("b"), Some(&crate::jsonb::Field::Str("x".into())));
                 }
                 other => panic!("{other:?}"),
             }
@@ -172,7 +178,7 @@ mod tests {
                     crate::jsonb::Element::Other("string"),
                     crate::jsonb::Element::Other("null"),
                     crate::jsonb::Element::Other("boolean"),
-                    crate::jsonb::Element::Object(serde_json::Map::new()),
+                    crate::jsonb::Element::Object(crate::jsonb::Fields::default()),
                 ]
             );
             let t = c.select("SELECT '5'::jsonb", None, &[]).unwrap();

@@ -6,14 +6,13 @@
 //! a partition is (txid, seq): the pushing transaction's id and this backend's counter.
 
 use crate::error::{shorten, QueenError, QueenResult};
-use crate::jsonb::{Element, Jsonb};
+use crate::jsonb::{Element, Field, Jsonb};
 use crate::names::{self, from_pg, to_pg, DEFAULT_PARTITION};
 use crate::spi::arrays;
 use crate::spi::types::{INT4, INT4S, INT8, INT8S, JSONB, TEXT, TEXTS, UUID, UUIDS};
 use crate::spi::{Query, Spi};
 use pgrx::datum::DatumWithOid;
 use pgrx::Uuid;
-use serde_json::Value;
 use std::cell::Cell;
 use std::collections::HashMap;
 
@@ -99,11 +98,11 @@ fn parse_item(i: usize, item: &Element) -> QueenResult<PushItem> {
     };
     let string = |key: &str| -> QueenResult<Option<&str>> {
         match obj.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            None | Some(Field::Null) => Ok(None),
+            Some(Field::Str(s)) => Ok(Some(s.as_ref())),
             Some(other) => Err(QueenError::invalid(
                 format!("items[{i}].{key}"),
-                format!("must be a string, got {}", shorten(&other.to_string())),
+                format!("must be a string, got {}", shorten(&other.json())),
             )),
         }
     };
@@ -653,23 +652,12 @@ fn resolve_duplicates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     /// The items of a JSON value as `Jsonb::elements` reads them from a jsonb argument.
     fn parse(v: &Value) -> QueenResult<Vec<PushItem>> {
         let arr = v.as_array().ok_or_else(|| not_an_array("object"))?;
-        let elements: Vec<Element> = arr
-            .iter()
-            .map(|e| match e {
-                Value::Object(o) => Element::Object(
-                    o.iter()
-                        .filter(|(k, _)| ITEM_KEYS.contains(&k.as_str()))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                ),
-                other => Element::of(other),
-            })
-            .collect();
+        let elements: Vec<Element> = arr.iter().map(|e| Element::of(e, ITEM_KEYS)).collect();
         parse_items(&elements)
     }
 

@@ -3,8 +3,9 @@
 //! each in its place.
 
 use crate::error::{shorten, QueenError, QueenResult};
-use crate::jsonb::Element;
+use crate::jsonb::{Element, Field};
 use crate::names;
+#[cfg(test)]
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,14 +33,14 @@ impl AckStatus {
         }
     }
 
-    fn from_json(what: &str, v: &Value) -> QueenResult<AckStatus> {
+    fn from_field(what: &str, v: &Field) -> QueenResult<AckStatus> {
         match v {
-            Value::Bool(true) => Ok(AckStatus::Completed),
-            Value::Bool(false) => Ok(AckStatus::Failed),
-            Value::String(s) => AckStatus::parse(what, s),
+            Field::Bool(true) => Ok(AckStatus::Completed),
+            Field::Bool(false) => Ok(AckStatus::Failed),
+            Field::Str(s) => AckStatus::parse(what, s),
             other => Err(QueenError::invalid(
                 what.to_string(),
-                format!("must be a status string or a boolean, got {}", shorten(&other.to_string())),
+                format!("must be a status string or a boolean, got {}", shorten(&other.json())),
             )),
         }
     }
@@ -69,7 +70,7 @@ pub fn parse_acks(acks: &Value) -> QueenResult<Vec<AckEntry>> {
             format!("must be a JSON array of objects, got {}", shorten(&acks.to_string())),
         )
     })?;
-    let elements: Vec<Element> = arr.iter().map(Element::of).collect();
+    let elements: Vec<Element> = arr.iter().map(|v| Element::of(v, ACK_KEYS)).collect();
     parse_elements(&elements)
 }
 
@@ -86,33 +87,32 @@ fn parse_ack(i: usize, e: &Element) -> QueenResult<AckEntry> {
         }
     };
     // The first of the names that is present (camelCase wins over snake_case).
-    let field = |names: &[&'static str]| -> Option<(&'static str, &Value)> {
-        names.iter().find_map(|n| obj.get(*n).filter(|v| !v.is_null()).map(|v| (*n, v)))
+    let field = |names: &[&'static str]| -> Option<(&'static str, &Field)> {
+        names.iter().find_map(|n| obj.get(n).filter(|v| **v != Field::Null).map(|v| (*n, v)))
     };
-    let string = |names: &[&'static str]| -> QueenResult<Option<String>> {
+    let text = |names: &[&'static str]| -> QueenResult<Option<(&'static str, &str)>> {
         match field(names) {
             None => Ok(None),
-            Some((_, Value::String(s))) => Ok(Some(s.clone())),
+            Some((n, Field::Str(s))) => Ok(Some((n, s.as_ref()))),
             Some((n, other)) => Err(QueenError::invalid(
                 format!("acks[{i}].{n}"),
-                format!("must be a string, got {}", shorten(&other.to_string())),
+                format!("must be a string, got {}", shorten(&other.json())),
             )),
         }
     };
     let uuid = |names: &[&'static str]| -> QueenResult<Option<uuid::Uuid>> {
-        let Some((n, _)) = field(names) else {
+        let Some((n, s)) = text(names)? else {
             return Ok(None);
         };
-        let s = string(&[n])?.expect("present");
-        uuid::Uuid::parse_str(&s).map(Some).map_err(|_| QueenError::InvalidText {
+        uuid::Uuid::parse_str(s).map(Some).map_err(|_| QueenError::InvalidText {
             what: format!("acks[{i}].{n}"),
-            value: s,
+            value: s.to_string(),
             kind: "uuid",
         })
     };
     let message_id = uuid(&["messageId", "message_id"])?;
     let partition_id = uuid(&["partitionId", "partition_id"])?;
-    let transaction_id = string(&["transactionId", "transaction_id"])?;
+    let transaction_id = text(&["transactionId", "transaction_id"])?.map(|(_, s)| s.to_string());
     if message_id.is_none() && (transaction_id.is_none() || partition_id.is_none()) {
         return Err(QueenError::invalid(
             format!("acks[{i}]"),
@@ -122,25 +122,28 @@ fn parse_ack(i: usize, e: &Element) -> QueenResult<AckEntry> {
     let lease_id = uuid(&["leaseId", "lease_id"])?;
     let group = match field(&["consumerGroup", "consumer_group"]) {
         None => None,
-        Some((_, Value::String(g))) => {
-            names::check_group(&format!("acks[{i}].consumerGroup"), g)?;
-            Some(g.clone())
+        Some((_, Field::Str(g))) => {
+            // (The label an error names is made only when the name is not plainly valid.)
+            if !names::plainly_valid(g) || g == names::QUEUE_MODE_GROUP {
+                names::check_group(&format!("acks[{i}].consumerGroup"), g)?;
+            }
+            Some(g.to_string())
         }
         Some((n, other)) => {
             return Err(QueenError::invalid(
                 format!("acks[{i}].{n}"),
-                format!("must be a string or null, got {}", shorten(&other.to_string())),
+                format!("must be a string or null, got {}", shorten(&other.json())),
             ))
         }
     };
     let status = match field(&["_status", "status"]) {
         None => AckStatus::Completed,
-        Some((n, v)) => AckStatus::from_json(&format!("acks[{i}].{n}"), v)?,
+        Some((n, v)) => AckStatus::from_field(&format!("acks[{i}].{n}"), v)?,
     };
     let error = match field(&["_error", "error"]) {
         None => None,
-        Some((_, Value::String(s))) => Some(s.clone()),
-        Some((_, other)) => Some(other.to_string()),
+        Some((_, Field::Str(s))) => Some(s.to_string()),
+        Some((_, other)) => Some(other.json()),
     };
     Ok(AckEntry { message_id, transaction_id, partition_id, lease_id, group, status, error })
 }
