@@ -168,13 +168,7 @@ impl Jsonb {
                         let mut m = Vec::new();
                         for key in keys {
                             let mut res = std::mem::zeroed::<pg_sys::JsonbValue>();
-                            let found = pg_sys::getKeyJsonValueFromContainer(
-                                obj,
-                                key.as_ptr() as *const std::os::raw::c_char,
-                                key.len() as i32,
-                                &mut res,
-                            );
-                            if !found.is_null() {
+                            if let Some(found) = lookup(obj, key, &mut res) {
                                 m.push((*key, field(&*found)));
                             }
                         }
@@ -495,13 +489,30 @@ unsafe fn by_operator(root: *mut pg_sys::JsonbContainer, i: u32, key: &str) -> O
         let v = pg_sys::getIthJsonbValueFromContainer(root, i);
         let obj = object_of(v)?;
         let mut res = std::mem::zeroed::<pg_sys::JsonbValue>();
+        let found = lookup(obj, key, &mut res)?;
+        Some(Jsonb(pg_sys::Datum::from(pg_sys::JsonbValueToJsonb(found))))
+    }
+}
+
+/// The value of `key` in the object `obj`, through PostgreSQL's lookup, filled into `res`.
+///
+/// # Safety
+///
+/// `obj` a live object container; the key is read by pointer and length (no NUL needed).
+unsafe fn lookup(
+    obj: *mut pg_sys::JsonbContainer,
+    key: &str,
+    res: &mut pg_sys::JsonbValue,
+) -> Option<*mut pg_sys::JsonbValue> {
+    // SAFETY: the caller's; `found` is non-null only when it points at `res`, filled.
+    unsafe {
         let found = pg_sys::getKeyJsonValueFromContainer(
             obj,
             key.as_ptr() as *const std::os::raw::c_char,
             key.len() as i32,
-            &mut res,
+            res,
         );
-        (!found.is_null()).then(|| Jsonb(pg_sys::Datum::from(pg_sys::JsonbValueToJsonb(found))))
+        (!found.is_null()).then_some(found)
     }
 }
 
