@@ -1431,6 +1431,15 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
             admin.query_one("SELECT extra FROM queen.messages WHERE message_id = $1", &[&id]).unwrap().get(0);
         assert_eq!(extra, 7);
     }
+    // A keyless batch too (direct_save.rs `Messages`): through its statement, the default set.
+    let batch = r#"SELECT message_id FROM queen_push('[{"queue": "q", "partition": "p", "payload": 1},
+                                                       {"queue": "q", "partition": "p"}]')"#;
+    let ids: Vec<uuid::Uuid> = c.query(batch, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let extras: i64 = admin
+        .query_one("SELECT count(*) FROM queen.messages WHERE message_id = ANY ($1) AND extra = 7", &[&ids])
+        .unwrap()
+        .get(0);
+    assert_eq!(extras, 2, "the batch written by its statement");
     admin.batch_execute("ALTER TABLE queen.messages DROP COLUMN extra").unwrap();
     admin
         .batch_execute(
@@ -1440,8 +1449,11 @@ fn rows_saved_by_hand_keep_their_indexes_and_give_way_to_row_triggers() {
     push(&mut c, "q", "p", json!("after the trigger"));
     let writes: i64 = admin.query_one("SELECT count(*) FROM public.cursor_writes", &[]).unwrap().get(0);
     assert_eq!(writes, 3, "the single push, through the statement and its trigger");
+    c.query(batch, &[]).unwrap();
+    let writes: i64 = admin.query_one("SELECT count(*) FROM public.cursor_writes", &[]).unwrap().get(0);
+    assert_eq!(writes, 5, "a keyless batch, through the statement and its trigger");
     indexes_hold(&mut admin);
-    assert_eq!(drain(&mut c, "q", Some("g")).len(), 16, "the rest, once");
+    assert_eq!(drain(&mut c, "q", Some("g")).len(), 20, "the rest, once");
 }
 
 /// In REPEATABLE READ a pop whose partition's row another transaction changed and committed
