@@ -369,50 +369,47 @@ impl Container {
     }
 
     /// An object's fields named in `keys` (each once: an object's keys are unique), as
-    /// `scalar` reads a value.
+    /// `field` reads a value.
     unsafe fn fields<'a>(&self, keys: &[&'static str]) -> Fields<'a> {
-        // SAFETY: an object (the caller checked) of `count` pairs: keys 0..count (strings),
-        // then values count..2 * count, in the same order.
-        unsafe {
-            let count = self.count();
-            let mut wanted: Vec<(usize, &'static str)> = Vec::with_capacity(keys.len().min(count));
-            let mut m = Vec::with_capacity(keys.len().min(count));
-            self.walk(2 * count, |c| {
-                if c.i < count {
-                    if let Some(name) = keys.iter().find(|n| n.as_bytes() == c.bytes()) {
-                        wanted.push((c.i, name));
-                    }
-                } else if let Some(&(_, name)) = wanted.iter().find(|(k, _)| *k == c.i - count) {
-                    m.push((name, c.field()));
-                }
-            });
-            Fields(m)
-        }
+        let mut m = Vec::with_capacity(keys.len().min(self.count()));
+        // SAFETY: the caller's (a live object).
+        unsafe { self.each_named(keys, |name, c| m.push((name, c.field()))) };
+        Fields(m)
     }
-}
 
-impl Container {
     /// The value of `key` in an object.
     ///
     /// # Safety
     ///
     /// As every method: a live object.
     unsafe fn value_of(&self, key: &str) -> Option<Member> {
-        // SAFETY: an object of `count` pairs, keys first (`fields`).
+        let mut found = None;
+        // SAFETY: the caller's (a live object).
+        unsafe { self.each_named(&[key], |_, c| found = Some(c.member())) };
+        found
+    }
+
+    /// `each` of the values of an object whose keys are among `keys`, in the object's order,
+    /// with the name matched.
+    ///
+    /// # Safety
+    ///
+    /// As every method: a live object.
+    unsafe fn each_named<'k>(&self, keys: &[&'k str], mut each: impl FnMut(&'k str, &Child)) {
+        // SAFETY: an object of `count` pairs: keys 0..count (strings), then values
+        // count..2 * count, in the same order.
         unsafe {
             let count = self.count();
-            let mut at = None;
-            let mut found = None;
+            let mut wanted: Vec<(usize, &'k str)> = Vec::with_capacity(keys.len().min(count));
             self.walk(2 * count, |c| {
                 if c.i < count {
-                    if at.is_none() && c.bytes() == key.as_bytes() {
-                        at = Some(c.i + count);
+                    if let Some(name) = keys.iter().find(|n| n.as_bytes() == c.bytes()) {
+                        wanted.push((c.i, name));
                     }
-                } else if at == Some(c.i) {
-                    found = Some(c.member());
+                } else if let Some(&(_, name)) = wanted.iter().find(|(k, _)| *k == c.i - count) {
+                    each(name, &c);
                 }
             });
-            found
         }
     }
 }
@@ -537,7 +534,12 @@ impl Child {
     /// fillJsonbValue reads it.
     unsafe fn aligned(&self) -> *const u8 {
         // SAFETY: within the live container's data (`walk`): the padding is part of the child.
-        unsafe { self.data.add((self.off + 3) & !3) }
+        unsafe { self.data.add(self.off + self.padding()) }
+    }
+
+    /// The bytes of padding before a numeric's or a container's data.
+    fn padding(&self) -> usize {
+        ((self.off + 3) & !3) - self.off
     }
 
     /// Its JSON type, as `kind_of` names it.
@@ -570,9 +572,8 @@ impl Child {
         let kind = self.e & pg_sys::JENTRY_TYPEMASK;
         match kind {
             pg_sys::JENTRY_ISNUMERIC | pg_sys::JENTRY_ISCONTAINER => {
-                let pad = ((self.off + 3) & !3) - self.off;
                 // SAFETY: as `aligned`.
-                Member { kind, data: unsafe { self.aligned() }, len: self.len - pad }
+                Member { kind, data: unsafe { self.aligned() }, len: self.len - self.padding() }
             }
             // SAFETY: as `bytes` (empty for a boolean or null).
             _ => Member { kind, data: unsafe { self.data.add(self.off) }, len: self.len },

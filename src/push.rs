@@ -501,33 +501,8 @@ fn push_batch(
         }
     };
     let mut todo: Vec<usize> = (0..items.len()).collect();
-    // A batch without transaction ids on one server: every row written by hand
-    // (direct_save.rs), as insert_messages_keyless writes them.
-    if shard.is_none() && items.iter().all(|it| it.transaction_id.is_none()) {
-        if let Some(mut writer) = crate::direct_save::Messages::open(s) {
-            let payloads = all.values_of(PAYLOAD);
-            let mut null = None;
-            for (i, (it, t)) in pairs.iter().enumerate() {
-                // COALESCE(items -> i -> 'payload', 'null'): a copy of the item's payload,
-                // freed once its row is written.
-                let own = payloads.get(i).copied().flatten().map(|m| m.to_jsonb());
-                let payload = own.unwrap_or_else(|| *null.get_or_insert_with(Jsonb::null));
-                writer.insert(&crate::direct_save::NewMessage {
-                    partition_id: t.partition_id,
-                    seq: next_seq(),
-                    queue_id: t.queue_id,
-                    message_id: results[i].message_id,
-                    partition: &it.partition,
-                    payload,
-                    trace_id: it.trace_id.map(to_pg),
-                });
-                if let Some(p) = own {
-                    // SAFETY: palloc'd by to_jsonb, no longer referenced (the row copied it).
-                    unsafe { pgrx::pg_sys::pfree(p.0.cast_mut_ptr()) };
-                }
-            }
-            todo.clear();
-        }
+    if shard.is_none() && insert_keyless_by_hand(s, &pairs, results, all) {
+        todo.clear();
     }
     for _round in 0..3 {
         if todo.is_empty() {
@@ -605,6 +580,41 @@ fn push_batch(
         }
     }
     Ok(())
+}
+
+/// A batch without transaction ids on one server, every row written by hand (direct_save.rs
+/// `Messages`) as insert_messages_keyless writes them; false, having written nothing, when the
+/// statement is to write them (an item with a transaction id, a table not as that code writes
+/// it).
+fn insert_keyless_by_hand(s: &mut Spi, pairs: &[(&PushItem, &Target)], results: &[PushResult], all: Jsonb) -> bool {
+    if pairs.iter().any(|(it, _)| it.transaction_id.is_some()) {
+        return false;
+    }
+    let Some(mut writer) = crate::direct_save::Messages::open(s) else {
+        return false;
+    };
+    let payloads = all.values_of(PAYLOAD);
+    let mut null = None;
+    for (i, (it, t)) in pairs.iter().enumerate() {
+        // COALESCE(items -> i -> 'payload', 'null'): a copy of the item's payload, freed once
+        // its row is written.
+        let own = payloads.get(i).copied().flatten().map(|m| m.to_jsonb());
+        let payload = own.unwrap_or_else(|| *null.get_or_insert_with(Jsonb::null));
+        writer.insert(&crate::direct_save::NewMessage {
+            partition_id: t.partition_id,
+            seq: next_seq(),
+            queue_id: t.queue_id,
+            message_id: results[i].message_id,
+            partition: &it.partition,
+            payload,
+            trace_id: it.trace_id.map(to_pg),
+        });
+        if let Some(p) = own {
+            // SAFETY: palloc'd by to_jsonb, no longer referenced (the row copied it).
+            unsafe { pgrx::pg_sys::pfree(p.0.cast_mut_ptr()) };
+        }
+    }
+    true
 }
 
 /// Point duplicates at the message that holds their key. Returns the items whose holder
