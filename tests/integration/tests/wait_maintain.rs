@@ -3,7 +3,7 @@
 
 use postgres::{Client, NoTls};
 use queen_integration_tests::{
-    await_waiting, connect, plant_spies, push, push_spread, spy_calls, sqlstate, waiter, TestDb,
+    await_waiting, connect, conninfo, plant_spies, push, push_spread, spy_calls, sqlstate, waiter, TestDb,
 };
 use serde_json::{json, Value};
 use std::thread;
@@ -489,12 +489,7 @@ fn the_background_worker_maintains_its_database() {
     )
     .unwrap();
     restart_worker(&mut admin);
-    let mut c = connect("queen_worker_test");
-    c.batch_execute(
-        "SET default_transaction_read_only = off; SET statement_timeout = 0; SET lock_timeout = 0;
-         SET idle_in_transaction_session_timeout = 0; SET search_path = pg_catalog, public",
-    )
-    .unwrap();
+    let mut c = connect_overriding_the_database("queen_worker_test");
     let stats = "SELECT passes, failed_passes FROM queen.maintenance_stats";
     let (passes, failed): (i64, i64) = c.query_one(stats, &[]).map(|r| (r.get(0), r.get(1))).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -509,12 +504,7 @@ fn the_background_worker_maintains_its_database() {
     }
     // A pass held open by queen_maintain() in a transaction: the worker's passes meanwhile are
     // skipped, and counted as such.
-    let mut h = connect("queen_worker_test");
-    h.batch_execute(
-        "SET default_transaction_read_only = off; SET statement_timeout = 0; SET lock_timeout = 0;
-         SET idle_in_transaction_session_timeout = 0; SET search_path = pg_catalog, public",
-    )
-    .unwrap();
+    let mut h = connect_overriding_the_database("queen_worker_test");
     h.batch_execute("BEGIN; SELECT queen_maintain()").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while count(&mut c, "SELECT skipped_passes FROM queen.maintenance_stats") < 1 {
@@ -540,6 +530,20 @@ fn the_background_worker_maintains_its_database() {
     c.batch_execute("ALTER TABLE queen.maintenance_totals DROP CONSTRAINT unwritable").unwrap();
     drop(c);
     admin.batch_execute("DROP DATABASE queen_worker_test WITH (FORCE)").unwrap();
+}
+
+/// A session whose settings override the database's hostile ones from its start: the
+/// connection's options outrank ALTER DATABASE ... SET, so no statement of the test ever runs
+/// under the 1 ms timeouts (a SET sent after connecting did, and a slow machine cancelled it).
+fn connect_overriding_the_database(db: &str) -> Client {
+    let options = "-c default_transaction_read_only=off -c statement_timeout=0 -c lock_timeout=0 \
+                   -c idle_in_transaction_session_timeout=0 -c search_path=pg_catalog,public";
+    let mut config: postgres::Config = conninfo(db).parse().unwrap();
+    config.options(options);
+    let mut c = config.connect(postgres::NoTls).unwrap();
+    let timeout: String = c.query_one("SHOW statement_timeout", &[]).unwrap().get(0);
+    assert_eq!(timeout, "0", "the connection's options did not override the database's");
+    c
 }
 
 /// Terminate the maintenance worker and wait until it is back (a new pid).
