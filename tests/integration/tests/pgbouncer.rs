@@ -152,8 +152,16 @@ fn many_clients_over_three_server_connections_push_pop_and_ack_exactly_once() {
         ),
         0
     );
-    let servers = count(&mut admin, &format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'"));
-    assert!(servers <= 4, "more server connections than the pool allows: {servers}");
+    // The pooler's server connections: client backends of the database but this one (an
+    // autovacuum worker busy with the table the test filled counts as a backend too).
+    let servers = count(
+        &mut admin,
+        &format!(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = '{name}' AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ),
+    );
+    assert!(servers <= 3, "more server connections than the pool allows: {servers}");
 }
 
 /// A waiting pop holds its server connection while it waits: the other clients share what is
