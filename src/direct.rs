@@ -349,15 +349,38 @@ impl<'l> Messages<'l> {
     }
 }
 
+/// A message of a lease's batch as `batch_messages` reads it.
+pub(crate) struct BatchMessage {
+    pub id: Uuid,
+    /// Its transaction id when asked for; None for a keyless message (its id is its key).
+    pub transaction_id: Option<String>,
+}
+
 /// The ids of a lease's batch (`keys`, in delivery order) of `partition`, None where a message
-/// no longer exists: `batch_ids` of ack_lease_lock (which see), read from messages_pkey — the
-/// span from the batch's first key, no more rows than the batch has keys, then a probe for
-/// each key the span did not reach. None when the relations are not as this code reads them.
+/// no longer exists: `batch_ids` of ack_lease_lock (which see).
 pub(crate) fn batch_ids(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Option<Vec<Option<Uuid>>> {
+    Some(batch_messages(snap, partition, keys, false)?.into_iter().map(|m| m.map(|m| m.id)).collect())
+}
+
+/// The messages of a lease's batch (`keys`, in delivery order) of `partition`, None where a
+/// message no longer exists, with their transaction ids if `transaction_ids`: read from
+/// messages_pkey — the span from the batch's first key, no more rows than the batch has keys,
+/// then a probe for each key the span did not reach. None when the relations are not as this
+/// code reads them.
+pub(crate) fn batch_messages(
+    snap: &Snapshot,
+    partition: Uuid,
+    keys: &[Key],
+    transaction_ids: bool,
+) -> Option<Vec<Option<BatchMessage>>> {
     let l = layout()?;
-    let mut ids = vec![None; keys.len()];
-    let Some(&first) = keys.first() else { return Some(ids) };
+    let mut found: Vec<Option<BatchMessage>> = keys.iter().map(|_| None).collect();
+    let Some(&first) = keys.first() else { return Some(found) };
     let part = Messages::open(&l, snap, partition)?;
+    let read_one = |t: &Tuple<'_>| BatchMessage {
+        id: part.id(t),
+        transaction_id: if transaction_ids { t.get::<String>(l.m[M_TRANSACTION]) } else { None },
+    };
     let at: std::collections::HashMap<Key, usize> = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
     let mut read = 0;
     for from in [Bound::AtOrAfter(first.0, first.1), Bound::After(first.0, None)] {
@@ -369,23 +392,56 @@ pub(crate) fn batch_ids(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Optio
             }
             read += 1;
             if let Some(&i) = at.get(&part.key(&t)) {
-                ids[i] = Some(part.id(&t));
+                found[i] = Some(read_one(&t));
             }
         }
     }
     for (i, k) in keys.iter().enumerate() {
-        if ids[i].is_some() {
+        if found[i].is_some() {
             continue;
         }
         let mut scan = part.scan(Bound::At(k.0, k.1), false);
         while let Some(t) = scan.next() {
             if part.in_shard(&t) {
-                ids[i] = Some(part.id(&t));
+                found[i] = Some(read_one(&t));
                 break;
             }
         }
     }
-    Some(ids)
+    Some(found)
+}
+
+/// Whether a message of `partition` (of the call's shard) that `snap` sees holds each of
+/// `transaction_ids` as its transaction id: probes of `messages_transaction_id`, as ack_find's
+/// second branch finds a message. None when that index is not as this code reads it.
+pub(crate) fn transaction_ids_held(snap: &Snapshot, partition: Uuid, transaction_ids: &[&str]) -> Option<Vec<bool>> {
+    let l = layout()?;
+    let index = relid(c"messages_transaction_id", l.schema);
+    if index == pg_sys::InvalidOid {
+        return None;
+    }
+    let (table, index) = (Table::open(l.messages)?, Index::open(index)?);
+    let columns = [table.attnum("partition_id")?, l.m[M_TRANSACTION], l.m[M_SHARD]];
+    if index.columns() != columns {
+        return None;
+    }
+    let pid = Box::new(*partition.as_bytes());
+    let shard = crate::shards::current();
+    let collation = index.collation(1);
+    let mut scan: Option<Scan> = None;
+    let mut held = Vec::with_capacity(transaction_ids.len());
+    for tid in transaction_ids {
+        // A text datum of its own, freed with the call's memory: the scan reads it until its
+        // next rescan.
+        let text = tid.into_datum().expect("queen: a text datum");
+        let keys = [
+            ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
+            ScanKey::eq(2, pg_sys::F_TEXTEQ, text).collated(collation),
+            ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
+        ];
+        held.push(Scan::again(&mut scan, (&table, &index), snap.snap, &keys).next().is_some());
+    }
+    Some(held)
 }
 
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)

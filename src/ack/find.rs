@@ -262,13 +262,16 @@ fn batch_of_one_lease(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResu
     let (Some(lease), group) = (first.lease_id, first.group.as_deref()) else {
         return Ok(None);
     };
-    if entries.len() < 2
-        || !entries.iter().all(|e| e.message_id.is_some() && e.lease_id == Some(lease) && e.group.as_deref() == group)
-    {
+    if entries.len() < 2 || !entries.iter().all(|e| e.lease_id == Some(lease) && e.group.as_deref() == group) {
         return Ok(None);
     }
     if let Some(found) = batch_by_key(s, role, entries, to_pg(lease), group)? {
         return Ok(Some(found));
+    }
+    // Entries by transaction id (Queen's clients' and the gateway's) that the lease's batches
+    // do not answer are found by the general lookup; the statement takes message ids.
+    if entries.iter().any(|e| e.message_id.is_none()) {
+        return Ok(None);
     }
     let mut ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
     let args: [DatumWithOid; 4] = [
@@ -356,21 +359,9 @@ fn batch_by_key(
     if !of_group || found.iter().any(|f| f.group != first.group) {
         return Ok(None);
     }
-    // Each message of the batches by id: the row (its place in `found`) and its key.
-    let mut by_id: HashMap<Uuid, (usize, Key)> = HashMap::new();
-    for (at, f) in found.iter().enumerate() {
-        let keys = f.row.as_ref().and_then(|r| r.cursor.lease.as_ref()).map(|b| b.keys.clone()).unwrap_or_default();
-        let Some(ids) = crate::direct::batch_ids(&snap, f.partition, &keys) else {
-            return Ok(None);
-        };
-        by_id.extend(keys.into_iter().zip(ids).filter_map(|(k, id)| id.map(|id| (id, (at, k)))));
-    }
-    let mut named: Vec<(usize, Named)> = Vec::with_capacity(entries.len());
-    for (idx, e) in entries.iter().enumerate() {
-        let Some(id) = e.message_id.map(to_pg) else { return Ok(None) };
-        let Some(&(at, key)) = by_id.get(&id) else { return Ok(None) };
-        named.push((at, Named { idx, key, message_id: id }));
-    }
+    let Some(named) = named_in_batches(entries, &found, &snap) else {
+        return Ok(None);
+    };
     let mut rows: Vec<usize> = named.iter().map(|(at, _)| *at).collect();
     rows.sort_unstable();
     rows.dedup();
@@ -409,6 +400,66 @@ fn batch_by_key(
     Ok(Some(Lookup { ids, refused: Vec::new(), targets }))
 }
 
+/// The message each entry names, found in the batches of the rows that hold the lease
+/// (`found`), with the row's place in `found`; None unless every one is there. An entry names
+/// its message by id, or by partition and transaction id as ack_find finds it: the message of
+/// the partition that holds that transaction id, else the keyless message whose id the
+/// transaction id reads as. A keyless match counts only once a probe of
+/// `messages_transaction_id` shows that no message of the partition holds the transaction id
+/// (the statement would take that one, in the batch or not).
+fn named_in_batches(
+    entries: &[AckEntry],
+    found: &[crate::direct_save::LeaseFound],
+    snap: &crate::index_read::Snapshot,
+) -> Option<Vec<(usize, Named)>> {
+    let by_transaction = entries.iter().any(|e| e.message_id.is_none());
+    // Each message of the batches by id (the row, its place in `found`, and its key), and by
+    // (partition, transaction id) when an entry names one so.
+    let mut by_id: HashMap<Uuid, (usize, Key, bool)> = HashMap::new();
+    let mut by_tid: HashMap<String, Vec<(Uuid, usize, Key, Uuid)>> = HashMap::new();
+    for (at, f) in found.iter().enumerate() {
+        let keys = f.row.as_ref().and_then(|r| r.cursor.lease.as_ref()).map(|b| b.keys.clone()).unwrap_or_default();
+        let messages = crate::direct::batch_messages(snap, f.partition, &keys, by_transaction)?;
+        for (k, m) in keys.into_iter().zip(messages) {
+            let Some(m) = m else { continue };
+            by_id.insert(m.id, (at, k, m.transaction_id.is_none()));
+            if let Some(tid) = m.transaction_id {
+                by_tid.entry(tid).or_default().push((f.partition, at, k, m.id));
+            }
+        }
+    }
+    let mut named: Vec<(usize, Named)> = Vec::with_capacity(entries.len());
+    // The transaction ids of keyless matches, by partition, probed below.
+    let mut keyless: BTreeMap<[u8; 16], Vec<&str>> = BTreeMap::new();
+    for (idx, e) in entries.iter().enumerate() {
+        if let Some(id) = e.message_id.map(to_pg) {
+            let &(at, key, _) = by_id.get(&id)?;
+            named.push((at, Named { idx, key, message_id: id }));
+            continue;
+        }
+        let (tid, pid) = (e.transaction_id.as_deref()?, to_pg(e.partition_id?));
+        let holder = by_tid.get(tid).and_then(|ms| ms.iter().find(|m| m.0 == pid));
+        if let Some(&(_, at, key, message_id)) = holder {
+            named.push((at, Named { idx, key, message_id }));
+            continue;
+        }
+        let id = to_pg(uuid::Uuid::parse_str(tid).ok()?);
+        let &(at, key, is_keyless) = by_id.get(&id)?;
+        if !is_keyless || found[at].partition != pid {
+            return None;
+        }
+        named.push((at, Named { idx, key, message_id: id }));
+        keyless.entry(*pid.as_bytes()).or_default().push(tid);
+    }
+    for (pid, tids) in keyless {
+        let held = crate::direct::transaction_ids_held(snap, Uuid::from_bytes(pid), &tids)?;
+        if held.contains(&true) {
+            return None;
+        }
+    }
+    Some(named)
+}
+
 /// Panics unless `ack_batch_lock`, run under the snapshot `batch_by_key` read by (its rows are
 /// locked already, by this transaction), finds the targets it found: the same partitions, in
 /// order, each with the same messages, row, lease and options. Debug builds check every batch
@@ -421,7 +472,13 @@ fn check_found_as_the_statement(
     snap: &crate::index_read::Snapshot,
     targets: &[Target],
 ) {
-    let ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
+    // The messages found by key, by entry, then as ack_find finds them under the snapshot.
+    let mut ids: Vec<Option<Uuid>> = vec![None; entries.len()];
+    for n in targets.iter().flat_map(|t| &t.named) {
+        ids[n.idx] = Some(n.message_id);
+    }
+    assert_eq!(ids, find_at(s, entries, snap.snap), "queen: a batch found by key names other messages than ack_find");
+    let ids: Vec<Uuid> = ids.into_iter().flatten().collect();
     let args: [DatumWithOid; 4] = [
         ids.into(),
         lease.into(),
@@ -525,6 +582,27 @@ fn leases_of(s: &mut Spi, entries: &[AckEntry], found: &[Option<Message>]) -> Le
     )
 }
 
+/// The ids of the messages the entries name as `find` finds them, under `snapshot`.
+fn find_at(s: &mut Spi, entries: &[AckEntry], snapshot: pgrx::pg_sys::Snapshot) -> Vec<Option<Uuid>> {
+    let mut found = vec![None; entries.len()];
+    for r in ACK_FIND.run_at(s, &find_args(entries), snapshot) {
+        found[r.req::<i64>("ord") as usize - 1] = Some(r.req::<Uuid>("message_id"));
+    }
+    found
+}
+
+/// ack_find's arguments for `entries`.
+fn find_args(entries: &[AckEntry]) -> [DatumWithOid<'static>; 5] {
+    let mids: Vec<Option<Uuid>> = entries.iter().map(|e| e.message_id.map(to_pg)).collect();
+    let pids: Vec<Option<Uuid>> = entries.iter().map(|e| e.partition_id.map(to_pg)).collect();
+    let tids: Vec<Option<String>> = entries.iter().map(|e| e.transaction_id.clone()).collect();
+    let tid_uuids: Vec<Option<Uuid>> = entries
+        .iter()
+        .map(|e| e.transaction_id.as_deref().and_then(|t| uuid::Uuid::parse_str(t).ok()).map(to_pg))
+        .collect();
+    [mids.into(), pids.into(), tids.into(), tid_uuids.into(), crate::shards::current().into()]
+}
+
 /// Look up the messages the entries name.
 fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Message>> {
     if entries.iter().all(|e| e.message_id.is_some()) {
@@ -539,17 +617,8 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Message>> {
             .collect();
         return entries.iter().map(|e| e.message_id.and_then(|id| by_id.get(&to_pg(id)).copied())).collect();
     }
-    let mids: Vec<Option<Uuid>> = entries.iter().map(|e| e.message_id.map(to_pg)).collect();
-    let pids: Vec<Option<Uuid>> = entries.iter().map(|e| e.partition_id.map(to_pg)).collect();
-    let tids: Vec<Option<String>> = entries.iter().map(|e| e.transaction_id.clone()).collect();
-    let tid_uuids: Vec<Option<Uuid>> = entries
-        .iter()
-        .map(|e| e.transaction_id.as_deref().and_then(|t| uuid::Uuid::parse_str(t).ok()).map(to_pg))
-        .collect();
-    let args: [DatumWithOid; 5] =
-        [mids.into(), pids.into(), tids.into(), tid_uuids.into(), crate::shards::current().into()];
     let mut found = vec![None; entries.len()];
-    for r in ACK_FIND.run(s, &args) {
+    for r in ACK_FIND.run(s, &find_args(entries)) {
         let ord = r.req::<i64>("ord") as usize - 1;
         found[ord] = Some(Message::from_row(&r));
     }

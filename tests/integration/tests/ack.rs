@@ -721,3 +721,75 @@ fn a_batch_of_one_lease_is_found_by_key_and_otherwise_as_before() {
     assert!(got.iter().all(|r| !r.0), "the lease was acked whole meanwhile: {got:?}");
     assert_eq!(waited(whole, "ROLLBACK"), vec![(true, None, false), (true, None, false), (true, None, true)]);
 }
+
+/// Entries in Queen's clients' shape — transactionId, partitionId, leaseId, consumerGroup, as
+/// the gateway passes them on — are found in the lease's batches too (issue 23), and answered
+/// as ack_find finds them: a keyed message by its transaction id, a keyless one by its id read
+/// as a uuid (in any spelling a uuid reads in), unless a message of the partition holds that
+/// text as its transaction id — then that message is the one named, in the batch or not.
+#[test]
+fn entries_by_transaction_id_are_found_in_the_lease_batches() {
+    let (_db, mut c) = queue_db("bytid", "", 0);
+    for (partition, tid) in [("a", "a-1"), ("a", "a-2"), ("b", "b-1")] {
+        c.execute("SELECT queen_push('q', '1', $1, $2)", &[&partition, &tid]).unwrap();
+    }
+    push_n(&mut c, "q", "k", 2);
+    let entry = |r: &Value, tid: &str| json!({"transactionId": tid, "partitionId": r["partition_id"], "leaseId": r["lease_id"], "consumerGroup": "g"});
+    let ack = |c: &mut Client, entries: Vec<Value>| -> Vec<(bool, Option<String>, bool)> {
+        c.query("SELECT success, error, lease_released FROM queen_ack($1) ORDER BY idx", &[&Value::Array(entries)])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    };
+    let rows = pop_g(&mut c, "batch => 5, partitions => 3");
+    assert_eq!(rows.len(), 5, "one lease over a, b and k");
+    let tid = |r: &Value| r["transaction_id"].as_str().unwrap().to_string();
+    // Keyed ones by their transaction ids, a keyless one by its id in capitals, one by message
+    // id among them.
+    let keyless: Vec<&Value> = rows.iter().filter(|r| r["partition"] == "k").collect();
+    assert_eq!(tid(keyless[0]), keyless[0]["message_id"].as_str().unwrap(), "a keyless message's key is its id");
+    let keyed: Vec<Value> = rows.iter().filter(|r| r["partition"] != "k").map(|r| entry(r, &tid(r))).collect();
+    let mut entries = keyed.clone();
+    entries.push(entry(keyless[0], &tid(keyless[0]).to_uppercase()));
+    entries
+        .push(json!({"messageId": keyless[1]["message_id"], "leaseId": keyless[1]["lease_id"], "consumerGroup": "g"}));
+    // Each partition's row of the lease is released by the last ack there.
+    let parts: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["partition"] != "k")
+        .chain(keyless.iter().copied())
+        .map(|r| &r["partition_id"])
+        .collect();
+    let want: Vec<(bool, Option<String>, bool)> =
+        (0..5).map(|i| (true, None, !parts[i + 1..].contains(&parts[i]))).collect();
+    assert_eq!(ack(&mut c, entries), want);
+    assert!(pop_g(&mut c, "").is_empty(), "every message acked");
+    // A keyless message named in another partition: not found there.
+    let mut wrong = entry(keyless[0], &tid(keyless[0]));
+    wrong["partitionId"] = rows.iter().find(|r| r["partition"] == "a").unwrap()["partition_id"].clone();
+    let got = ack(&mut c, vec![wrong.clone(), wrong]);
+    assert_eq!(got[0], (false, Some("message not found".into()), false), "{got:?}");
+
+    // A keyed message named by its id as transaction id: not found (only a keyless message's
+    // id is its key).
+    push_n(&mut c, "q", "x", 2);
+    c.execute("SELECT queen_push('q', '2', 'x', 'x-1')", &[]).unwrap();
+    let rows = pop_g(&mut c, "batch => 3, partition => 'x'");
+    assert_eq!(rows.len(), 3);
+    let keyed_id = rows[2]["message_id"].as_str().unwrap();
+    let got = ack(&mut c, vec![entry(&rows[2], keyed_id), entry(&rows[1], &tid(&rows[1]))]);
+    assert_eq!(got, vec![(false, Some("message not found".into()), false), (true, None, false)]);
+    // A keyless message whose id another message of its partition holds as transaction id: an
+    // entry with that transaction id names the other one, which is not in the lease's batch.
+    let taken = tid(&rows[0]);
+    c.execute("SELECT queen_push('q', '3', 'x', $1)", &[&taken]).unwrap();
+    let got = ack(&mut c, vec![entry(&rows[0], &taken), entry(&rows[2], "x-1")]);
+    assert!(!got[0].0, "the message holding the transaction id is not the lease's: {got:?}");
+    assert_eq!(got[1], (true, None, false), "{got:?}");
+    // The keyless message is acked by its id, the other message is popped after it.
+    let by_id = json!([{"messageId": rows[0]["message_id"], "leaseId": rows[0]["lease_id"], "consumerGroup": "g"}]);
+    assert_eq!(ack(&mut c, by_id.as_array().unwrap().clone())[0], (true, None, true));
+    let next = pop_g(&mut c, "partition => 'x'");
+    assert_eq!(next.iter().map(tid).collect::<Vec<_>>(), vec![taken]);
+}

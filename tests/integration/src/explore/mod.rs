@@ -108,6 +108,8 @@ struct Delivery {
     msg: Uuid,
     lease: Option<Uuid>,
     partition: Uuid,
+    /// The message's transaction id as the pop returned it (a keyless message's id).
+    key: String,
 }
 
 /// What a transaction did, as recorded.
@@ -1469,7 +1471,8 @@ impl<'a> Run<'a> {
         let rows = self.exec(c, |k| {
             k.query(
                 "SELECT m.message_id, m.partition_id, m.lease_id,
-                        extract(epoch FROM m.lease_expires_at)::float8, extract(epoch FROM clock_timestamp())::float8
+                        extract(epoch FROM m.lease_expires_at)::float8, extract(epoch FROM clock_timestamp())::float8,
+                        m.transaction_id
                    FROM queen_pop($1, $2, batch => $3, partition => $4, partitions => $5, wait_ms => $6,
                                   auto_ack => $7, subscription_mode => $8,
                                   subscription_from => $9::text::timestamptz) m",
@@ -1504,6 +1507,7 @@ impl<'a> Run<'a> {
                         msg: d.msg,
                         lease: d.lease,
                         partition: d.partition,
+                        key: r.get(5),
                     });
                     events.push(Event::Delivered(d));
                 }
@@ -1538,7 +1542,10 @@ impl<'a> Run<'a> {
     }
 
     fn ack(&mut self, step: &Step) -> bool {
-        let Step::Ack { c, pick, status, lease: kind, batch, group_arg, effect } = step else { unreachable!() };
+        let Step::Ack { c, pick, status, lease: kind, batch, group_arg, effect, by_transaction } = step else {
+            unreachable!()
+        };
+        let by_transaction = *by_transaction;
         let (c, status, kind, batch, group_arg, effect) = (*c, *status, *kind, *batch, *group_arg, *effect);
         let mut entries: Vec<(Delivery, Option<Uuid>, Option<&'static str>)> = Vec::new();
         for &p in pick {
@@ -1584,8 +1591,14 @@ impl<'a> Run<'a> {
             let arr: Vec<Value> = entries
                 .iter()
                 .map(|(d, lease, group)| {
-                    json!({"messageId": d.msg.to_string(), "leaseId": lease.map(|l| l.to_string()),
-                           "consumerGroup": group, "_status": status.as_str(), "_error": "explorer"})
+                    let mut e = json!({"messageId": d.msg.to_string(), "leaseId": lease.map(|l| l.to_string()),
+                                       "consumerGroup": group, "_status": status.as_str(), "_error": "explorer"});
+                    if by_transaction {
+                        e = json!({"transactionId": d.key, "partitionId": d.partition.to_string(),
+                                   "leaseId": e["leaseId"], "consumerGroup": group,
+                                   "_status": status.as_str(), "_error": "explorer"});
+                    }
+                    e
                 })
                 .collect();
             self.exec(c, |k| {
@@ -2362,6 +2375,7 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 batch: n > 1 || rng.random_bool(0.3),
                 group_arg: rng.random_bool(0.5),
                 effect: rng.random_bool(0.6),
+                by_transaction: rng.random_bool(0.3),
             }
         }
         850..=869 => Step::Renew { c, pick: rng.random_range(0..3) },

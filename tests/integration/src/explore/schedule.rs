@@ -274,6 +274,9 @@ pub enum Step {
         batch: bool,
         group_arg: bool,
         effect: bool,
+        /// A batch's entries name their messages by partition and transaction id (Queen's
+        /// clients' shape, which the gateway passes on), not by message id.
+        by_transaction: bool,
     },
     /// `queen_ack_lease` of the lease of a delivery this connection received (`pick`, as
     /// Renew's); `effect`: the business write of each completion, in the same transaction.
@@ -406,17 +409,18 @@ impl fmt::Display for Step {
                 }
                 Ok(())
             }
-            Step::Ack { c, pick, status, lease, batch, group_arg, effect } => {
+            Step::Ack { c, pick, status, lease, batch, group_arg, effect, by_transaction } => {
                 let pick: Vec<String> = pick.iter().map(u32::to_string).collect();
                 write!(
                     f,
-                    "{c} ack {} {} {:?} {}{}{}",
+                    "{c} ack {} {} {:?} {}{}{}{}",
                     pick.join(","),
                     status.as_str(),
                     lease,
                     if *batch { "batch" } else { "one" },
                     if *group_arg { " group" } else { "" },
-                    if *effect { " effect" } else { "" }
+                    if *effect { " effect" } else { "" },
+                    if *by_transaction { " tid" } else { "" }
                 )
             }
             Step::Renew { c, pick } => write!(f, "{c} renew {pick}"),
@@ -549,6 +553,7 @@ impl FromStr for Step {
                 batch: at(5)? == "batch",
                 group_arg: has("group"),
                 effect: has("effect"),
+                by_transaction: has("tid"),
             },
             "renew" => Step::Renew { c, pick: num(at(2)?)? },
             "ack_lease" => Step::AckLease { c, pick: num(at(2)?)?, status: status(at(3)?)?, effect: has("effect") },
@@ -675,6 +680,7 @@ mod tests {
                 batch: true,
                 group_arg: true,
                 effect: false,
+                by_transaction: true,
             },
             Step::Renew { c: 3, pick: 1 },
             Step::AckLease { c: 2, pick: 0, status: Status::Failed, effect: true },
