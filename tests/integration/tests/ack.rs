@@ -647,6 +647,15 @@ fn batch_lookup_by_ids_and_mixed() {
     assert!(pop_g(&mut c, "").is_empty(), "all four are finished");
 }
 
+/// A jsonb batch ack of `entries`; (success, error, lease_released) for each, in order.
+fn ack_entries(c: &mut Client, entries: Vec<Value>) -> Vec<(bool, Option<String>, bool)> {
+    c.query("SELECT success, error, lease_released FROM queen_ack($1) ORDER BY idx", &[&Value::Array(entries)])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
 /// A batch of one lease is found by key (the lease's rows, their batches' ids), and an entry
 /// that is not in the lease's batches, another group, or a row the lease left while the ack
 /// waited for it sends the batch the way it went before: every answer is the one the statement
@@ -658,20 +667,13 @@ fn a_batch_of_one_lease_is_found_by_key_and_otherwise_as_before() {
     push_n(&mut c, "q", "b", 3);
     let entry =
         |r: &Value, g: &str| json!({"messageId": r["message_id"], "leaseId": r["lease_id"], "consumerGroup": g});
-    let ack = |c: &mut Client, entries: Vec<Value>| -> Vec<(bool, Option<String>, bool)> {
-        c.query("SELECT success, error, lease_released FROM queen_ack($1) ORDER BY idx", &[&Value::Array(entries)])
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect()
-    };
     let rows = pop_g(&mut c, "batch => 4, partitions => 2");
     assert_eq!(rows.len(), 4, "two of each partition, one lease");
     // Another group: no row of that group holds the lease.
-    let other = ack(&mut c, rows.iter().map(|r| entry(r, "h")).collect());
+    let other = ack_entries(&mut c, rows.iter().map(|r| entry(r, "h")).collect());
     assert!(other.iter().all(|r| !r.0), "{other:?}");
     // Found by key, in both partitions; one entry twice.
-    let got = ack(&mut c, vec![entry(&rows[1], "g"), entry(&rows[2], "g"), entry(&rows[1], "g")]);
+    let got = ack_entries(&mut c, vec![entry(&rows[1], "g"), entry(&rows[2], "g"), entry(&rows[1], "g")]);
     assert_eq!(
         got,
         vec![(true, None, false), (true, None, false), (false, Some("already acknowledged".into()), false)]
@@ -683,14 +685,14 @@ fn a_batch_of_one_lease_is_found_by_key_and_otherwise_as_before() {
     assert_eq!(later.len(), 1, "c's message: a and b are leased");
     let mut stray = entry(&later[0], "g");
     stray["leaseId"] = rows[0]["lease_id"].clone();
-    let got = ack(&mut c, vec![entry(&rows[0], "g"), stray, entry(&rows[3], "g")]);
+    let got = ack_entries(&mut c, vec![entry(&rows[0], "g"), stray, entry(&rows[3], "g")]);
     assert_eq!(got[0], (true, None, true), "{got:?}");
     assert!(!got[1].0, "not this lease's message: {got:?}");
     assert_eq!(got[2], (true, None, true), "{got:?}");
     // The lease is over: the batch goes the statement's way.
-    let again = ack(&mut c, vec![entry(&rows[0], "g"), entry(&rows[3], "g")]);
+    let again = ack_entries(&mut c, vec![entry(&rows[0], "g"), entry(&rows[3], "g")]);
     assert!(again.iter().all(|r| !r.0), "{again:?}");
-    assert_eq!(ack(&mut c, vec![entry(&later[0], "g"), entry(&later[0], "g")])[0], (true, None, true));
+    assert_eq!(ack_entries(&mut c, vec![entry(&later[0], "g"), entry(&later[0], "g")])[0], (true, None, true));
 
     // An ack that waits for a transaction holding one of the rows: judged as that transaction
     // left the row — part of the batch acked, the whole lease acked, or rolled back.
@@ -706,7 +708,7 @@ fn a_batch_of_one_lease_is_found_by_key_and_otherwise_as_before() {
         let mut a = db.connect();
         let pid: i32 = a.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
         let entries: Vec<Value> = rows.iter().map(|r| entry(r, "g")).collect();
-        let h = thread::spawn(move || ack(&mut a, entries));
+        let h = thread::spawn(move || ack_entries(&mut a, entries));
         await_lock_wait(&mut c, pid);
         holder.batch_execute(end).unwrap();
         let got = h.join().unwrap();
@@ -735,13 +737,6 @@ fn entries_by_transaction_id_are_found_in_the_lease_batches() {
     }
     push_n(&mut c, "q", "k", 2);
     let entry = |r: &Value, tid: &str| json!({"transactionId": tid, "partitionId": r["partition_id"], "leaseId": r["lease_id"], "consumerGroup": "g"});
-    let ack = |c: &mut Client, entries: Vec<Value>| -> Vec<(bool, Option<String>, bool)> {
-        c.query("SELECT success, error, lease_released FROM queen_ack($1) ORDER BY idx", &[&Value::Array(entries)])
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect()
-    };
     let rows = pop_g(&mut c, "batch => 5, partitions => 3");
     assert_eq!(rows.len(), 5, "one lease over a, b and k");
     let tid = |r: &Value| r["transaction_id"].as_str().unwrap().to_string();
@@ -763,12 +758,12 @@ fn entries_by_transaction_id_are_found_in_the_lease_batches() {
         .collect();
     let want: Vec<(bool, Option<String>, bool)> =
         (0..5).map(|i| (true, None, !parts[i + 1..].contains(&parts[i]))).collect();
-    assert_eq!(ack(&mut c, entries), want);
+    assert_eq!(ack_entries(&mut c, entries), want);
     assert!(pop_g(&mut c, "").is_empty(), "every message acked");
     // A keyless message named in another partition: not found there.
     let mut wrong = entry(keyless[0], &tid(keyless[0]));
     wrong["partitionId"] = rows.iter().find(|r| r["partition"] == "a").unwrap()["partition_id"].clone();
-    let got = ack(&mut c, vec![wrong.clone(), wrong]);
+    let got = ack_entries(&mut c, vec![wrong.clone(), wrong]);
     assert_eq!(got[0], (false, Some("message not found".into()), false), "{got:?}");
 
     // A keyed message named by its id as transaction id: not found (only a keyless message's
@@ -778,18 +773,18 @@ fn entries_by_transaction_id_are_found_in_the_lease_batches() {
     let rows = pop_g(&mut c, "batch => 3, partition => 'x'");
     assert_eq!(rows.len(), 3);
     let keyed_id = rows[2]["message_id"].as_str().unwrap();
-    let got = ack(&mut c, vec![entry(&rows[2], keyed_id), entry(&rows[1], &tid(&rows[1]))]);
+    let got = ack_entries(&mut c, vec![entry(&rows[2], keyed_id), entry(&rows[1], &tid(&rows[1]))]);
     assert_eq!(got, vec![(false, Some("message not found".into()), false), (true, None, false)]);
     // A keyless message whose id another message of its partition holds as transaction id: an
     // entry with that transaction id names the other one, which is not in the lease's batch.
     let taken = tid(&rows[0]);
     c.execute("SELECT queen_push('q', '3', 'x', $1)", &[&taken]).unwrap();
-    let got = ack(&mut c, vec![entry(&rows[0], &taken), entry(&rows[2], "x-1")]);
+    let got = ack_entries(&mut c, vec![entry(&rows[0], &taken), entry(&rows[2], "x-1")]);
     assert!(!got[0].0, "the message holding the transaction id is not the lease's: {got:?}");
     assert_eq!(got[1], (true, None, false), "{got:?}");
     // The keyless message is acked by its id, the other message is popped after it.
     let by_id = json!([{"messageId": rows[0]["message_id"], "leaseId": rows[0]["lease_id"], "consumerGroup": "g"}]);
-    assert_eq!(ack(&mut c, by_id.as_array().unwrap().clone())[0], (true, None, true));
+    assert_eq!(ack_entries(&mut c, by_id.as_array().unwrap().clone())[0], (true, None, true));
     let next = pop_g(&mut c, "partition => 'x'");
     assert_eq!(next.iter().map(tid).collect::<Vec<_>>(), vec![taken]);
 }
