@@ -352,35 +352,38 @@ impl<'l> Messages<'l> {
 /// A message of a lease's batch as `batch_messages` reads it.
 pub(crate) struct BatchMessage {
     pub id: Uuid,
-    /// Its transaction id when asked for; None for a keyless message (its id is its key).
+    /// Its transaction id; None for a keyless message (its id is its key).
     pub transaction_id: Option<String>,
 }
 
 /// The ids of a lease's batch (`keys`, in delivery order) of `partition`, None where a message
 /// no longer exists: `batch_ids` of ack_lease_lock (which see).
 pub(crate) fn batch_ids(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Option<Vec<Option<Uuid>>> {
-    Some(batch_messages(snap, partition, keys, false)?.into_iter().map(|m| m.map(|m| m.id)).collect())
+    batch_read(snap, partition, keys, |part, _, t| part.id(t))
 }
 
-/// The messages of a lease's batch (`keys`, in delivery order) of `partition`, None where a
-/// message no longer exists, with their transaction ids if `transaction_ids`: read from
-/// messages_pkey — the span from the batch's first key, no more rows than the batch has keys,
-/// then a probe for each key the span did not reach. None when the relations are not as this
-/// code reads them.
-pub(crate) fn batch_messages(
+/// The messages of a lease's batch as `batch_ids` reads them, with their transaction ids.
+pub(crate) fn batch_messages(snap: &Snapshot, partition: Uuid, keys: &[Key]) -> Option<Vec<Option<BatchMessage>>> {
+    batch_read(snap, partition, keys, |part, l, t| BatchMessage {
+        id: part.id(t),
+        transaction_id: t.get::<String>(l.m[M_TRANSACTION]),
+    })
+}
+
+/// What `read` takes of each message of a lease's batch (`keys`, in delivery order) of
+/// `partition`, None where a message no longer exists: read from messages_pkey — the span
+/// from the batch's first key, no more rows than the batch has keys, then a probe for each key
+/// the span did not reach. None when the relations are not as this code reads them.
+fn batch_read<T>(
     snap: &Snapshot,
     partition: Uuid,
     keys: &[Key],
-    transaction_ids: bool,
-) -> Option<Vec<Option<BatchMessage>>> {
+    read_one: impl Fn(&Messages<'_>, &Layout, &Tuple<'_>) -> T,
+) -> Option<Vec<Option<T>>> {
     let l = layout()?;
-    let mut found: Vec<Option<BatchMessage>> = keys.iter().map(|_| None).collect();
+    let mut found: Vec<Option<T>> = keys.iter().map(|_| None).collect();
     let Some(&first) = keys.first() else { return Some(found) };
     let part = Messages::open(&l, snap, partition)?;
-    let read_one = |t: &Tuple<'_>| BatchMessage {
-        id: part.id(t),
-        transaction_id: if transaction_ids { t.get::<String>(l.m[M_TRANSACTION]) } else { None },
-    };
     let at: std::collections::HashMap<Key, usize> = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
     let mut read = 0;
     for from in [Bound::AtOrAfter(first.0, first.1), Bound::After(first.0, None)] {
@@ -392,7 +395,7 @@ pub(crate) fn batch_messages(
             }
             read += 1;
             if let Some(&i) = at.get(&part.key(&t)) {
-                found[i] = Some(read_one(&t));
+                found[i] = Some(read_one(&part, &l, &t));
             }
         }
     }
@@ -403,7 +406,7 @@ pub(crate) fn batch_messages(
         let mut scan = part.scan(Bound::At(k.0, k.1), false);
         while let Some(t) = scan.next() {
             if part.in_shard(&t) {
-                found[i] = Some(read_one(&t));
+                found[i] = Some(read_one(&part, &l, &t));
                 break;
             }
         }

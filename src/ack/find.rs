@@ -413,13 +413,18 @@ fn named_in_batches(
     snap: &crate::index_read::Snapshot,
 ) -> Option<Vec<(usize, Named)>> {
     let by_transaction = entries.iter().any(|e| e.message_id.is_none());
-    // Each message of the batches by id (the row, its place in `found`, and its key), and by
-    // (partition, transaction id) when an entry names one so.
+    // Each message of the batches by id (the row, its place in `found`, its key, and whether it
+    // is keyless: read only when an entry names a transaction id), and by transaction id then.
     let mut by_id: HashMap<Uuid, (usize, Key, bool)> = HashMap::new();
     let mut by_tid: HashMap<String, Vec<(Uuid, usize, Key, Uuid)>> = HashMap::new();
     for (at, f) in found.iter().enumerate() {
         let keys = f.row.as_ref().and_then(|r| r.cursor.lease.as_ref()).map(|b| b.keys.clone()).unwrap_or_default();
-        let messages = crate::direct::batch_messages(snap, f.partition, &keys, by_transaction)?;
+        if !by_transaction {
+            let ids = crate::direct::batch_ids(snap, f.partition, &keys)?;
+            by_id.extend(keys.into_iter().zip(ids).filter_map(|(k, id)| id.map(|id| (id, (at, k, false)))));
+            continue;
+        }
+        let messages = crate::direct::batch_messages(snap, f.partition, &keys)?;
         for (k, m) in keys.into_iter().zip(messages) {
             let Some(m) = m else { continue };
             by_id.insert(m.id, (at, k, m.transaction_id.is_none()));
