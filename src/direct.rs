@@ -414,10 +414,13 @@ fn batch_read<T>(
     Some(found)
 }
 
-/// Whether a message of `partition` (of the call's shard) that `snap` sees holds each of
+/// Whether a message of `partition` (of the call's shard) that `snap` sees holds one of
 /// `transaction_ids` as its transaction id: probes of `messages_transaction_id`, as ack_find's
-/// second branch finds a message. None when that index is not as this code reads it.
-pub(crate) fn transaction_ids_held(snap: &Snapshot, partition: Uuid, transaction_ids: &[&str]) -> Option<Vec<bool>> {
+/// second branch finds a message. A partition none of whose messages the snapshot sees holds
+/// a transaction id (no producer named one there: Queen's clients' acks of keyless messages)
+/// answers with one probe of the partition, not one per transaction id. None when that index
+/// is not as this code reads it.
+pub(crate) fn transaction_id_held(snap: &Snapshot, partition: Uuid, transaction_ids: &[&str]) -> Option<bool> {
     let l = layout()?;
     let index = relid(c"messages_transaction_id", l.schema);
     if index == pg_sys::InvalidOid {
@@ -430,9 +433,15 @@ pub(crate) fn transaction_ids_held(snap: &Snapshot, partition: Uuid, transaction
     }
     let pid = Box::new(*partition.as_bytes());
     let shard = crate::shards::current();
+    let partition_keys = [
+        ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
+        ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
+    ];
+    if Scan::new(&table, &index, snap.snap, &partition_keys, false).next().is_none() {
+        return Some(false);
+    }
     let collation = index.collation(1);
     let mut scan: Option<Scan> = None;
-    let mut held = Vec::with_capacity(transaction_ids.len());
     for tid in transaction_ids {
         // A text datum of its own, freed with the call's memory: the scan reads it until its
         // next rescan.
@@ -442,9 +451,11 @@ pub(crate) fn transaction_ids_held(snap: &Snapshot, partition: Uuid, transaction
             ScanKey::eq(2, pg_sys::F_TEXTEQ, text).collated(collation),
             ScanKey::eq(3, pg_sys::F_INT4EQ, shard.into()),
         ];
-        held.push(Scan::again(&mut scan, (&table, &index), snap.snap, &keys).next().is_some());
+        if Scan::again(&mut scan, (&table, &index), snap.snap, &keys).next().is_some() {
+            return Some(true);
+        }
     }
-    Some(held)
+    Some(false)
 }
 
 /// Look at a partition for a group (no lock): its cursor row (or `initial` when it has none)

@@ -457,8 +457,7 @@ fn named_in_batches(
         keyless.entry(*pid.as_bytes()).or_default().push(tid);
     }
     for (pid, tids) in keyless {
-        let held = crate::direct::transaction_ids_held(snap, Uuid::from_bytes(pid), &tids)?;
-        if held.contains(&true) {
+        if crate::direct::transaction_id_held(snap, Uuid::from_bytes(pid), &tids)? {
             return None;
         }
     }

@@ -1591,12 +1591,13 @@ impl<'a> Run<'a> {
             let arr: Vec<Value> = entries
                 .iter()
                 .map(|(d, lease, group)| {
-                    let mut e = json!({"messageId": d.msg.to_string(), "leaseId": lease.map(|l| l.to_string()),
-                                       "consumerGroup": group, "_status": status.as_str(), "_error": "explorer"});
+                    let mut e = json!({"leaseId": lease.map(|l| l.to_string()), "consumerGroup": group,
+                                       "_status": status.as_str(), "_error": "explorer"});
                     if by_transaction {
-                        e = json!({"transactionId": d.key, "partitionId": d.partition.to_string(),
-                                   "leaseId": e["leaseId"], "consumerGroup": group,
-                                   "_status": status.as_str(), "_error": "explorer"});
+                        e["transactionId"] = json!(d.key);
+                        e["partitionId"] = json!(d.partition.to_string());
+                    } else {
+                        e["messageId"] = json!(d.msg.to_string());
                     }
                     e
                 })
