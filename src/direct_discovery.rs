@@ -124,8 +124,15 @@ struct Seen {
 pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
     let dl = direct::layout()?;
     let l = layout()?;
+    // The book of what hints of other transactions account for (accounted.rs), under a
+    // ticket of cache.rs that held both before and after the snapshot was taken.
+    let before = crate::cache::ticket();
     let snap = Snapshot::take();
     let shard = crate::shards::current();
+    let ticket = before.filter(|t| crate::cache::ticket() == Some(*t));
+    let book_key: crate::accounted::GroupKey =
+        (*a.queue_id.as_bytes(), a.group.to_string(), a.sub_key.to_string(), shard);
+    let mut book = ticket.map(|t| crate::accounted::take(&book_key, t));
     let q = *a.queue_id.as_bytes();
     let group = a.group.into_datum()?;
 
@@ -252,7 +259,14 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
     let mut found: Vec<(i32, i64, Uuid)> = Vec::new();
     // One scan of each index, started again for each partition.
     let (mut hints, mut rows): (Option<Scan>, Option<Scan>) = (None, None);
+    // Read only by a transaction that has written nothing: one that has may have deleted or
+    // moved the hint it saw (its own pop claimed the partition), and the statement, the
+    // reference, reads its writes (with the same answer once they commit or roll back).
+    let read_book = own.is_none();
     for (p, s) in &seen {
+        if read_book && book.as_ref().is_some_and(|b| b.accounts(p, s.newest)) {
+            continue;
+        }
         let pid = *p.as_bytes();
         let keys = [
             ScanKey::eq(1, pg_sys::F_UUID_EQ, pg_sys::Datum::from(pid.as_ptr())),
@@ -261,10 +275,12 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
         let scan = Scan::again(&mut hints, (&ready, &ready_partition), snap.snap, &keys);
         let mut hinted = false;
         while let Some(t) = scan.next() {
-            if t.get::<i32>(l.r[1]) == Some(shard)
-                && t.get::<i64>(l.r[0]).is_some_and(|x| x > s.newest)
-                && !t.written_here()
-            {
+            let seen_xmin = t.get::<i64>(l.r[0]).filter(|&x| x > s.newest);
+            if t.get::<i32>(l.r[1]) == Some(shard) && seen_xmin.is_some() && !t.written_here() {
+                // Committed by another transaction: the snapshot sees it.
+                if let (Some(b), Some(x)) = (book.as_mut(), seen_xmin) {
+                    b.note(*p, x);
+                }
                 hinted = true;
                 break;
             }
@@ -287,6 +303,9 @@ pub(crate) fn scan(a: &Args<'_>) -> Option<(LogRead, Snapshot)> {
         }
     }
     drop((hints, rows));
+    if let (Some(t), Some(b)) = (ticket, book) {
+        crate::accounted::put(book_key, t, b);
+    }
     // ORDER BY ord, txid, partition_id (a uuid orders as its bytes).
     found.sort_by(|a, b| (a.0, a.1, a.2.as_bytes()).cmp(&(b.0, b.1, b.2.as_bytes())));
     let read = LogRead {

@@ -5,6 +5,7 @@
 
 ::pgrx::pg_module_magic!(name, version);
 
+mod accounted;
 mod ack;
 mod admin;
 mod api;
