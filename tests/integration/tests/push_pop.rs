@@ -2,7 +2,7 @@
 //! semantics §6.1–§6.4 and the behaviour of semantics §3.1–§3.2.
 
 use queen_integration_tests::{
-    await_debug_sleep, connect, drain, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, push_n,
+    await_debug_sleep, connect, drain, lag, look_snapshot, open_tx, payloads, pop_auto, prepare_query, push, push_n,
     push_spread, sqlstate, TestDb,
 };
 use serde_json::{json, Value};
@@ -1172,6 +1172,122 @@ fn a_pop_uses_what_other_sessions_committed_not_what_it_cached() {
     assert!(got.is_empty(), "a subscription of the deleted queue was used: {got:?}");
     push(&mut b, "q", "p", json!("after"));
     assert_eq!(pop_auto(&mut a, "q", Some("h"), 10), vec![json!("after")]);
+}
+
+/// A backend's book of hints (accounted.rs) spares its scans the probes of partitions that a
+/// hint of another transaction accounts for; it never hides a message. One consumer session
+/// reads a backlog of 20 partitions that come again and again in the log (50 transactions of
+/// one message each), in pops of 10 that leave each partition hinted until its last pop: its
+/// scans meet partitions hinted by its own earlier, committed pops. Then, in the same session:
+/// what comes after in the same partitions; everything again after a seek back; everything
+/// again after the group is deleted; and a message found by a transaction that wrote first
+/// and rolled back, found again.
+#[test]
+fn a_backend_that_remembers_hints_loses_nothing() {
+    let db = TestDb::new("accounted");
+    let mut admin = db.connect();
+    let mut c = db.connect();
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "g subscribes");
+    let rounds = |admin: &mut postgres::Client, from: i64, to: i64| -> Vec<i64> {
+        for r in from..to {
+            let items: Vec<Value> =
+                (0..20).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": r * 100 + p})).collect();
+            admin.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+        }
+        (from..to).flat_map(|r| (0..20).map(move |p| r * 100 + p)).collect()
+    };
+    let drain10 = |c: &mut postgres::Client| -> Vec<i64> {
+        let mut all = Vec::new();
+        loop {
+            let got = pop_auto(c, "q", Some("g"), 10);
+            if got.is_empty() {
+                all.sort();
+                return all;
+            }
+            all.extend(got.iter().map(|v| v.as_i64().unwrap()));
+        }
+    };
+    let mut first = rounds(&mut admin, 0, 50);
+    first.sort();
+    assert_eq!(drain10(&mut c), first, "the backlog, each message once");
+    let mut after = rounds(&mut admin, 50, 60);
+    after.sort();
+    assert_eq!(drain10(&mut c), after, "what came after, in the partitions met before");
+    let mut all: Vec<i64> = first.iter().chain(&after).copied().collect();
+    all.sort();
+    admin.execute("SELECT queen_seek('q', 'g', '-infinity')", &[]).unwrap();
+    assert_eq!(drain10(&mut c), all, "everything again after a seek back");
+    admin.execute("SELECT queen_delete_group('g', 'q')", &[]).unwrap();
+    assert_eq!(
+        pop_auto(&mut c, "q", Some("g"), 10).len(),
+        10,
+        "deleted, the group subscribes afresh at its first pop and reads from the start"
+    );
+    assert_eq!(drain10(&mut c).len(), all.len() - 10, "and the rest of everything");
+    // A transaction that wrote first (its own xid: the book is not read) and rolls back.
+    let last = rounds(&mut admin, 60, 61);
+    c.batch_execute("BEGIN; SELECT pg_current_xact_id()").unwrap();
+    assert_eq!(pop_auto(&mut c, "q", Some("g"), 100).len(), 1);
+    c.batch_execute("ROLLBACK").unwrap();
+    let mut got = drain10(&mut c);
+    got.sort();
+    let mut last_sorted = last.clone();
+    last_sorted.sort();
+    assert_eq!(got, last_sorted, "the rolled-back transaction's messages, found again");
+    assert_eq!(lag(&mut admin, "q", Some("g")), 0);
+}
+
+/// A backend's book of hints is kept under the cache's ticket (accounted.rs): rows restored
+/// under it set the group back (its subscription unchanged), and its scans probe again. One
+/// consumer session pops once (its first scan hints a third of 100 partitions), the group's
+/// rows are saved, the session drains the queue (its book now holds every partition), and the
+/// saved rows are put back as a restore writes them: the session reads everything it had not
+/// read at the save again, the partitions its first scan had not reached included.
+#[test]
+fn a_backend_forgets_its_hints_when_rows_are_restored_under_it() {
+    let db = TestDb::new("accounted_restore");
+    let mut admin = db.connect();
+    let mut c = db.connect();
+    assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "g subscribes");
+    for r in 0..30 {
+        let items: Vec<Value> =
+            (0..100).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": r * 1000 + p})).collect();
+        admin.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    }
+    let first = pop_auto(&mut c, "q", Some("g"), 10).len();
+    assert_eq!(first, 10);
+    let hinted: i64 = admin.query_one("SELECT count(DISTINCT partition_id) FROM queen.ready", &[]).unwrap().get(0);
+    assert!(hinted < 100, "the first scan hinted only part of the partitions ({hinted})");
+    admin
+        .batch_execute(
+            "CREATE TABLE saved_cursors AS SELECT * FROM queen.cursors;
+             CREATE TABLE saved_ready AS SELECT * FROM queen.ready;
+             CREATE TABLE saved_discovery AS SELECT * FROM queen.discovery;",
+        )
+        .unwrap();
+    let drain10 = |c: &mut postgres::Client| -> usize {
+        let mut n = 0;
+        loop {
+            let got = pop_auto(c, "q", Some("g"), 10).len();
+            if got == 0 {
+                return n;
+            }
+            n += got;
+        }
+    };
+    assert_eq!(drain10(&mut c), 3000 - first, "the rest, once");
+    admin
+        .batch_execute(
+            "BEGIN;
+             DELETE FROM queen.cursors; DELETE FROM queen.ready; DELETE FROM queen.discovery;
+             INSERT INTO queen.cursors SELECT * FROM saved_cursors;
+             INSERT INTO queen.ready SELECT * FROM saved_ready;
+             INSERT INTO queen.discovery SELECT * FROM saved_discovery;
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(drain10(&mut c), 3000 - first, "restored: the rest again, every partition");
+    assert_eq!(lag(&mut admin, "q", Some("g")), 0);
 }
 
 /// A group's discovery point can lag far behind what it consumed: one pop of 10 000 takes every
