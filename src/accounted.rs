@@ -27,8 +27,8 @@ use pgrx::Uuid;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-/// The most partitions a backend keeps over all its books.
-pub const MAX_PARTITIONS: usize = 65_536;
+/// The most partitions a backend keeps over all its books (about half a megabyte).
+pub const MAX_PARTITIONS: usize = 16_384;
 
 /// Which (queue, group, subscription, shard) a book is of.
 pub type GroupKey = ([u8; 16], String, String, i32);
