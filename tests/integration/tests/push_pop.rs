@@ -1174,6 +1174,33 @@ fn a_pop_uses_what_other_sessions_committed_not_what_it_cached() {
     assert_eq!(pop_auto(&mut a, "q", Some("h"), 10), vec![json!("after")]);
 }
 
+/// As push_rounds, rounds `from`..`to` over p0 .. p(`partitions` - 1), each message with a
+/// payload of its own (round * 1000 + partition); the payloads, sorted.
+fn push_numbered_rounds(admin: &mut postgres::Client, partitions: i64, from: i64, to: i64) -> Vec<i64> {
+    for r in from..to {
+        let items: Vec<Value> = (0..partitions)
+            .map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": r * 1000 + p}))
+            .collect();
+        admin.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
+    }
+    let mut all: Vec<i64> = (from..to).flat_map(|r| (0..partitions).map(move |p| r * 1000 + p)).collect();
+    all.sort();
+    all
+}
+
+/// Group g's pops of 10 (auto_ack) until one returns nothing: the payloads, sorted.
+fn drain_in_tens(c: &mut postgres::Client) -> Vec<i64> {
+    let mut all = Vec::new();
+    loop {
+        let got = pop_auto(c, "q", Some("g"), 10);
+        if got.is_empty() {
+            all.sort();
+            return all;
+        }
+        all.extend(got.iter().map(|v| v.as_i64().unwrap()));
+    }
+}
+
 /// A backend's book of hints (accounted.rs) spares its scans the probes of partitions that a
 /// hint of another transaction accounts for; it never hides a message. One consumer session
 /// reads a backlog of 20 partitions that come again and again in the log (50 transactions of
@@ -1188,58 +1215,34 @@ fn a_backend_that_remembers_hints_loses_nothing() {
     let mut admin = db.connect();
     let mut c = db.connect();
     assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "g subscribes");
-    let rounds = |admin: &mut postgres::Client, from: i64, to: i64| -> Vec<i64> {
-        for r in from..to {
-            let items: Vec<Value> =
-                (0..20).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": r * 100 + p})).collect();
-            admin.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
-        }
-        (from..to).flat_map(|r| (0..20).map(move |p| r * 100 + p)).collect()
-    };
-    let drain10 = |c: &mut postgres::Client| -> Vec<i64> {
-        let mut all = Vec::new();
-        loop {
-            let got = pop_auto(c, "q", Some("g"), 10);
-            if got.is_empty() {
-                all.sort();
-                return all;
-            }
-            all.extend(got.iter().map(|v| v.as_i64().unwrap()));
-        }
-    };
-    let mut first = rounds(&mut admin, 0, 50);
-    first.sort();
-    assert_eq!(drain10(&mut c), first, "the backlog, each message once");
-    let mut after = rounds(&mut admin, 50, 60);
-    after.sort();
-    assert_eq!(drain10(&mut c), after, "what came after, in the partitions met before");
+    let first = push_numbered_rounds(&mut admin, 20, 0, 50);
+    assert_eq!(drain_in_tens(&mut c), first, "the backlog, each message once");
+    let after = push_numbered_rounds(&mut admin, 20, 50, 60);
+    assert_eq!(drain_in_tens(&mut c), after, "what came after, in the partitions met before");
     let mut all: Vec<i64> = first.iter().chain(&after).copied().collect();
     all.sort();
     admin.execute("SELECT queen_seek('q', 'g', '-infinity')", &[]).unwrap();
-    assert_eq!(drain10(&mut c), all, "everything again after a seek back");
+    assert_eq!(drain_in_tens(&mut c), all, "everything again after a seek back");
     admin.execute("SELECT queen_delete_group('g', 'q')", &[]).unwrap();
     assert_eq!(
         pop_auto(&mut c, "q", Some("g"), 10).len(),
         10,
         "deleted, the group subscribes afresh at its first pop and reads from the start"
     );
-    assert_eq!(drain10(&mut c).len(), all.len() - 10, "and the rest of everything");
+    assert_eq!(drain_in_tens(&mut c).len(), all.len() - 10, "and the rest of everything");
     // A transaction that wrote first (its own xid: the book is not read) and rolls back.
-    let last = rounds(&mut admin, 60, 61);
+    let last = push_numbered_rounds(&mut admin, 20, 60, 61);
     c.batch_execute("BEGIN; SELECT pg_current_xact_id()").unwrap();
     assert_eq!(pop_auto(&mut c, "q", Some("g"), 100).len(), 1);
     c.batch_execute("ROLLBACK").unwrap();
-    let mut got = drain10(&mut c);
-    got.sort();
-    let mut last_sorted = last.clone();
-    last_sorted.sort();
-    assert_eq!(got, last_sorted, "the rolled-back transaction's messages, found again");
+    let got = drain_in_tens(&mut c);
+    assert_eq!(got, last, "the rolled-back transaction's messages, found again");
     assert_eq!(lag(&mut admin, "q", Some("g")), 0);
 }
 
 /// A backend's book of hints is kept under the cache's ticket (accounted.rs): rows restored
 /// under it set the group back (its subscription unchanged), and its scans probe again. One
-/// consumer session pops once (its first scan hints a third of 100 partitions), the group's
+/// consumer session pops once (its first scan hints 64 of 100 partitions), the group's
 /// rows are saved, the session drains the queue (its book now holds every partition), and the
 /// saved rows are put back as a restore writes them: the session reads everything it had not
 /// read at the save again, the partitions its first scan had not reached included.
@@ -1249,11 +1252,7 @@ fn a_backend_forgets_its_hints_when_rows_are_restored_under_it() {
     let mut admin = db.connect();
     let mut c = db.connect();
     assert!(pop_auto(&mut c, "q", Some("g"), 10).is_empty(), "g subscribes");
-    for r in 0..30 {
-        let items: Vec<Value> =
-            (0..100).map(|p| json!({"queue": "q", "partition": format!("p{p}"), "payload": r * 1000 + p})).collect();
-        admin.execute("SELECT count(*) FROM queen_push($1)", &[&Value::Array(items)]).unwrap();
-    }
+    push_numbered_rounds(&mut admin, 100, 0, 30);
     let first = pop_auto(&mut c, "q", Some("g"), 10).len();
     assert_eq!(first, 10);
     let hinted: i64 = admin.query_one("SELECT count(DISTINCT partition_id) FROM queen.ready", &[]).unwrap().get(0);
@@ -1265,17 +1264,7 @@ fn a_backend_forgets_its_hints_when_rows_are_restored_under_it() {
              CREATE TABLE saved_discovery AS SELECT * FROM queen.discovery;",
         )
         .unwrap();
-    let drain10 = |c: &mut postgres::Client| -> usize {
-        let mut n = 0;
-        loop {
-            let got = pop_auto(c, "q", Some("g"), 10).len();
-            if got == 0 {
-                return n;
-            }
-            n += got;
-        }
-    };
-    assert_eq!(drain10(&mut c), 3000 - first, "the rest, once");
+    assert_eq!(drain_in_tens(&mut c).len(), 3000 - first, "the rest, once");
     admin
         .batch_execute(
             "BEGIN;
@@ -1286,7 +1275,7 @@ fn a_backend_forgets_its_hints_when_rows_are_restored_under_it() {
              COMMIT;",
         )
         .unwrap();
-    assert_eq!(drain10(&mut c), 3000 - first, "restored: the rest again, every partition");
+    assert_eq!(drain_in_tens(&mut c).len(), 3000 - first, "restored: the rest again, every partition");
     assert_eq!(lag(&mut admin, "q", Some("g")), 0);
 }
 
