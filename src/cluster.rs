@@ -262,10 +262,13 @@ pub fn at_pre_commit() {
     if now.is_some() && now == used.generation {
         return;
     }
-    let same = crate::spi::with_snapshot(|| {
-        crate::owner::connect(|s| {
-            let state = read(s);
-            state.settled() && state.offset == used.offset
+    // After the call that used it returned: its own scope for the path (gucs.rs).
+    let same = crate::gucs::with_fixed_search_path(|| {
+        crate::spi::with_snapshot(|| {
+            crate::owner::connect(|s| {
+                let state = read(s);
+                state.settled() && state.offset == used.offset
+            })
         })
     });
     if !same {

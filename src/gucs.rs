@@ -216,9 +216,27 @@ pub fn databases() -> Vec<String> {
 /// the caller's values come back when `f` returns, and an error's abort (of the transaction or
 /// of the subtransaction that catches it) restores them too.
 pub fn with_settings<R>(settings: &[(&std::ffi::CStr, &std::ffi::CStr)], f: impl FnOnce() -> R) -> R {
-    // SAFETY: NewGUCNestLevel / set_config_option / AtEOXact_GUC are how fmgr applies a SET
-    // clause; every queen call runs inside a transaction; the names and values are C strings
-    // that outlive the calls.
+    // A level of ours ends every level above it: a search_path still to be fixed is fixed
+    // first, so that its level is below this one and outlives it.
+    fix_search_path();
+    // SAFETY: as in `push_level`; AtEOXact_GUC ends the level made there, after `f`.
+    unsafe {
+        let level = push_level(settings);
+        let r = f();
+        pgrx::pg_sys::AtEOXact_GUC(true, level);
+        r
+    }
+}
+
+/// A GUC nest level with `settings` in it, as fmgr applies a SET clause.
+///
+/// # Safety
+///
+/// Inside a transaction; the caller ends the level returned (AtEOXact_GUC) when it is done, or
+/// the (sub)transaction's abort does.
+unsafe fn push_level(settings: &[(&std::ffi::CStr, &std::ffi::CStr)]) -> i32 {
+    // SAFETY: NewGUCNestLevel / set_config_option are how fmgr applies a SET clause (caller:
+    // inside a transaction); the names and values are C strings that outlive the calls.
     unsafe {
         let level = pgrx::pg_sys::NewGUCNestLevel();
         for (name, value) in settings {
@@ -233,17 +251,80 @@ pub fn with_settings<R>(settings: &[(&std::ffi::CStr, &std::ffi::CStr)], f: impl
                 false,
             );
         }
-        let r = f();
-        pgrx::pg_sys::AtEOXact_GUC(true, level);
-        r
+        level
     }
 }
 
-/// Run `f` under queen's fixed `search_path` (`pg_catalog, pg_temp`: docs/security.md).
-/// The set-returning functions use this instead of a `SET` clause: Postgres calls a
-/// set-returning function once per row it returns, and a `SET` clause would save and restore
-/// the setting at every one of those calls (100 times for a pop of 100); their work is all
-/// done at the first call, inside `f`, and the later calls only hand out rows.
+/// queen's fixed `search_path` (docs/security.md).
+const FIXED_PATH: [(&std::ffi::CStr, &std::ffi::CStr); 1] = [(c"search_path", c"pg_catalog, pg_temp")];
+
+/// Where the running call stands with its fixed `search_path`.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Path {
+    /// Not inside [`with_fixed_search_path`]: a SET clause (or the worker's own SET) fixes it.
+    Outside,
+    /// Inside one inside another that had fixed it already.
+    Inherited,
+    /// Inside, and nothing has needed it yet: the caller's path is still in force.
+    Pending,
+    /// Inside, fixed at this GUC nest level, which the scope ends.
+    Fixed(i32),
+}
+
+thread_local! {
+    static PATH: std::cell::Cell<Path> = const { std::cell::Cell::new(Path::Outside) };
+}
+
+/// Run `f` under queen's fixed `search_path` (`pg_catalog, pg_temp`: docs/security.md),
+/// without a SET clause, as the function's `SET` would, but only once something needs it.
+///
+/// Only SQL reads the path: queen's statements (spi.rs, which calls [`fix_search_path`] before
+/// it prepares or runs one; a kept plan is analysed again under the path in force when it
+/// differs from the one it was made under). What queen does by hand (direct*.rs) names
+/// relations by oid and runs no SQL, and a call that only does that — a single push into a
+/// known partition, most pops and acks — pays nothing for the path: a SET clause cost a push
+/// 12 k instructions of its 243 k (callgrind, 2026-12-06), a GUC nest level's end being a pass
+/// over every setting.
+///
+/// And a SET clause would save and restore the setting at every call of a set-returning
+/// function, which Postgres calls once per row it returns (100 times for a pop of 100); their
+/// work is all done at the first call, inside `f`.
+///
+/// What could end the level early is made to come after it: [`with_settings`] and
+/// subxact.rs fix the path before they make a level or a subtransaction of their own.
 pub fn with_fixed_search_path<R>(f: impl FnOnce() -> R) -> R {
-    with_settings(&[(c"search_path", c"pg_catalog, pg_temp")], f)
+    let outer = PATH.get();
+    PATH.set(match outer {
+        Path::Fixed(_) | Path::Inherited => Path::Inherited,
+        Path::Outside | Path::Pending => Path::Pending,
+    });
+    // Put back when `f` returns or unwinds (an error: the abort of whatever catches it ends
+    // the level).
+    let _restore = RestorePath(outer);
+    let r = f();
+    if let Path::Fixed(level) = PATH.get() {
+        // SAFETY: the level fix_search_path made in this scope; every level above it was
+        // made after it and ended by its maker.
+        unsafe { pgrx::pg_sys::AtEOXact_GUC(true, level) };
+    }
+    r
+}
+
+struct RestorePath(Path);
+
+impl Drop for RestorePath {
+    fn drop(&mut self) {
+        PATH.set(self.0);
+    }
+}
+
+/// Fix queen's `search_path` now if the running scope has not yet: before any SQL runs, and
+/// before a GUC nest level or a subtransaction is made that could end the level.
+pub fn fix_search_path() {
+    if PATH.get() == Path::Pending {
+        // SAFETY: inside a transaction (a queen call's scope); the level is ended by the
+        // scope (with_fixed_search_path) or by the abort of an error.
+        let level = unsafe { push_level(&FIXED_PATH) };
+        PATH.set(Path::Fixed(level));
+    }
 }

@@ -269,4 +269,38 @@ mod tests {
             assert!(j.values_of("payload").is_empty(), "not an array: nothing");
         })
     }
+    /// The search_path a scope of gucs::with_fixed_search_path leaves alone until something
+    /// fixes it (spi.rs, before every statement), then fixed until the scope ends, inner
+    /// scopes and GUC levels included; the caller's comes back after.
+    #[pg_test]
+    fn the_search_path_is_fixed_once_needed_and_given_back() {
+        use crate::gucs::{fix_search_path, with_fixed_search_path, with_settings};
+        let path = || Spi::get_one::<String>("SELECT current_setting('search_path')").unwrap().unwrap();
+        Spi::run("SET search_path = public, pg_catalog").unwrap();
+        let (caller, fixed) = ("public, pg_catalog", "pg_catalog, pg_temp");
+        with_fixed_search_path(|| {
+            assert_eq!(path(), caller, "nothing needed it yet");
+            with_fixed_search_path(|| {
+                fix_search_path();
+                assert_eq!(path(), fixed);
+            });
+            assert_eq!(path(), caller, "an inner scope ends its own level");
+            with_settings(&[(c"lock_timeout", c"1s")], || assert_eq!(path(), fixed, "fixed before a level"));
+            assert_eq!(path(), fixed, "and still after it");
+            with_fixed_search_path(|| {
+                fix_search_path();
+                assert_eq!(path(), fixed, "fixed by the outer scope");
+            });
+            assert_eq!(path(), fixed);
+        });
+        assert_eq!(path(), caller);
+        // A statement of queen's fixes it: the push's first into a partition runs some.
+        with_fixed_search_path(|| {
+            Spi::run("SELECT queen_push('q', '1', 'p')").unwrap();
+            assert_eq!(path(), caller, "queen_push's own scope ended");
+            assert_eq!(crate::session::connect(|s| crate::kv::expire(s, 0, 1)), 0);
+            assert_eq!(path(), fixed, "a statement of queen's fixed it");
+        });
+        assert_eq!(path(), caller);
+    }
 }

@@ -344,6 +344,8 @@ impl Query {
         snapshot: pg_sys::Snapshot,
     ) -> Rows<'s> {
         assert_eq!(args.len(), self.args.len(), "queen: query \"{}\" takes {} arguments", self.name, self.args.len());
+        // Prepared, analysed again or run: under queen's search_path (gucs.rs).
+        crate::gucs::fix_search_path();
         let plan = self.plan();
         let mut values: Vec<pg_sys::Datum> = Vec::with_capacity(args.len());
         let mut nulls: Vec<std::os::raw::c_char> = Vec::with_capacity(args.len());

@@ -10,8 +10,8 @@ use pgrx::Uuid;
 /// `queen_ack(message_id, lease_id, status, error, consumer_group)`: semantics §3.3, one message.
 /// A refused ack is a row with `success = false` and the reason, not an error.
 /// `RETURNS queen.ack_result`.
+/// (Under queen's search_path without a SET clause, once SQL needs it: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_ack", volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn queen_ack_one(
     message_id: Option<Uuid>,
     lease_id: Option<Uuid>,
@@ -20,12 +20,14 @@ fn queen_ack_one(
     consumer_group: default!(Option<&str>, "NULL"),
 ) -> AckResult {
     const F: &str = "queen_ack";
-    let entry = checked_one(message_id, lease_id, status, error, consumer_group);
-    if let Some(layout) = crate::route::distributed() {
-        let (id, status) = (message_id.expect("checked"), status.expect("checked"));
-        return crate::route::ack_one(&layout, id, lease_id, status, error, consumer_group);
-    }
-    ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry")
+    crate::gucs::with_fixed_search_path(|| {
+        let entry = checked_one(message_id, lease_id, status, error, consumer_group);
+        if let Some(layout) = crate::route::distributed() {
+            let (id, status) = (message_id.expect("checked"), status.expect("checked"));
+            return crate::route::ack_one(&layout, id, lease_id, status, error, consumer_group);
+        }
+        ack::ack(&[entry]).or_report(F).pop().expect("queen: one result per entry")
+    })
 }
 
 /// The arguments of the one-message form, checked, as an entry (semantics §3.3, §7).

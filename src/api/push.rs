@@ -10,8 +10,8 @@ use pgrx::Uuid;
 
 /// `queen_push(queue, payload, partition, transaction_id, trace_id)`: semantics §3.1, one message;
 /// `RETURNS queen.push_result`.
+/// (Under queen's search_path without a SET clause, once SQL needs it: gucs::with_fixed_search_path.)
 #[pg_extern(name = "queen_push", volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn queen_push_one(
     queue: Option<&str>,
     payload: Option<Jsonb>,
@@ -20,15 +20,17 @@ fn queen_push_one(
     trace_id: default!(Option<Uuid>, "NULL"),
 ) -> PushResult {
     const F: &str = "queen_push";
-    let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
-    // On Citus, the layout first: the plans of what follows are made for it (shards.rs).
-    let distributed = route::distributed();
-    privilege::require(&[&item.queue], Privilege::Push).or_report(F);
-    if let Some(layout) = distributed {
-        return route::push_one(&layout, item, payload).or_report(F);
-    }
-    let mut results = push::push(vec![item], Payloads::One(payload), None).or_report(F);
-    results.pop().expect("queen: one result per item")
+    crate::gucs::with_fixed_search_path(|| {
+        let (item, payload) = checked_one(queue, payload, partition, transaction_id, trace_id);
+        // On Citus, the layout first: the plans of what follows are made for it (shards.rs).
+        let distributed = route::distributed();
+        privilege::require(&[&item.queue], Privilege::Push).or_report(F);
+        if let Some(layout) = distributed {
+            return route::push_one(&layout, item, payload).or_report(F);
+        }
+        let mut results = push::push(vec![item], Payloads::One(payload), None).or_report(F);
+        results.pop().expect("queen: one result per item")
+    })
 }
 
 /// `queen_push(items)`: semantics §3.1, a batch in Queen's wire shape; one result per item, in
