@@ -249,14 +249,11 @@ pub fn at_pre_commit() {
     if used.schema != schema {
         return; // the extension was dropped (and maybe created again) in this transaction
     }
-    // SAFETY: inside the committing transaction, with a valid schema oid; the name is a
-    // NUL-terminated literal. get_relname_relid returns InvalidOid if there is no such table,
-    // which is then not locked.
-    unsafe {
-        let rel = pg_sys::get_relname_relid(c"cluster".as_ptr(), schema);
-        if rel != pg_sys::InvalidOid {
-            pg_sys::LockRelationOid(rel, pg_sys::RowShareLock as pg_sys::LOCKMODE);
-        }
+    let rel = crate::oids::relation(c"cluster", schema);
+    if rel != pg_sys::InvalidOid {
+        // SAFETY: inside the committing transaction; the oid of an existing table (InvalidOid,
+        // when there is none, is not locked).
+        unsafe { pg_sys::LockRelationOid(rel, pg_sys::RowShareLock as pg_sys::LOCKMODE) };
     }
     let now = crate::cache::generation_now();
     if now.is_some() && now == used.generation {

@@ -105,10 +105,9 @@ thread_local! {
     static LAYOUT: RefCell<Option<Layout>> = const { RefCell::new(None) };
 }
 
-pub(crate) fn relid(name: &std::ffi::CStr, schema: pg_sys::Oid) -> pg_sys::Oid {
-    // SAFETY: a NUL-terminated name and a namespace oid; a catalog cache lookup inside a
-    // transaction, InvalidOid when there is no such relation.
-    unsafe { pg_sys::get_relname_relid(name.as_ptr(), schema) }
+/// A relation's oid by name (kept per backend until an invalidation: oids.rs).
+pub(crate) fn relid(name: &'static std::ffi::CStr, schema: pg_sys::Oid) -> pg_sys::Oid {
+    crate::oids::relation(name, schema)
 }
 
 /// The layout of the relations, found again when the schema or a relation is not the one
@@ -122,8 +121,8 @@ pub(crate) fn layout() -> Option<Layout> {
     let (messages_pkey, cursors_pkey) = (relid(c"messages_pkey", schema), relid(c"cursors_pkey", schema));
     let (ready_next, ready_partition) = (relid(c"ready_next", schema), relid(c"ready_partition", schema));
     let cursors_lease = relid(c"cursors_lease", schema);
-    // Every oid is looked up again at each call (catalog cache lookups): an index rebuilt
-    // (REINDEX CONCURRENTLY) or the extension made again has new ones.
+    // Every oid is looked up again at each call (oids.rs keeps them until an invalidation): an
+    // index rebuilt (REINDEX CONCURRENTLY) or the extension made again has new ones.
     if let Some(l) = LAYOUT.with(|l| l.borrow().clone()) {
         let now = [
             l.schema,

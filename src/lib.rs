@@ -32,6 +32,7 @@ mod maintain;
 mod max_wait;
 mod message;
 mod names;
+mod oids;
 mod options;
 mod owner;
 mod pace;

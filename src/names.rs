@@ -12,13 +12,10 @@ use uuid::Uuid;
 pub const MAX_NAME_CHARS: usize = 255;
 
 /// The oid of the schema `queen` (InvalidOid when there is none): what is kept per backend is
-/// kept for one installation of the extension, and dropped with it.
+/// kept for one installation of the extension, and dropped with it. (Looked up once until an
+/// invalidation: oids.rs.)
 pub fn schema_oid() -> pgrx::pg_sys::Oid {
-    // SAFETY: the name is a NUL-terminated C string literal; with missing_ok the lookup
-    // returns InvalidOid instead of raising when there is no schema `queen`. Callers run inside
-    // a transaction (a queen function, or a session: session.rs), as the catalog cache lookup
-    // needs.
-    unsafe { pgrx::pg_sys::get_namespace_oid(c"queen".as_ptr(), true) }
+    crate::oids::schema()
 }
 
 /// The reserved consumer-group name under which queue mode (a NULL group) is stored.

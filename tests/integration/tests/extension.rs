@@ -31,6 +31,41 @@ fn drop_and_create_again() {
     assert_eq!(v["options"]["leaseTime"], json!(300));
 }
 
+/// A backend keeps the oids of queen's schema and relations (src/oids.rs) until Postgres tells
+/// it they changed: after the extension is dropped and created again — by another session, and
+/// by the same one inside a transaction — every backend that had used it pushes, pops and acks
+/// on the new tables.
+#[test]
+fn kept_oids_follow_the_extension_made_again() {
+    let db = TestDb::new("oidsagain");
+    let (mut a, mut b) = (db.connect(), db.connect());
+    // Push n, pop them as group g, ack the lease: how many came back acked. (The group's
+    // first pop subscribes it from then on: one before the pushes, which finds nothing.)
+    let cycle = |c: &mut postgres::Client, n: i32| -> usize {
+        assert!(c.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().is_empty());
+        for i in 0..n {
+            c.execute("SELECT queen_push('q', $1::text::jsonb, 'p')", &[&i.to_string()]).unwrap();
+        }
+        let rows = c.query("SELECT lease_id FROM queen_pop('q', 'g', batch => 10)", &[]).unwrap();
+        let Some(lease) = rows.first().map(|r| r.get::<_, uuid::Uuid>(0)) else { return 0 };
+        c.query("SELECT * FROM queen_ack_lease($1) WHERE success", &[&lease]).unwrap().len()
+    };
+    assert_eq!((cycle(&mut a, 3), cycle(&mut b, 2)), (3, 2));
+    a.batch_execute("DROP EXTENSION queen; CREATE EXTENSION queen").unwrap();
+    assert_eq!(cycle(&mut b, 2), 2, "the other backend, on the new tables");
+    assert_eq!(cycle(&mut a, 3), 3, "the backend that made them");
+    b.batch_execute("BEGIN; DROP EXTENSION queen; CREATE EXTENSION queen").unwrap();
+    // (A pop does not return its own transaction's pushes: §3.1.)
+    assert_eq!(cycle(&mut b, 4), 0, "in the transaction that made them again");
+    let here: i64 = b.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(here, 4, "pushed into the tables made in this transaction");
+    b.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(cycle(&mut b, 1), 1, "after it rolled back: the tables of before");
+    assert_eq!(cycle(&mut a, 2), 2);
+    let left: i64 = a.query_one("SELECT count(*) FROM queen.messages", &[]).unwrap().get(0);
+    assert_eq!(left, 8, "what was pushed since the extension was made again");
+}
+
 #[test]
 fn functions_live_in_the_extension_schema_and_tables_in_queen() {
     let db = TestDb::new("schemas");
