@@ -78,16 +78,71 @@ pub fn from_pg(u: pgrx::Uuid) -> Uuid {
 }
 
 pub fn queue_id(queue: &str) -> Uuid {
-    Uuid::new_v5(&QUEUE_NAMESPACE, queue.as_bytes())
+    if let Some(id) = MEMO.with(|m| m.borrow().queues.get(queue).copied()) {
+        return id;
+    }
+    let id = Uuid::new_v5(&QUEUE_NAMESPACE, queue.as_bytes());
+    MEMO.with(|m| m.borrow_mut().keep(|m| m.queues.insert(queue.to_owned(), id)));
+    id
 }
 
 pub fn partition_id(queue_id: &Uuid, partition: &str) -> Uuid {
-    Uuid::new_v5(queue_id, partition.as_bytes())
+    let kept = MEMO.with(|m| m.borrow().partitions.get(queue_id).and_then(|p| p.get(partition)).copied());
+    if let Some(id) = kept {
+        return id;
+    }
+    let id = Uuid::new_v5(queue_id, partition.as_bytes());
+    MEMO.with(|m| m.borrow_mut().keep(|m| m.partitions.entry(*queue_id).or_default().insert(partition.to_owned(), id)));
+    id
+}
+
+/// Ids a backend derived, kept: an id is SHA-1 of its name (~1.5 k instructions; a single push
+/// derived two, 3 k of its 226 k), a lookup costs a hash of the name. They never change (a pure
+/// function of the names), so nothing invalidates them; at most [`MEMO_NAMES`] names (about
+/// 1 MB at 255 characters each), then they start again.
+#[derive(Default)]
+struct Memo {
+    queues: std::collections::HashMap<String, Uuid>,
+    partitions: std::collections::HashMap<Uuid, std::collections::HashMap<String, Uuid>>,
+    names: usize,
+}
+
+const MEMO_NAMES: usize = 4096;
+
+impl Memo {
+    fn keep<R>(&mut self, put: impl FnOnce(&mut Memo) -> R) {
+        if self.names >= MEMO_NAMES {
+            *self = Memo::default();
+        }
+        self.names += 1;
+        put(self);
+    }
+}
+
+thread_local! {
+    static MEMO: std::cell::RefCell<Memo> = std::cell::RefCell::new(Memo::default());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_ids_are_the_derived_ones_past_the_bound() {
+        let derived = |q: &str, p: &str| {
+            let qid = Uuid::new_v5(&QUEUE_NAMESPACE, q.as_bytes());
+            (qid, Uuid::new_v5(&qid, p.as_bytes()))
+        };
+        for round in 0..2 {
+            for i in 0..MEMO_NAMES + 10 {
+                // Each partition name under seven queues.
+                let (q, p) = (format!("q{}", i % 7), format!("p{}", i / 7));
+                let qid = queue_id(&q);
+                assert_eq!((qid, partition_id(&qid, &p)), derived(&q, &p), "round {round}, {i}");
+            }
+        }
+        assert!(MEMO.with(|m| m.borrow().names) <= MEMO_NAMES);
+    }
 
     #[test]
     fn ids_are_stable_and_distinct() {
