@@ -5,9 +5,11 @@
 //! a pop 100 + `queen_ack_lease` cycle 57 of relations, ~40 k instructions), because an index
 //! rebuilt (REINDEX CONCURRENTLY) or the extension made again has new ones. Postgres tells a
 //! backend of such changes through invalidations, which it reads at the start of each
-//! transaction and whenever a lock is taken: the relation cache's (every change of a relation,
-//! its indexes included, and a full reset) and the schema catalog's call [`forget`], so that
-//! what is kept is never older than what the catalog cache itself would answer.
+//! transaction and whenever a lock is taken: those of the catalog caches the lookups go
+//! through (relations by name and schema, schemas; a row of `pg_class` or `pg_namespace`
+//! changed, and a full reset) call [`forget`], so that what is kept is never older than what
+//! the catalog cache itself would answer. (Catalog cache callbacks, not a relation cache one:
+//! a backend has 10 slots for those, Citus takes 5 and PostgreSQL up to 3.)
 
 use pgrx::pg_sys;
 use std::cell::{Cell, RefCell};
@@ -96,30 +98,22 @@ fn start() -> u64 {
         // SAFETY: registers plain functions for the rest of the backend's life, once; they only
         // clear this module's thread-locals.
         unsafe {
-            pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0));
-            pg_sys::CacheRegisterSyscacheCallback(
-                pg_sys::SysCacheIdentifier::NAMESPACEOID as i32,
-                Some(schema_changed),
-                pg_sys::Datum::from(0),
-            );
+            for cache in [pg_sys::SysCacheIdentifier::RELNAMENSP, pg_sys::SysCacheIdentifier::NAMESPACENAME] {
+                pg_sys::CacheRegisterSyscacheCallback(cache as i32, Some(changed), pg_sys::Datum::from(0));
+            }
         }
         REGISTERED.set(true);
     }
     EPOCH.get()
 }
 
-/// Forget everything kept (an invalidation of any relation, or of any schema): the next read
-/// finds it kept under an older count. (A count only: the callback borrows nothing.)
+/// Forget everything kept (an invalidation of any relation's or schema's name): the next
+/// read finds it kept under an older count. (A count only: the callback borrows nothing.)
 fn forget() {
     EPOCH.set(EPOCH.get().wrapping_add(1));
 }
 
 #[pgrx::pg_guard]
-extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, _relid: pg_sys::Oid) {
-    forget();
-}
-
-#[pgrx::pg_guard]
-extern "C-unwind" fn schema_changed(_arg: pg_sys::Datum, _cacheid: std::os::raw::c_int, _hash: u32) {
+extern "C-unwind" fn changed(_arg: pg_sys::Datum, _cacheid: std::os::raw::c_int, _hash: u32) {
     forget();
 }

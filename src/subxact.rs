@@ -12,11 +12,11 @@ use pgrx::PgTryBuilder;
 /// Run `f` in a subtransaction: its result, or why it failed (an error it returned or raised),
 /// with nothing of it left.
 pub fn attempt<R>(f: impl FnOnce() -> QueenResult<R>) -> Result<R, String> {
+    // The search_path fixed outside the subtransaction, whose rollback would end its level.
+    crate::gucs::fix_search_path();
     // SAFETY: called inside a transaction (every caller is a SQL function or a worker unit);
     // BeginInternalSubTransaction switches to the subtransaction's memory context and resource
     // owner, which are put back below once it has ended, either way, as PL/pgSQL does.
-    // The search_path fixed outside the subtransaction, whose rollback would end its level.
-    crate::gucs::fix_search_path();
     let (context, owner) = unsafe {
         let saved = (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner);
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
