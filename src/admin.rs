@@ -4,7 +4,7 @@
 //! worker's call for its shard, route.rs; 0 on one server).
 
 use crate::error::QueenResult;
-use crate::locks::{Kind, Mode};
+use crate::locks::{Lock, Mode};
 use crate::names;
 use crate::names::group_key;
 use crate::names::to_pg;
@@ -37,11 +37,20 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
         // a lease of a queue it holds no privilege on is, to it, no lease (privilege.rs
         // unknown_to): NULL, as for an unknown one.
         let args: [DatumWithOid; 2] = [lease_id.into(), shard.into()];
-        let queues: Vec<Uuid> = LEASE_QUEUES.run(s, &args).map(|r| r.req("queue_id")).collect();
+        let scope: Vec<(Uuid, String)> =
+            LEASE_QUEUES.run(s, &args).map(|r| (r.req("queue_id"), r.req("consumer_group"))).collect();
+        let queues: Vec<Uuid> = scope.iter().map(|(q, _)| *q).collect();
         if !crate::privilege::is_admin(s, role)
             && !crate::privilege::unknown_to(s, role, &queues, crate::privilege::Privilege::Pop)?.is_empty()
         {
             return Ok(None);
+        }
+        if scope.is_empty() {
+            return Ok(None); // no row holds the lease (a lease's rows never come back)
+        }
+        // The rows are locked below: their queues' and group's locks first (locks.rs).
+        for (queue, group) in &scope {
+            crate::locks::writing(*queue, None, Some(group))?;
         }
         // On Citus the queue's options (a reference table) are read apart from the shard's rows.
         let lease_time: Option<i32> =
@@ -54,7 +63,7 @@ pub fn renew(lease_id: Uuid, seconds: Option<i32>) -> QueenResult<Option<Timesta
             shard.into(),
             now.into(),
             // The caller's stored id, taken (an xid assigned) only when there is a lease to renew.
-            (!queues.is_empty()).then(crate::cluster::txid).into(),
+            Some(crate::cluster::txid()).into(),
             lease_time.into(),
         ];
         let r = RENEW.run(s, &args).first();
@@ -74,7 +83,7 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
     let queue_id = to_pg(names::queue_id(queue));
     let key = group_key(group);
     crate::locks::writing(queue_id, Some(queue), Some(key))?;
-    crate::locks::take_fresh(Kind::Subscribe, crate::locks::queue_key(queue_id), Mode::Shared, || {
+    crate::locks::take_fresh(Lock::Subscribe(queue_id), Mode::Shared, || {
         format!("queue \"{}\" (completed retention)", crate::error::shorten(queue))
     })?;
     Ok(crate::session::connect(|s| {
@@ -101,9 +110,7 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
 pub fn delete_group(group: Option<&str>, queue: Option<&str>) -> QueenResult<i32> {
     let queue_id = queue.map(|q| to_pg(names::queue_id(q)));
     let key = group_key(group);
-    crate::locks::take_fresh(Kind::GroupWrite, crate::locks::group_key(key), Mode::Exclusive, || {
-        format!("group \"{}\" (in use by an open transaction)", crate::error::shorten(group.unwrap_or("(queue mode)")))
-    })?;
+    crate::locks::deleting_group(queue_id.zip(queue), key)?;
     Ok(crate::session::connect(|s| {
         let args: [DatumWithOid; 3] = [key.into(), queue_id.into(), crate::shards::current().into()];
         crate::cache::changed();

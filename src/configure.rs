@@ -60,7 +60,7 @@ pub fn configure(queue: &str, patch: &Value) -> QueenResult<Value> {
     // The queue's rows may be created: its shared lock (locks.rs), as a push's.
     crate::locks::writing(queue_id, Some(queue), None)?;
     crate::session::connect(|s| {
-        crate::locks::wait_xact(crate::locks::Kind::Queue, crate::locks::hash(queue_id, ""), || {
+        crate::locks::wait_xact(crate::locks::Lock::Configure(queue_id), || {
             format!("the configuration of queue \"{}\"", crate::error::shorten(queue))
         })?;
         crate::cache::changed();

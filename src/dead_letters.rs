@@ -97,6 +97,9 @@ pub fn purge(
 ) -> QueenResult<i64> {
     let queue_id = to_pg(crate::names::queue_id(queue));
     let key = group_key(group);
+    // Rows of the group are deleted: as a replay, a delete of the queue or the group waits, or
+    // is waited for.
+    crate::locks::writing(queue_id, Some(queue), Some(key))?;
     let shard = crate::shards::current();
     Ok(crate::session::connect(|s| {
         let args: [DatumWithOid; 5] = [queue_id.into(), key.into(), message.into(), before.into(), shard.into()];

@@ -53,7 +53,7 @@ fn lock_direct(partition: Uuid, group: &str, version: &str) -> Option<bool> {
     Some(writer.lock_skip(tid) == Lock::Current)
 }
 
-/// A row holding a lease, locked by [`lock_lease`]: whose it is, and the row as locked.
+/// A row holding a lease, locked by [`lock_found`]: whose it is, and the row as locked.
 pub(crate) struct LeaseHeld {
     pub partition: Uuid,
     pub group: String,
@@ -65,19 +65,10 @@ pub(crate) struct LeaseHeld {
 pub(crate) struct LeaseFound {
     pub partition: Uuid,
     pub group: String,
+    pub queue_id: Uuid,
     /// The row as the snapshot sees it, when asked for.
     pub row: Option<CursorRow>,
     tid: pg_sys::ItemPointerData,
-}
-
-/// `ack_lease_lock_rows` of ack.sql (which see), by hand: the rows of this shard holding
-/// `lease` as a new snapshot sees them ([`find_lease`]), locked ([`lock_found`]); with the
-/// clock read after the locks, and the snapshot (for the caller's checks). None, having locked
-/// nothing, when the statement is to do it.
-pub(crate) fn lock_lease(lease: Uuid) -> Option<(Vec<LeaseHeld>, Micros, Snapshot)> {
-    let (found, snap) = find_lease(lease, false)?;
-    let (held, now) = lock_found(lease, found, &snap)?;
-    Some((held, now, snap))
 }
 
 /// The rows of this shard holding `lease` as a new snapshot sees them, found through
@@ -106,6 +97,7 @@ pub(crate) fn find_lease(lease: Uuid, rows: bool) -> Option<(Vec<LeaseFound>, Sn
             found.push(LeaseFound {
                 partition: t.get(l.ck[0]).expect("queen: a cursor's partition is not NULL"),
                 group: t.get(l.ck[1]).expect("queen: a cursor's group is not NULL"),
+                queue_id: t.get(l.ck[2]).expect("queen: a cursor's queue is not NULL"),
                 row: rows.then(|| direct::cursor_row(&l, &t)),
                 tid: t.tid(),
             });
@@ -130,7 +122,7 @@ pub(crate) fn lock_found(lease: Uuid, found: Vec<LeaseFound>, snap: &Snapshot) -
     let shard = crate::shards::current();
     let mut writer = Writer::open(l.cursors, snap.snap)?;
     let mut held = Vec::with_capacity(found.len());
-    for LeaseFound { partition, group, tid, .. } in found {
+    for LeaseFound { partition, group, tid, queue_id, .. } in found {
         match writer.lock_wait(tid) {
             Lock::Skipped => continue,
             Lock::Current => {}
@@ -144,7 +136,6 @@ pub(crate) fn lock_found(lease: Uuid, found: Vec<LeaseFound>, snap: &Snapshot) -
             }
         }
         let t = writer.locked();
-        let queue_id = t.get(l.ck[2]).expect("queen: a cursor's queue is not NULL");
         held.push(LeaseHeld { partition, group, queue_id, row: direct::cursor_row(&l, &t) });
     }
     drop(writer);

@@ -1,18 +1,29 @@
-//! queen's own locks, which no other role can take, watch for or hold against it.
+//! queen's own locks: which key each takes, in which order, and how long anyone waits for one
+//! (docs/design.md, "Locks").
 //!
-//! queen serialises a few things with locks that are not row locks: the right to create a
-//! (partition, group) pair's cursor row, one `queen_configure` at a time per queue, one
-//! maintenance pass at a time per database, and the marks of which pop is visiting what
-//! (visit.rs). They were advisory locks; advisory locks need no privilege, and their keys were
-//! fixed numbers or hashes anyone can compute, so any role that could connect could hold them
-//! and stop maintenance, make pops return nothing, or make `queen_configure` wait for ever.
+//! queen serialises a few things with locks that are not row locks: writers of a queue or a
+//! group against its delete, the right to create a (partition, group) pair's cursor row, one
+//! `queen_configure` at a time per queue, one maintenance pass at a time per database, and the
+//! marks of which pop is visiting what (visit.rs).
 //!
-//! These are taken through the lock manager directly, in the user lock method as advisory
-//! locks are, with a tag no SQL function builds: `pg_advisory_lock` and its kin always set the
-//! tag's fourth field to 1 (one bigint key) or 2 (two int keys); queen's carry [`QUEEN_FIELD`].
-//! So no SQL — by any role — can take or wait for one of them; only C code loaded into the
-//! server could, and loading that needs a superuser. They show in `pg_locks` as locktype
-//! `advisory` with `objsubid` 81, which only tells an onlooker that queen is busy.
+//! **No role can take, watch for or hold one.** They are taken through the lock manager
+//! directly, in the user lock method as advisory locks are, with a tag no SQL function builds:
+//! `pg_advisory_lock` and its kin set the tag's fourth field to 1 (one bigint key) or 2 (two int
+//! keys); queen's carry [`QUEEN_FIELD`]. Loading C code that could build one needs a superuser.
+//!
+//! **No two keys share a tag.** The other three fields (96 bits) are a SHA-256 digest of the
+//! database, the kind of lock and the full ids it stands for (a queue's id, a partition's id,
+//! the group's whole name): no truncated hash of a name that another tenant could compute a
+//! collision with (a 32-bit one took under a second), and no lock keyed by a group's name
+//! alone, which every queue would share. Ids are UUIDv5 digests of names already; a 96-bit
+//! digest of them is as collision-free as the ids are. `pg_locks` shows them as locktype
+//! `advisory` with `objsubid` 81 (its `database`, `classid` and `objid` columns hold the digest).
+//!
+//! **One order.** Every call takes the locks it needs in the order of [`Lock`]'s variants —
+//! the queue's, then the group's, then the queue's subscription lock, then a pair's — and row
+//! locks only after them. Writers take theirs in shared mode. The holders of exclusive modes
+//! that wait (the deletes, [`take_all`]) take all of theirs at once or none: a delete never
+//! holds one of its locks while it waits for another, so no circle of waits can pass through it.
 //!
 //! A lock queen waits for is held only by another queen call (in an open transaction of a role
 //! with a grant): the wait is bounded by `lock_timeout` when the caller set one, and otherwise
@@ -21,36 +32,102 @@
 use crate::error::{QueenError, QueenResult};
 use pgrx::pg_sys;
 use pgrx::Uuid;
+use sha2::{Digest, Sha256};
 
 /// The fourth field of queen's lock tags (no SQL advisory function uses it: they use 1 and 2).
 pub const QUEEN_FIELD: u16 = 81;
 
-/// First keys, one per kind of lock.
+/// A lock of queen's, by what it stands for. Listed in the order a call takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Kind {
-    /// The right to create a (partition, group) pair's cursor row.
-    Pair = 1_364_542_798,
-    /// One maintenance pass at a time per database.
-    Maintenance = 1_364_542_799,
-    /// A pop visiting a (partition, group) pair (visit.rs).
-    Visit = 1_364_542_800,
-    /// A pop discovering a group's queue log (visit.rs).
-    Discovery = 1_364_542_801,
-    /// One `queen_configure` (or seek) at a time per queue.
-    Queue = 1_902_474_318,
-    /// A transaction that writes rows of a queue (a push, pop, ack, seek, configure), shared;
-    /// `queen_delete_queue`, exclusive: the delete waits for every writer that is open, so
-    /// that no row of the queue it cannot see is committed after it (issue 21, items 8, 9).
-    QueueWrite = 1_364_542_802,
-    /// A transaction that writes rows of a group (a pop, ack, seek), shared;
-    /// `queen_delete_group`, exclusive (item 11). Keyed by the group's name alone: a delete of
-    /// a group on every queue must also wait for a first pop on a queue it cannot see yet.
-    GroupWrite = 1_364_542_803,
-    /// A transaction that subscribes a group to a queue (a first pop, a seek), shared; a pass
-    /// of completed retention, exclusive, never waiting: while a subscription of the queue is
-    /// not committed, completed retention leaves the queue alone (semantics §4, item 7).
-    Subscribe = 1_364_542_804,
+pub enum Lock<'a> {
+    /// A transaction that writes rows of queue `.0` (a push, pop, ack, renew, seek, configure,
+    /// schedule, replay, purge, a timer's firing, a maintenance unit), shared;
+    /// `queen_delete_queue`, exclusive: the delete waits for every writer that is open, so that
+    /// no row of the queue it cannot see is committed after it.
+    QueueWrite(Uuid),
+    /// One `queen_configure` at a time per queue.
+    Configure(Uuid),
+    /// `queen_delete_queue`, shared; `queen_delete_group` on every queue, exclusive: the two
+    /// delete rows of the same (queue, group) under locks of their own, never at once.
+    Deletes,
+    /// A transaction that writes rows of group `.0` on any queue, shared; `queen_delete_group`
+    /// on every queue (which needs `configure` on every queue), exclusive.
+    GroupEverywhere(&'a str),
+    /// A transaction that writes rows of group `.1` on queue `.0` (a pop, ack, renew, seek,
+    /// replay, purge, max wait), shared; `queen_delete_group` of that queue, exclusive.
+    GroupWrite(Uuid, &'a str),
+    /// A transaction that subscribes a group to queue `.0` (a first pop, a seek), shared; a
+    /// chunk of completed retention, exclusive, never waiting: while a subscription of the queue
+    /// is not committed, completed retention leaves the queue alone (semantics §4).
+    Subscribe(Uuid),
+    /// The right to create the cursor row of (partition `.0`, group `.1`).
+    Pair(Uuid, &'a str),
+    /// A pop visiting (partition `.0`, group `.1`) (visit.rs), a session lock, never waited for.
+    Visit(Uuid, &'a str),
+    /// A pop discovering group `.1`'s log of queue `.0` (visit.rs), likewise.
+    Discovery(Uuid, &'a str),
+    /// One maintenance pass at a time per database, never waited for.
+    Maintenance,
+}
+
+impl Lock<'_> {
+    fn kind(&self) -> u8 {
+        match self {
+            Lock::QueueWrite(_) => 1,
+            Lock::Configure(_) => 2,
+            Lock::Deletes => 3,
+            Lock::GroupEverywhere(_) => 4,
+            Lock::GroupWrite(..) => 5,
+            Lock::Subscribe(_) => 6,
+            Lock::Pair(..) => 7,
+            Lock::Visit(..) => 8,
+            Lock::Discovery(..) => 9,
+            Lock::Maintenance => 10,
+        }
+    }
+
+    /// The lock's tag in this database.
+    pub fn tag(&self) -> pg_sys::LOCKTAG {
+        // SAFETY: MyDatabaseId is set at backend start and never changes afterwards.
+        let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+        let [f1, f2, f3] = digest(db, self);
+        pg_sys::LOCKTAG {
+            locktag_field1: f1,
+            locktag_field2: f2,
+            locktag_field3: f3,
+            locktag_field4: QUEEN_FIELD,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        }
+    }
+}
+
+/// The three fields of lock `lock`'s tag in database `db`: 96 bits of SHA-256 over the
+/// database, the kind and the ids, each of fixed length or with its length, so that no two
+/// locks read as the same input.
+fn digest(db: u32, lock: &Lock<'_>) -> [u32; 3] {
+    let mut h = Sha256::new();
+    h.update(b"queen lock\0");
+    h.update(db.to_le_bytes());
+    h.update([lock.kind()]);
+    let (id, name): (Option<&Uuid>, Option<&str>) = match lock {
+        Lock::QueueWrite(q) | Lock::Configure(q) | Lock::Subscribe(q) => (Some(q), None),
+        Lock::GroupEverywhere(g) => (None, Some(g)),
+        Lock::GroupWrite(id, g) | Lock::Pair(id, g) | Lock::Visit(id, g) | Lock::Discovery(id, g) => {
+            (Some(id), Some(g))
+        }
+        Lock::Deletes | Lock::Maintenance => (None, None),
+    };
+    if let Some(id) = id {
+        h.update(id.as_bytes());
+    }
+    if let Some(name) = name {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+    }
+    let d = h.finalize();
+    let word = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+    [word(0), word(4), word(8)]
 }
 
 /// How a lock is held: shared by many, or by one.
@@ -69,47 +146,24 @@ impl Mode {
     }
 }
 
-/// 32-bit FNV-1a of an id and a name: the lock's second key. Two keys with the same hash only
-/// make one caller wait for, or pass by, what another is doing.
-pub fn hash(id: Uuid, name: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in id.as_bytes().iter().chain([b'/'].iter()).chain(name.as_bytes()) {
-        h ^= *b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
-/// The tag of lock (`kind`, `key`) in this database.
-pub fn tag(kind: Kind, key: u32) -> pg_sys::LOCKTAG {
-    pg_sys::LOCKTAG {
-        // SAFETY: MyDatabaseId is set at backend start and never changes afterwards.
-        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        locktag_field2: kind as u32,
-        locktag_field3: key,
-        locktag_field4: QUEEN_FIELD,
-        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    }
-}
-
-/// Take the lock without waiting; true if taken. `session`: held until released (or the
-/// backend exits), else until the transaction — or the subtransaction that took it, if it
-/// rolls back — ends.
+/// Take the lock of `tag` exclusively without waiting; true if taken. `session`: held until
+/// released (or the backend exits), else until the transaction — or the subtransaction that
+/// took it, if it rolls back — ends.
 pub fn try_take(tag: &pg_sys::LOCKTAG, session: bool) -> bool {
     try_mode(tag, Mode::Exclusive, session)
 }
 
 fn try_mode(tag: &pg_sys::LOCKTAG, mode: Mode, session: bool) -> bool {
-    // SAFETY: a tag of the user lock method, built by `tag`; dontWait, so this returns at once.
+    // SAFETY: a tag of the user lock method, built by `Lock::tag`; dontWait, so this returns at
+    // once (also when a request that conflicts is waiting: the lock manager's queue is fair).
     let got = unsafe { pg_sys::LockAcquire(tag, mode.lockmode(), session, true) };
     got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
 }
 
-/// Whether another transaction holds (`kind`, `key`) in a mode that conflicts with `mode`,
-/// without taking anything (so nobody waits for the look).
-pub fn held_by_others(kind: Kind, key: u32, mode: Mode) -> bool {
-    let tag = tag(kind, key);
+/// Whether another transaction holds `lock` in a mode that conflicts with `mode`, without
+/// taking anything (so nobody waits for the look).
+pub fn held_by_others(lock: Lock<'_>, mode: Mode) -> bool {
+    let tag = lock.tag();
     let mut count: std::ffi::c_int = 0;
     // SAFETY: a tag of the user lock method; the lock manager fills a palloc'd array (freed
     // with the memory context) and its length; this backend's own locks are not counted.
@@ -129,46 +183,64 @@ pub fn release_session(tag: &pg_sys::LOCKTAG) {
     }
 }
 
-/// Take (`kind`, `key`) exclusively for this transaction, never waiting.
-pub fn try_xact(kind: Kind, key: u32) -> bool {
-    try_mode(&tag(kind, key), Mode::Exclusive, false)
+/// Give back one hold of a transaction lock this call took (by `try_mode` or `wait_for`): a
+/// hold the transaction had before stays (the lock manager counts them).
+fn release_xact(tag: &pg_sys::LOCKTAG, mode: Mode) {
+    // SAFETY: the lock was taken with this tag and mode for the transaction by this backend,
+    // under the same resource owner (within one call of `take_all`).
+    unsafe {
+        pg_sys::LockRelease(tag, mode.lockmode(), false);
+    }
 }
 
-/// Take (`kind`, `key`) exclusively for this transaction, waiting for whoever holds it at most
-/// as long as the caller's `lock_timeout` (when set) or `queen.lock_wait_seconds`; then 55P03
-/// naming `what`.
-pub fn wait_xact(kind: Kind, key: u32, what: impl FnOnce() -> String) -> QueenResult<()> {
-    take(kind, key, Mode::Exclusive, what).map(|_waited| ())
+/// Take `lock` exclusively for this transaction, never waiting.
+pub fn try_xact(lock: Lock<'_>) -> bool {
+    try_mode(&lock.tag(), Mode::Exclusive, false)
 }
 
-/// Take (`kind`, `key`) in `mode` for this transaction, waiting as [`wait_xact`] does. True when
-/// it had to wait: what the caller read before may have changed meanwhile.
-pub fn take(kind: Kind, key: u32, mode: Mode, what: impl FnOnce() -> String) -> QueenResult<bool> {
-    let tag = tag(kind, key);
+/// Take `lock` in `mode` for this transaction, never waiting; true if taken.
+pub fn try_in(lock: Lock<'_>, mode: Mode) -> bool {
+    try_mode(&lock.tag(), mode, false)
+}
+
+/// Take `lock` exclusively for this transaction, waiting for whoever holds it at most as long
+/// as the caller's `lock_timeout` (when set) or `queen.lock_wait_seconds`; then 55P03 naming
+/// `what`.
+pub fn wait_xact(lock: Lock<'_>, what: impl FnOnce() -> String) -> QueenResult<()> {
+    take(lock, Mode::Exclusive, what).map(|_waited| ())
+}
+
+/// Take `lock` in `mode` for this transaction, waiting as [`wait_xact`] does. True when it had
+/// to wait: what the caller read before may have changed meanwhile.
+pub fn take(lock: Lock<'_>, mode: Mode, what: impl FnOnce() -> String) -> QueenResult<bool> {
+    let tag = lock.tag();
     if try_mode(&tag, mode, false) {
         return Ok(false);
     }
     let bound_ms = bound_ms();
-    let timed_out = with_lock_timeout(bound_ms, || {
+    match wait_for(&tag, mode, bound_ms) {
+        true => Ok(true),
+        false => Err(QueenError::LockWait { what: what(), ms: bound_ms }),
+    }
+}
+
+/// Wait for `tag` in `mode` for this transaction, at most `ms` milliseconds: true when taken.
+fn wait_for(tag: &pg_sys::LOCKTAG, mode: Mode, ms: i32) -> bool {
+    let timed_out = with_lock_timeout(ms.max(1), || {
         pgrx::PgTryBuilder::new(|| {
             // SAFETY: as in try_mode; waiting, which lock_timeout (set just now) bounds.
-            unsafe { pg_sys::LockAcquire(&tag, mode.lockmode(), false, false) };
+            unsafe { pg_sys::LockAcquire(tag, mode.lockmode(), false, false) };
             false
         })
         .catch_when(pgrx::PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| true)
         .execute()
     });
-    match timed_out {
-        false => Ok(true),
-        true => Err(QueenError::LockWait { what: what(), ms: bound_ms }),
-    }
+    !timed_out
 }
 
-/// Take (`kind`, `key`) in `mode` for this transaction, waiting as [`take`] does; a
-/// transaction whose snapshot is older than what it waited for (REPEATABLE READ or
+/// A transaction whose snapshot is older than what it waited for (REPEATABLE READ or
 /// SERIALIZABLE) fails with 40001, to be retried, instead of acting on rows that are gone.
-pub fn take_fresh(kind: Kind, key: u32, mode: Mode, what: impl FnOnce() -> String) -> QueenResult<bool> {
-    let waited = take(kind, key, mode, what)?;
+fn fresh(waited: bool) -> QueenResult<bool> {
     // SAFETY: a backend global, set for the running transaction; read only.
     if waited && unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
         return Err(QueenError::SnapshotTooOld);
@@ -176,43 +248,126 @@ pub fn take_fresh(kind: Kind, key: u32, mode: Mode, what: impl FnOnce() -> Strin
     Ok(waited)
 }
 
-/// Take (`kind`, `key`) in `mode` for this transaction, never waiting; true if taken.
-pub fn try_in(kind: Kind, key: u32, mode: Mode) -> bool {
-    try_mode(&tag(kind, key), mode, false)
+/// Take `lock` in `mode` for this transaction, waiting as [`take`] does; see [`fresh`].
+pub fn take_fresh(lock: Lock<'_>, mode: Mode, what: impl FnOnce() -> String) -> QueenResult<bool> {
+    fresh(take(lock, mode, what)?)
 }
 
-/// The key of a queue's locks.
-pub fn queue_key(queue_id: Uuid) -> u32 {
-    hash(queue_id, "")
-}
-
-/// The key of a group's locks (queue mode included), on every queue.
-pub fn group_key(group: &str) -> u32 {
-    hash(Uuid::from_bytes([0; 16]), group)
+/// Take every lock of `wanted` for this transaction, all or none: each is tried without
+/// waiting; when one is taken by others, the ones this call took go back and the call waits
+/// for that one alone (bounded as [`take`] is, over the whole call), then tries again. So the
+/// caller never holds one of them while it waits for another: what it waits for can never be
+/// waiting for it. The deletes take their locks so. 55P03 names what it last waited for
+/// (`what`, given the index of that lock in `wanted`); see [`fresh`].
+pub fn take_all(wanted: &[(Lock<'_>, Mode)], what: impl Fn(usize) -> String) -> QueenResult<bool> {
+    let tags: Vec<(pg_sys::LOCKTAG, Mode)> = wanted.iter().map(|(l, m)| (l.tag(), *m)).collect();
+    let bound_ms = bound_ms();
+    let started = std::time::Instant::now();
+    let mut waited = false;
+    // The lock last waited for, held (taken at once by the next try).
+    let mut first: Option<usize> = None;
+    loop {
+        let order = first.into_iter().chain((0..tags.len()).filter(|i| Some(*i) != first));
+        let mut held: Vec<usize> = Vec::with_capacity(tags.len());
+        let mut blocked = None;
+        for i in order {
+            let (tag, mode) = &tags[i];
+            if try_mode(tag, *mode, false) {
+                held.push(i);
+            } else {
+                blocked = Some(i);
+                break;
+            }
+        }
+        let Some(b) = blocked else {
+            // Holds taken twice (the lock waited for, then tried again) go back to one.
+            if let Some(f) = first {
+                release_xact(&tags[f].0, tags[f].1);
+            }
+            return fresh(waited);
+        };
+        for &i in &held {
+            release_xact(&tags[i].0, tags[i].1);
+        }
+        if let Some(f) = first.take() {
+            release_xact(&tags[f].0, tags[f].1);
+        }
+        let left = bound_ms.saturating_sub(started.elapsed().as_millis().min(i32::MAX as u128) as i32);
+        if left <= 0 || !wait_for(&tags[b].0, tags[b].1, left) {
+            return Err(QueenError::LockWait { what: what(b), ms: bound_ms });
+        }
+        waited = true;
+        first = Some(b);
+    }
 }
 
 /// Shared locks of a transaction that writes rows of queue `queue_id` (named `queue`, when the
 /// caller knows its name) for `group` (None: a push, no group): a delete of either waits for
-/// it, and it waits for a delete that is open.
+/// it, and it waits for a delete that is open. True when it waited.
 pub fn writing(queue_id: Uuid, queue: Option<&str>, group: Option<&str>) -> QueenResult<bool> {
-    let mut waited = take_fresh(Kind::QueueWrite, queue_key(queue_id), Mode::Shared, || match queue {
+    let mut waited = take_fresh(Lock::QueueWrite(queue_id), Mode::Shared, || match queue {
         Some(q) => format!("queue \"{}\" (being deleted)", crate::error::shorten(q)),
         None => "the message's queue (being deleted)".to_string(),
     })?;
     if let Some(g) = group {
-        waited |= take_fresh(Kind::GroupWrite, group_key(g), Mode::Shared, || {
-            format!("group \"{}\" (being deleted)", crate::error::shorten(g))
-        })?;
+        let what = || format!("group \"{}\" (being deleted)", crate::error::shorten(g));
+        waited |= take_fresh(Lock::GroupEverywhere(g), Mode::Shared, what)?;
+        waited |= take_fresh(Lock::GroupWrite(queue_id, g), Mode::Shared, what)?;
     }
     Ok(waited)
 }
 
-/// A queue's exclusive lock, for its delete (`queen_delete_queue`; on Citus the coordinator's
-/// too): waits for every open transaction that holds it shared (`writing`).
+/// [`writing`]'s locks, never waiting (maintenance, a timer's firing: the worker never waits
+/// for a client). False when one is held by a delete (or a delete waits for it): nothing of
+/// the queue or group is to be written now; the locks taken stay until the transaction ends.
+pub fn try_writing(queue_id: Uuid, group: Option<&str>) -> bool {
+    try_in(Lock::QueueWrite(queue_id), Mode::Shared)
+        && group.is_none_or(|g| {
+            try_in(Lock::GroupEverywhere(g), Mode::Shared) && try_in(Lock::GroupWrite(queue_id, g), Mode::Shared)
+        })
+}
+
+/// `queen_delete_queue`'s locks (on Citus the coordinator's too): the queue's, exclusive, which
+/// waits for every open transaction that holds it shared ([`writing`]), and `Deletes`, shared.
 pub fn deleting_queue(queue_id: Uuid, queue: &str) -> QueenResult<bool> {
-    take_fresh(Kind::QueueWrite, queue_key(queue_id), Mode::Exclusive, || {
-        format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue))
+    take_all(&[(Lock::QueueWrite(queue_id), Mode::Exclusive), (Lock::Deletes, Mode::Shared)], |i| match i {
+        0 => format!("queue \"{}\" (in use by an open transaction)", crate::error::shorten(queue)),
+        _ => "a delete of a group on every queue".to_string(),
     })
+}
+
+/// `queen_delete_group`'s locks: on one queue (`queue`: its id and name), the queue's shared
+/// (no delete of the queue at once), the group's everywhere shared and the group's on the
+/// queue exclusive, which waits for every open transaction that writes rows of the group
+/// there; on every queue (None), `Deletes` and the group's everywhere, exclusive.
+pub fn deleting_group(queue: Option<(Uuid, &str)>, group: &str) -> QueenResult<bool> {
+    let shown = |g: &str| match g {
+        crate::names::QUEUE_MODE_GROUP => "(queue mode)".to_string(),
+        g => format!("\"{}\"", crate::error::shorten(g)),
+    };
+    match queue {
+        Some((queue_id, name)) => take_all(
+            &[
+                (Lock::QueueWrite(queue_id), Mode::Shared),
+                (Lock::GroupEverywhere(group), Mode::Shared),
+                (Lock::GroupWrite(queue_id, group), Mode::Exclusive),
+            ],
+            |i| match i {
+                0 => format!("queue \"{}\" (being deleted)", crate::error::shorten(name)),
+                1 => format!("group {} (being deleted on every queue)", shown(group)),
+                _ => format!("group {} (in use by an open transaction)", shown(group)),
+            },
+        ),
+        None => {
+            take_all(
+                &[(Lock::Deletes, Mode::Exclusive), (Lock::GroupEverywhere(group), Mode::Exclusive)],
+                |i| match i {
+                    0 => "a delete of a queue".to_string(),
+                    _ => format!("group {} (in use by an open transaction)", shown(group)),
+                },
+            )
+        }
+    }
 }
 
 /// How long a wait may last: the caller's `lock_timeout` when set and shorter, else
@@ -240,12 +395,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pair_hash_spreads_names_and_ids() {
-        let a = Uuid::from_bytes([1; 16]);
-        let b = Uuid::from_bytes([2; 16]);
-        assert_ne!(hash(a, "g"), hash(b, "g"));
-        assert_ne!(hash(a, "g"), hash(a, "h"));
-        assert_eq!(hash(a, "g"), hash(a, "g"));
+    fn every_kind_and_id_has_a_tag_of_its_own() {
+        let (a, b) = (Uuid::from_bytes([1; 16]), Uuid::from_bytes([2; 16]));
+        let locks = [
+            Lock::QueueWrite(a),
+            Lock::QueueWrite(b),
+            Lock::Configure(a),
+            Lock::Subscribe(a),
+            Lock::Deletes,
+            Lock::Maintenance,
+            Lock::GroupEverywhere("g"),
+            Lock::GroupEverywhere("h"),
+            Lock::GroupEverywhere(""),
+            Lock::GroupWrite(a, "g"),
+            Lock::GroupWrite(b, "g"),
+            Lock::GroupWrite(a, "h"),
+            Lock::GroupWrite(a, ""),
+            Lock::Pair(a, "g"),
+            Lock::Visit(a, "g"),
+            Lock::Discovery(a, "g"),
+        ];
+        let tags: Vec<[u32; 3]> = locks.iter().map(|l| digest(7, l)).collect();
+        for i in 0..tags.len() {
+            for j in 0..i {
+                assert_ne!(tags[i], tags[j], "{:?} and {:?}", locks[i], locks[j]);
+            }
+        }
+        assert_eq!(digest(7, &Lock::GroupWrite(a, "g")), digest(7, &Lock::GroupWrite(a, "g")));
+        assert_ne!(digest(7, &Lock::GroupWrite(a, "g")), digest(8, &Lock::GroupWrite(a, "g")), "databases apart");
+    }
+
+    #[test]
+    fn a_group_is_keyed_by_its_whole_name() {
+        // Names that a 32-bit FNV-1a hash of (id, name) would make collide are apart: the
+        // digest reads every byte, and the length.
+        let q = Uuid::from_bytes([3; 16]);
+        let long = "x".repeat(255);
+        let longer = format!("{long}y");
+        assert_ne!(digest(1, &Lock::GroupWrite(q, &long)), digest(1, &Lock::GroupWrite(q, &longer)));
+        assert_ne!(digest(1, &Lock::GroupWrite(q, "ab")), digest(1, &Lock::GroupWrite(q, "ab\0")));
     }
 
     #[test]

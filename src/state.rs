@@ -348,13 +348,13 @@ pub(crate) fn look_sql(
 /// Take the (partition, group) pair's lock (locks.rs) for this transaction, never waiting: the
 /// right to create its cursor row. False when another transaction holds it.
 pub fn try_lock_pair(partition: Uuid, group: &str) -> bool {
-    crate::locks::try_xact(crate::locks::Kind::Pair, crate::locks::hash(partition, group))
+    crate::locks::try_xact(crate::locks::Lock::Pair(partition, group))
 }
 
 /// Take the pair's lock for this transaction, waiting (bounded, locks.rs) for whoever holds
 /// it: for an ack or maintenance that creates a cursor row where no pop is waiting to.
 pub fn lock_pair(partition: Uuid, group: &str) -> QueenResult<()> {
-    crate::locks::wait_xact(crate::locks::Kind::Pair, crate::locks::hash(partition, group), || {
+    crate::locks::wait_xact(crate::locks::Lock::Pair(partition, group), || {
         format!("the cursor of group \"{}\" on a partition", crate::error::shorten(group))
     })
 }

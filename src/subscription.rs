@@ -5,7 +5,7 @@
 
 use crate::cursor::{Cursor, Key};
 use crate::error::QueenResult;
-use crate::locks::Kind;
+use crate::locks::Lock;
 use crate::options::QueueOptions;
 use crate::spi::types::{INT4, INT8, INT8S, TEXT, TSTZ, UUID};
 use crate::spi::{Query, Spi};
@@ -154,12 +154,9 @@ pub fn subscribe(
     }
     // A subscription not committed yet holds completed retention off the queue (locks.rs
     // Subscribe): nothing it will be owed once it commits is deleted meanwhile (semantics §4).
-    let waited = crate::locks::take_fresh(
-        Kind::Subscribe,
-        crate::locks::queue_key(queue_id),
-        crate::locks::Mode::Shared,
-        || "the queue's completed retention".to_string(),
-    )?;
+    let waited = crate::locks::take_fresh(Lock::Subscribe(queue_id), crate::locks::Mode::Shared, || {
+        "the queue's completed retention".to_string()
+    })?;
     if waited {
         // Completed retention committed meanwhile: read what is there now.
         if let Some(sub) = subscription(s, queue_id, group) {

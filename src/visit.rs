@@ -16,12 +16,12 @@
 //! finds it taken moves on to the next candidate: it never waits.
 //!
 //! The lock is one of queen's own (locks.rs), which no SQL can take: no other role can hide a
-//! partition from pops by holding its mark. Two pairs with the same hash only make one pop
-//! skip a candidate another is visiting. The guard releases the lock when
-//! dropped, also when an error unwinds the pop (session locks outlive the transaction, so they
-//! must not be left to it).
+//! partition from pops by holding its mark, and its tag is the pair's own (locks.rs: no other
+//! (partition, group) shares it, so no pop of another queue can hide it). The guard releases
+//! the lock when dropped, also when an error unwinds the pop (session locks outlive the
+//! transaction, so they must not be left to it).
 
-use crate::locks::{self, Kind};
+use crate::locks::{self, Lock};
 use pgrx::pg_sys;
 use pgrx::Uuid;
 use std::cell::RefCell;
@@ -65,7 +65,7 @@ pub struct Visit {
 impl Visit {
     /// Start visiting the pair, unless another backend is visiting it now. Never waits.
     pub fn try_start(partition: Uuid, group: &str) -> Option<Visit> {
-        Visit::try_mark(Kind::Visit, locks::hash(partition, group))
+        Visit::try_mark(Lock::Visit(partition, group))
     }
 
     /// Start a discovery of the group's queue log (`queue`, `group`), unless another backend
@@ -73,17 +73,17 @@ impl Visit {
     /// the hints the others are writing (eight times the hints needed, at 16 clients).
     /// Never waits; the pop that finds it taken uses the hints there are.
     pub fn try_discover(queue: Uuid, group: &str) -> Option<Visit> {
-        Visit::try_mark(Kind::Discovery, locks::hash(queue, group))
+        Visit::try_mark(Lock::Discovery(queue, group))
     }
 
     /// Whether another backend is discovering the group's queue log now, without taking the
     /// mark (a pop that took it for a look would turn away one that came to read the log).
     pub fn discovering_elsewhere(queue: Uuid, group: &str) -> bool {
-        locks::held_by_others(Kind::Discovery, locks::hash(queue, group), locks::Mode::Exclusive)
+        locks::held_by_others(Lock::Discovery(queue, group), locks::Mode::Exclusive)
     }
 
-    fn try_mark(kind: Kind, key: u32) -> Option<Visit> {
-        let tag = locks::tag(kind, key);
+    fn try_mark(lock: Lock<'_>) -> Option<Visit> {
+        let tag = lock.tag();
         // `then`, not `then_some`: a guard built for a lock not taken would release, when
         // dropped, a lock this backend does not hold (a WARNING to the client at every pop that
         // found a mark taken).

@@ -30,6 +30,21 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
   FROM queen.messages m
  WHERE m.message_id = ANY ($1::uuid[]) AND m.shard = $2;
 
+-- name: ack_scope
+-- What an ack of the messages $1 under the leases $2 may lock, read without locking anything
+-- ($3 shard): the queues of the messages, and the groups of the leases as the cursor rows of
+-- the messages' partitions know them (the lease a row holds, or the last one that ended
+-- there). The ack takes their shared locks (locks.rs) before it locks any row.
+WITH m AS MATERIALIZED (
+    SELECT DISTINCT partition_id, queue_id FROM queen.messages WHERE message_id = ANY ($1::uuid[]) AND shard = $3
+)
+SELECT (SELECT COALESCE(array_agg(DISTINCT queue_id), '{}') FROM m) AS queue_ids,
+       -- By the list of the partitions (`= ANY`), through the primary key's prefix: never a
+       -- scan of every cursor row, which a kept generic plan chose for a join.
+       (SELECT COALESCE(array_agg(DISTINCT c.consumer_group), '{}') FROM queen.cursors c
+         WHERE c.partition_id = ANY (ARRAY(SELECT partition_id FROM m)) AND c.shard = $3
+           AND (c.lease_id = ANY ($2::uuid[]) OR c.last_lease_id = ANY ($2::uuid[]))) AS lease_groups;
+
 -- name: ack_message_lock
 -- The message $1 and its partition's cursor row, locked for this transaction, of the group of
 -- lease $3 if that lease is or was the lease of a row of that partition, else of group $2
@@ -37,7 +52,8 @@ SELECT m.message_id, m.partition_id, m.txid, m.seq, m.queue_id
 -- configure.sql names them) and the lease as that row knows it (group; expiry, -infinity once
 -- it ended; whether it was released); no row when the message or the cursor row does not
 -- exist, or $2 is given and is not the lease's group (the ack is refused: nothing is locked
--- for it). An ack waits for a transaction that holds the row (the pop that leased it, still
+-- for it), or the group is none of $5 (the groups whose locks the caller took, locks.rs: it
+-- finds otherwise). An ack waits for a transaction that holds the row (the pop that leased it, still
 -- open): the ack must apply to what that transaction commits. The cursor rows are found by
 -- the message's partition as a value (a subquery), so that a plan made while cursors was
 -- empty does not read all of them and join.
@@ -66,6 +82,7 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
   LEFT JOIN l ON true
   JOIN queen.cursors c ON c.partition_id = (SELECT partition_id FROM m) AND c.shard = $4
                       AND c.consumer_group = COALESCE((SELECT consumer_group FROM l), $2, '__QUEUE_MODE__')
+                      AND c.consumer_group = ANY ($5::text[])
   LEFT JOIN LATERAL (                                                      -- [one server]
         SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id         -- [one server]
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
@@ -159,9 +176,10 @@ SELECT ls.l AS lease_id, c.partition_id, c.consumer_group,
                       AND (c.lease_id = ls.l OR c.last_lease_id = ls.l);
 
 -- name: ack_lease_queues
--- The queues of the rows holding lease $1 in shard $2, read without locking anything: what a
--- role that may not pop every queue is checked against before queen_ack_lease locks a row.
-SELECT DISTINCT c.queue_id FROM queen.cursors c WHERE c.lease_id = $1 AND c.shard = $2;
+-- The queues and the group of the rows holding lease $1 in shard $2, read without locking
+-- anything: what a role that may not pop every queue is checked against, and whose shared
+-- locks (locks.rs) are taken, before queen_ack_lease locks a row.
+SELECT DISTINCT c.queue_id, c.consumer_group FROM queen.cursors c WHERE c.lease_id = $1 AND c.shard = $2;
 
 -- name: ack_lease_lock
 -- queen_ack_lease: the rows holding lease $1 in shard $2 (active or run out, while no pop

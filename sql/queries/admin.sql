@@ -2,9 +2,10 @@
 -- queen_seek, queen_delete_group, queen_delete_queue. Sections are prepared once per backend.
 
 -- name: lease_queues
--- The queues lease $1 covers (its cursor rows'): what queen_renew checks the caller's privilege
--- on before it extends anything ($2 shard).
-SELECT DISTINCT queue_id FROM queen.cursors WHERE lease_id = $1 AND shard = $2;
+-- The queues lease $1 covers (its cursor rows'), with the lease's group: what queen_renew
+-- checks the caller's privilege on, and whose shared locks (locks.rs) it takes, before it
+-- extends anything ($2 shard).
+SELECT DISTINCT queue_id, consumer_group FROM queen.cursors WHERE lease_id = $1 AND shard = $2;
 
 -- name: renew
 -- Extend lease $1 to now + $2 seconds (NULL: the queue's leaseTime), never shortening it, if

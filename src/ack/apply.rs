@@ -197,7 +197,13 @@ impl Group<'_> {
 /// `lease_released`), so that the partition does not stall until the lease runs out (issue
 /// 21, item 12). Only queues with retention; nothing is written otherwise. True when a row
 /// was released.
-pub(super) fn sweep_vanished(s: &mut Spi, lease: Uuid) -> bool {
+pub(super) fn sweep_vanished(s: &mut Spi, lease: Uuid) -> QueenResult<bool> {
+    // The rows are locked below: their queues' and group's locks first (locks.rs).
+    let scope = find::lease_scope(s, lease);
+    if scope.is_empty() {
+        return Ok(false);
+    }
+    find::hold(scope)?;
     let rows: Vec<(Uuid, String, Uuid, CursorRow, Micros, Option<QueueOptions>)> = ACK_LEASE_ROWS
         .run(s, &[lease.into(), crate::shards::current().into()])
         .map(|r| {
@@ -229,7 +235,7 @@ pub(super) fn sweep_vanished(s: &mut Spi, lease: Uuid) -> bool {
         }
         released |= release_vanished(s, lease, partition, &group, queue_id, row, now);
     }
-    released
+    Ok(released)
 }
 
 /// Settle a row of `lease` whose unfinished messages are all gone (counted as vanished by the

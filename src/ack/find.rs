@@ -11,7 +11,8 @@
 //!   locked, with their batches' messages, in one statement.
 //!
 //! Rows are locked in partition order, whatever the way, so that two calls acking the same
-//! partitions cannot deadlock. A role that may not pop every queue is screened first
+//! partitions cannot deadlock; and only once the shared locks of their queue and group are
+//! held ([`hold`], locks.rs): every way finds what it will lock without locking it first. A role that may not pop every queue is screened first
 //! ([`screen`]): a queue it holds no privilege on is unknown to it.
 
 use super::parse::{AckEntry, AckStatus};
@@ -33,7 +34,8 @@ use std::collections::{BTreeMap, HashMap};
 
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, TEXTS, UUIDS, INT4] };
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS, INT4] };
-const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID, INT4] };
+const ACK_SCOPE: Query = Query { file: SQL, name: "ack_scope", args: &[UUIDS, UUIDS, INT4] };
+const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID, INT4, TEXTS] };
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS, INT4] };
 const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT, INT4] };
 const ACK_LEASE_QUEUES: Query = Query { file: SQL, name: "ack_lease_queues", args: &[UUID, INT4] };
@@ -172,6 +174,35 @@ impl LeaseRow {
     }
 }
 
+/// Take the shared locks (locks.rs `writing`) of every (queue, group) of `scope`, before any of
+/// their rows is locked: the order every call keeps, so that no delete waits for a row this
+/// transaction holds while this transaction waits for the delete. Taken again, a lock is a
+/// hit in the backend's own table.
+pub(super) fn hold(scope: impl IntoIterator<Item = (Uuid, String)>) -> QueenResult<()> {
+    let mut scope: Vec<(Uuid, String)> = scope.into_iter().collect();
+    scope.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()).then_with(|| a.1.cmp(&b.1)));
+    scope.dedup();
+    for (queue, group) in scope {
+        crate::locks::writing(queue, None, Some(&group))?;
+    }
+    Ok(())
+}
+
+/// What an ack of `messages` under `leases` may lock (`ack_scope`, read without locking): the
+/// messages' queues and the leases' groups.
+fn scope(s: &mut Spi, messages: Vec<Uuid>, leases: Vec<Uuid>) -> (Vec<Uuid>, Vec<String>) {
+    let args: [DatumWithOid; 3] = [messages.into(), leases.into(), crate::shards::current().into()];
+    let r = ACK_SCOPE.run(s, &args).first();
+    (r.get("queue_ids").unwrap_or_default(), r.get("lease_groups").unwrap_or_default())
+}
+
+/// The queues and the group of the rows holding `lease` (`ack_lease_queues`), read without
+/// locking anything.
+pub(super) fn lease_scope(s: &mut Spi, lease: Uuid) -> Vec<(Uuid, String)> {
+    let args: [DatumWithOid; 2] = [lease.into(), crate::shards::current().into()];
+    ACK_LEASE_QUEUES.run(s, &args).map(|r| (r.req::<Uuid>("queue_id"), r.req::<String>("consumer_group"))).collect()
+}
+
 /// Raises 42501 (changing nothing) unless the caller may pop every queue of `queues`.
 fn may_ack(s: &mut Spi, role: Oid, mut queues: Vec<Uuid>) -> QueenResult<()> {
     queues.sort_unstable_by_key(|q| *q.as_bytes());
@@ -229,7 +260,16 @@ fn one_by_id(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResult<Option
     let [e @ AckEntry { message_id: Some(id), .. }] = entries else {
         return Ok(None);
     };
-    let Some((m, locked, lease)) = lock_by_message(s, to_pg(*id), e.group.as_deref(), e.lease_id.map(to_pg)) else {
+    // The message's queue and the lease's group, read first, and their locks taken: the
+    // statement below locks the row of the lease's group, or of the group given.
+    let lease = e.lease_id.map(to_pg);
+    let (queues, mut groups) = scope(s, vec![to_pg(*id)], lease.into_iter().collect());
+    let [queue] = queues[..] else {
+        return Ok(None);
+    };
+    groups.push(names::group_key(e.group.as_deref()).to_string());
+    hold(groups.iter().map(|g| (queue, g.clone())))?;
+    let Some((m, locked, lease)) = lock_by_message(s, to_pg(*id), e.group.as_deref(), lease, &groups) else {
         return Ok(None);
     };
     may_ack(s, role, vec![m.queue_id])?;
@@ -274,6 +314,14 @@ fn batch_of_one_lease(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResu
         return Ok(None);
     }
     let mut ids: Vec<Uuid> = entries.iter().filter_map(|e| e.message_id.map(to_pg)).collect();
+    // What the statement will lock, read first, and its locks taken: the rows of the lease's
+    // group in the messages' partitions (a lease is one group's: a group read now is the
+    // statement's). A lease no row knows yet is left to the general path.
+    let (queues, groups) = scope(s, ids.clone(), vec![to_pg(lease)]);
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    hold(queues.iter().flat_map(|q| groups.iter().map(move |g| (*q, g.clone()))))?;
     let args: [DatumWithOid; 4] = [
         ids.clone().into(),
         to_pg(lease).into(),
@@ -367,6 +415,7 @@ fn batch_by_key(
     rows.dedup();
     let wanted: Vec<crate::direct_save::LeaseFound> =
         found.into_iter().enumerate().filter(|(at, _)| rows.binary_search(at).is_ok()).map(|(_, f)| f).collect();
+    hold(wanted.iter().map(|f| (f.queue_id, f.group.clone())))?;
     let Some((held, now)) = crate::direct_save::lock_found(lease, wanted, &snap) else {
         return Ok(None);
     };
@@ -531,6 +580,12 @@ fn general(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResult<Lookup> 
             },
         }
     }
+    // Each target's row is locked by apply.rs: its queue's and group's locks first.
+    hold(
+        groups
+            .iter()
+            .map(|((_, group), idxs)| (found[idxs[0]].expect("grouped entries were found").queue_id, group.clone())),
+    )?;
     let targets = groups
         .into_iter()
         .map(|((_, group), idxs)| {
@@ -631,14 +686,17 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Message>> {
 
 /// The message `message_id` and, locked, its partition's cursor row for the group of `lease`
 /// (if that lease has a row) or else `group` (None: queue mode), with that lease's row; None
-/// when the message or the cursor row does not exist, or `group` is not the lease's.
+/// when the message or the cursor row does not exist, `group` is not the lease's, or the group
+/// is none of `held` (those whose locks the caller holds: locks.rs).
 fn lock_by_message(
     s: &mut Spi,
     message_id: Uuid,
     group: Option<&str>,
     lease: Option<Uuid>,
+    held: &[String],
 ) -> Option<(Message, Locked, Option<LeaseRow>)> {
-    let args: [DatumWithOid; 4] = [message_id.into(), group.into(), lease.into(), crate::shards::current().into()];
+    let args: [DatumWithOid; 5] =
+        [message_id.into(), group.into(), lease.into(), crate::shards::current().into(), held.to_vec().into()];
     let (found, (row, now, opts), lease) = {
         let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
         (Message::from_row(&r), read(&r), LeaseRow::from_row(&r))
@@ -648,9 +706,9 @@ fn lock_by_message(
 }
 
 /// The cursor row of `group` on the partition of message `message_id`, locked, if it exists
-/// (and the message does).
+/// (and the message does). The caller holds the locks of the message's queue and `group`.
 pub(super) fn lock_row(s: &mut Spi, message_id: Uuid, group: &str) -> Option<Locked> {
-    lock_by_message(s, message_id, Some(group), None).map(|(_, locked, _)| locked)
+    lock_by_message(s, message_id, Some(group), None, &[group.to_string()]).map(|(_, locked, _)| locked)
 }
 
 /// A row holding the lease `queen_ack_lease` acks, as `ack_lease_lock` read it.
@@ -684,21 +742,43 @@ impl LeaseBatch {
 /// pop is refused (42501).
 pub(super) fn lease_rows(s: &mut Spi, role: Oid, lease: Uuid) -> QueenResult<Vec<LeaseBatch>> {
     let shard = crate::shards::current();
+    // The lease's queues and group, read without locking (for a role that may not pop every
+    // queue, and for the statements below, which lock the rows after their locks are taken).
+    let mut scope: Option<Vec<(Uuid, String)>> = None;
     if !crate::privilege::allowed_everywhere(s, role, Privilege::Pop) {
-        let queues: Vec<Uuid> =
-            ACK_LEASE_QUEUES.run(s, &[lease.into(), shard.into()]).map(|r| r.req("queue_id")).collect();
+        let found = lease_scope(s, lease);
+        let queues: Vec<Uuid> = found.iter().map(|(q, _)| *q).collect();
         if !crate::privilege::unknown_to(s, role, &queues, Privilege::Pop)?.is_empty() {
             return Ok(Vec::new());
         }
+        scope = Some(found);
     }
     // On one server the batches' ids are read straight from messages_pkey after the lock
     // (direct.rs batch_ids), by a statement that only locks: ack_lease_lock's reads of them cost
     // more to start than to run.
     let direct = crate::direct::available(s);
     let args: [DatumWithOid; 2] = [lease.into(), shard.into()];
-    // On one server the rows are locked by hand (direct_save.rs lock_lease), as
+    // On one server the rows are found and locked by hand (direct_save.rs find_lease, lock_found), as
     // ack_lease_lock_rows locks them, and the queue's options come from the backend's cache.
-    let by_hand = if direct { crate::direct_save::lock_lease(lease) } else { None };
+    let by_hand = match direct.then(|| crate::direct_save::find_lease(lease, false)).flatten() {
+        Some((found, snap)) => {
+            hold(found.iter().map(|f| (f.queue_id, f.group.clone())))?;
+            crate::direct_save::lock_found(lease, found, &snap).map(|(held, now)| (held, now, snap))
+        }
+        None => None,
+    };
+    if by_hand.is_none() {
+        // The statements lock the rows that hold the lease: theirs as read now (a lease's rows
+        // only go, never come, once its pop has committed; none yet: an unknown lease).
+        let scope = match scope.take() {
+            Some(found) => found,
+            None => lease_scope(s, lease),
+        };
+        if scope.is_empty() {
+            return Ok(Vec::new());
+        }
+        hold(scope)?;
+    }
     let mut rows: Vec<LeaseBatch> = match by_hand {
         Some((held, now, snap)) => {
             let rows: Vec<LeaseBatch> = held

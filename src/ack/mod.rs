@@ -70,8 +70,12 @@ pub fn ack(entries: &[AckEntry]) -> QueenResult<Vec<AckResult>> {
         }
         // Entries whose message retention deleted under their lease: the rest of the batch
         // may be gone too, and the lease then has nothing left to finish.
-        let swept: Vec<Uuid> =
-            find::gone(named, &found.ids).into_iter().filter(|&lease| apply::sweep_vanished(s, lease)).collect();
+        let mut swept: Vec<Uuid> = Vec::new();
+        for lease in find::gone(named, &found.ids) {
+            if apply::sweep_vanished(s, lease)? {
+                swept.push(lease);
+            }
+        }
         Ok(results(entries, &found.ids, verdicts, &swept))
     })
 }

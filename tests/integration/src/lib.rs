@@ -256,6 +256,27 @@ pub fn drain(c: &mut Client, queue: &str, group: Option<&str>) -> Vec<serde_json
     }
 }
 
+/// What pg_locks shows of queen's lock of kind `kind` (src/locks.rs `Lock`: 8 a visit of a
+/// (partition, group)) for `id` and `name`, in the database of oid `db`: (database, classid,
+/// objid), with objsubid 81. The same digest as locks.rs's.
+pub fn queen_lock_tag(db: u32, kind: u8, id: Option<uuid::Uuid>, name: Option<&str>) -> (u32, u32, u32) {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"queen lock\0");
+    h.update(db.to_le_bytes());
+    h.update([kind]);
+    if let Some(id) = id {
+        h.update(id.as_bytes());
+    }
+    if let Some(name) = name {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+    }
+    let d = h.finalize();
+    let word = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+    (word(0), word(4), word(8))
+}
+
 /// A session that has an xid and stays in an open transaction until dropped or committed.
 pub fn open_tx(db: &TestDb) -> Client {
     let mut c = db.connect();

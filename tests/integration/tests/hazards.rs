@@ -2,7 +2,7 @@
 //! replayed step by step over real connections. Every test here failed before its fix.
 
 use postgres::Client;
-use queen_integration_tests::{await_debug_sleep, drain, lag, open_tx, pop_auto, push, TestDb};
+use queen_integration_tests::{await_debug_sleep, drain, lag, open_tx, pop_auto, push, queen_lock_tag, TestDb};
 use serde_json::{json, Value};
 
 /// Item 1: a worker takes its xid, pops a message that a younger transaction committed, and
@@ -256,15 +256,29 @@ fn a_visit_mark_lasts_no_longer_than_the_visit_or_the_rows_it_holds() {
     let mut c = db.connect();
     push(&mut c, "q", "P", json!(1));
     push(&mut c, "q", "R", json!(2));
-    let visits = |c: &mut Client| -> i64 {
-        // Tests run side by side, each in a database of its own: count this database's marks.
-        c.query_one(
-            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-             WHERE l.locktype = 'advisory' AND l.classid = 1364542800 AND d.datname = current_database()",
-            &[],
-        )
+    // The marks of (P, g) and (R, g), by their tags (queen_lock_tag).
+    let db_oid: u32 =
+        c.query_one("SELECT oid FROM pg_database WHERE datname = current_database()", &[]).unwrap().get(0);
+    let marks: Vec<(u32, u32, u32)> = c
+        .query("SELECT DISTINCT partition_id FROM queen.partitions", &[])
         .unwrap()
-        .get(0)
+        .iter()
+        .map(|r| queen_lock_tag(db_oid, 8, Some(r.get(0)), Some("g")))
+        .collect();
+    assert_eq!(marks.len(), 2);
+    let visits = move |c: &mut Client| -> i64 {
+        marks
+            .iter()
+            .map(|&(f1, f2, f3)| {
+                c.query_one(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = $1 AND classid = $2
+                        AND objid = $3 AND objsubid = 81",
+                    &[&f1, &f2, &f3],
+                )
+                .unwrap()
+                .get::<_, i64>(0)
+            })
+            .sum()
     };
     // A pop inside an open transaction keeps the mark of the partition it holds, until the
     // savepoint that popped rolls back, or the transaction ends.

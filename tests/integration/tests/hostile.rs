@@ -2,7 +2,7 @@
 //! granted (issue 21, items 1–4), over real connections as roles that are not superusers.
 
 use postgres::Client;
-use queen_integration_tests::{connect, open_tx, push, sqlstate, TestDb};
+use queen_integration_tests::{connect, open_tx, push, queen_lock_tag, sqlstate, TestDb};
 use serde_json::json;
 
 /// A queue "secret" with a pending message in partition p, a dead letter whose payload is a card
@@ -115,15 +115,24 @@ fn no_role_can_hold_queens_locks() {
 
     let role = db.role("blocker");
     let mut h = db.connect_as(&role);
-    let queue_id: String = admin.query_one("SELECT DISTINCT queue_id::text FROM queen.queues", &[]).unwrap().get(0);
+    let queue_id: uuid::Uuid = admin.query_one("SELECT DISTINCT queue_id FROM queen.queues", &[]).unwrap().get(0);
+    let db_oid: u32 =
+        admin.query_one("SELECT oid FROM pg_database WHERE datname = current_database()", &[]).unwrap().get(0);
     let mut keys: Vec<(i64, i64)> = held.iter().map(|(k1, k2, _)| (*k1, *k2)).collect();
-    keys.push((1_364_542_799, 0));
-    let hashed: i32 = admin.query_one("SELECT hashtext($1)", &[&queue_id]).unwrap().get(0);
-    keys.push((1_902_474_318, hashed as i64));
+    // The keys anyone can compute (src/locks.rs is public): the maintenance lock's, the queue's
+    // configuration lock's.
+    for (kind, id) in [(10u8, None), (2u8, Some(queue_id))] {
+        let (_, k1, k2) = queen_lock_tag(db_oid, kind, id, None);
+        keys.push((k1 as i64, k2 as i64));
+    }
     for (k1, k2) in &keys {
-        // The two-int form (as queen's keys were) and the bigint form.
-        h.execute("SELECT pg_advisory_lock($1::bigint::int4, ($2::bigint - CASE WHEN $2 > 2147483647 THEN 4294967296 ELSE 0 END)::int4)", &[k1, k2])
-            .unwrap();
+        // The two-int form and the bigint form.
+        h.execute(
+            "SELECT pg_advisory_lock(($1::bigint - CASE WHEN $1 > 2147483647 THEN 4294967296 ELSE 0 END)::int4,
+                                     ($2::bigint - CASE WHEN $2 > 2147483647 THEN 4294967296 ELSE 0 END)::int4)",
+            &[k1, k2],
+        )
+        .unwrap();
         h.execute("SELECT pg_advisory_lock(($1::bigint << 32) | $2::bigint)", &[k1, k2]).unwrap();
     }
     // Everything still works, and nothing waits (a wait would hit lock_timeout).
