@@ -9,7 +9,7 @@
 
 use crate::cursor::{Batch, Key};
 use crate::discovery::{next_point, Point};
-use crate::locks::{self, Kind, Mode};
+use crate::locks::{self, Lock, Mode};
 use crate::max_wait;
 use crate::spi::types::{FLOAT8, INT4, INT4S, INT8, INT8S, TEXT, TEXTS, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Row, Spi};
@@ -88,6 +88,11 @@ struct Report {
     /// Timers whose message was pushed, and timers whose push failed (tried again later).
     timers_fired: i64,
     timers_retried: i64,
+    /// Queues whose due timers waited for the next firing: a delete of the queue held it.
+    timers_deferred_queues: i64,
+    /// Units left to the next pass: a lock they needed was held by a client's transaction
+    /// (the worker waits for one only briefly: worker.rs).
+    units_deferred: i64,
 }
 
 /// How a pass runs its units of work: `queen_maintain()` runs them all in the caller's
@@ -95,15 +100,22 @@ struct Report {
 /// that what a unit locks — cursor rows max-wait files dead letters on, a retention chunk's
 /// rows — is held for milliseconds, not for the whole pass.
 pub trait Units {
-    fn run(&mut self, unit: &mut dyn FnMut(&mut Spi));
+    /// Run `unit`; false when it was left to the next pass, rolled back (it waited too long
+    /// for a lock a client's transaction holds).
+    fn run(&mut self, unit: &mut dyn FnMut(&mut Spi)) -> bool;
+    /// How many units were left to the next pass so far.
+    fn deferred(&self) -> i64 {
+        0
+    }
 }
 
 /// Every unit in the caller's transaction.
 pub struct InCallersTransaction;
 
 impl Units for InCallersTransaction {
-    fn run(&mut self, unit: &mut dyn FnMut(&mut Spi)) {
-        crate::session::connect(|s| unit(s))
+    fn run(&mut self, unit: &mut dyn FnMut(&mut Spi)) -> bool {
+        crate::session::connect(|s| unit(s));
+        true
     }
 }
 
@@ -112,15 +124,23 @@ struct Skipped;
 
 /// Run one unit: under the database's maintenance lock (one pass at a time; taken again by
 /// every unit, which in one transaction is a no-op), or not at all when another pass holds it.
-fn unit<R>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Result<R, Skipped> {
+/// A unit left to the next pass (`Units::run`) did nothing: its result is `R`'s default, which
+/// every unit's caller reads as "nothing done".
+fn unit<R: Default>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Result<R, Skipped> {
     let mut f = Some(f);
     let mut out = None;
+    let mut skipped = false;
     units.run(&mut |s| {
-        if crate::locks::try_xact(crate::locks::Kind::Maintenance, 0) {
+        if crate::locks::try_xact(Lock::Maintenance) {
             out = f.take().map(|f| f(s));
+        } else {
+            skipped = true;
         }
     });
-    out.ok_or(Skipped)
+    match skipped {
+        true => Err(Skipped),
+        false => Ok(out.unwrap_or_default()),
+    }
 }
 
 /// One maintenance pass in the caller's transaction (`queen_maintain()`).
@@ -134,7 +154,8 @@ pub fn maintain(partition_idle_seconds: i32) -> Value {
 /// its own, with that node's transaction ids), and the coordinator's folds the queues' registry.
 pub fn pass(units: &mut dyn Units, partition_idle_seconds: i32) -> Value {
     let started = std::time::Instant::now();
-    let done = pass_units(units, partition_idle_seconds).and_then(|r| {
+    let done = pass_units(units, partition_idle_seconds).and_then(|mut r| {
+        r.units_deferred = units.deferred();
         let report = r.to_json();
         record(units, &report, started.elapsed().as_secs_f64())?;
         Ok(report)
@@ -157,6 +178,8 @@ impl Report {
             "kv_expired": self.kv_expired,
             "timers_fired": self.timers_fired,
             "timers_retried": self.timers_retried,
+            "timers_deferred_queues": self.timers_deferred_queues,
+            "units_deferred": self.units_deferred,
         })
     }
 }
@@ -228,10 +251,12 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
         }
         // Timers that are due (timers.rs; the worker fires them at their time, a pass catches
         // what it has not), a chunk a unit.
+        let mut shut = Vec::new();
         loop {
-            let fired = unit(units, |_| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK))?;
+            let fired = unit(units, |_| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK, &mut shut))?;
             r.timers_fired += fired.fired;
             r.timers_retried += fired.retried;
+            r.timers_deferred_queues += fired.deferred_queues;
             if !fired.more {
                 break;
             }
@@ -304,7 +329,7 @@ fn shard_units(
         let forgettable: Vec<Uuid> = FORGETTABLE_QUEUES
             .run(s, &[shard.into()])
             .map(|r| r.req::<Uuid>("queue_id"))
-            .filter(|q| !locks::held_by_others(Kind::QueueWrite, locks::queue_key(*q), Mode::Exclusive))
+            .filter(|q| !locks::held_by_others(Lock::QueueWrite(*q), Mode::Exclusive))
             .collect();
         let now = state::timestamp(state::now(s));
         let args: [DatumWithOid; 4] =
@@ -372,7 +397,7 @@ impl CountScan {
 /// Bring the queue's count up to its log's end (same pending-transaction rule as discovery).
 /// Not while the queue is being deleted (its count row would outlive it).
 fn refresh_count(s: &mut Spi, queue_id: Uuid) {
-    if !locks::try_in(Kind::QueueWrite, locks::queue_key(queue_id), Mode::Shared) {
+    if !locks::try_writing(queue_id, None) {
         return;
     }
     let shard = crate::shards::current();
@@ -463,12 +488,16 @@ fn retain_in_chunks(
     which: Retention,
     chunks: usize,
 ) -> Result<Option<i64>, Skipped> {
-    let cutoff = unit(units, |s| cutoff(s, secs))?;
+    let Some(cutoff) = unit(units, |s| Some(cutoff(s, secs)))? else {
+        return Ok(Some(0));
+    };
     let mut total = 0;
     for _ in 0..chunks {
         let deleted = unit(units, |s| {
-            if which == Retention::Completed
-                && !locks::try_in(Kind::Subscribe, locks::queue_key(queue_id), Mode::Exclusive)
+            // Never while the queue is being deleted (its rows are the delete's), and
+            // completed retention never while a subscription of the queue is open.
+            if !locks::try_writing(queue_id, None)
+                || which == Retention::Completed && !locks::try_in(Lock::Subscribe(queue_id), Mode::Exclusive)
             {
                 return None;
             }
@@ -537,9 +566,7 @@ fn max_wait_file(
 ) -> i64 {
     // Rows of the queue and the group may be created: never while either is being deleted
     // (locks.rs); the next pass comes back.
-    if !locks::try_in(Kind::QueueWrite, locks::queue_key(queue_id), Mode::Shared)
-        || !locks::try_in(Kind::GroupWrite, locks::group_key(group), Mode::Shared)
-    {
+    if !locks::try_writing(queue_id, Some(group)) {
         return 0;
     }
     let Some((sub, _)) = crate::subscription::subscription(s, queue_id, group) else {

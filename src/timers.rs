@@ -26,7 +26,7 @@ use crate::jsonb::Jsonb;
 use crate::names::{self, from_pg, to_pg};
 use crate::privilege::{self, Privilege};
 use crate::push::{self, Payloads};
-use crate::spi::types::{INT8, JSONB, TEXT, TSTZ, UUID};
+use crate::spi::types::{INT8, JSONB, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Row};
 use crate::state::{self, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -38,7 +38,8 @@ const UPSERT: Query =
 const CANCEL: Query = Query { file: SQL, name: "timer_cancel", args: &[UUID, TEXT] };
 const GET: Query = Query { file: SQL, name: "timer_get", args: &[UUID, TEXT] };
 const PAGE: Query = Query { file: SQL, name: "timer_page", args: &[UUID, TEXT, INT8] };
-const TAKE: Query = Query { file: SQL, name: "timers_take", args: &[TSTZ, INT8] };
+const DUE_QUEUES: Query = Query { file: SQL, name: "timers_due_queues", args: &[TSTZ, INT8, UUIDS] };
+const TAKE: Query = Query { file: SQL, name: "timers_take", args: &[TSTZ, INT8, UUIDS] };
 const TAKE_ONE: Query = Query { file: SQL, name: "timer_take_one", args: &[UUID, TEXT, UUID] };
 const FAILED: Query = Query { file: SQL, name: "timer_failed", args: &[UUID, TEXT, UUID, TEXT, TSTZ] };
 const NEXT: Query = Query { file: SQL, name: "timers_next", args: &[] };
@@ -56,6 +57,10 @@ pub const MAX_PAGE: i64 = 1000;
 pub const FIRE_CHUNK: i64 = 1000;
 /// The longest wait before a timer whose push failed is tried again.
 pub const MAX_BACKOFF_SECONDS: i64 = 300;
+/// The longest a firing's push waits for anything a client's transaction holds (a message of
+/// the same transaction id that transaction pushed, say), in milliseconds: then the timer is
+/// tried again after its backoff, and the others fire.
+pub const FIRE_WAIT_MS: i32 = 100;
 
 /// How long after its `attempts`-th failed push a timer is tried again: 1 s, doubled per
 /// failure, at most [`MAX_BACKOFF_SECONDS`].
@@ -178,7 +183,8 @@ pub struct Pending {
     pub queue: String,
     pub key: String,
     pub partition: String,
-    pub payload: pgrx::JsonB,
+    /// The payload as stored (never parsed: any jsonb comes back as it went in).
+    pub payload: Jsonb,
     pub transaction_id: String,
     pub message_id: Uuid,
     pub trace_id: Option<Uuid>,
@@ -194,7 +200,7 @@ impl Pending {
             queue: r.req("queue"),
             key: r.req("timer_key"),
             partition: r.req("partition"),
-            payload: r.req("payload"),
+            payload: Jsonb(r.transfer("payload", -1).expect("queen: a timer's payload is not NULL")),
             transaction_id: r.req("transaction_id"),
             message_id: r.req("message_id"),
             trace_id: r.get("trace_id"),
@@ -235,18 +241,42 @@ pub struct Fired {
     pub retried: i64,
     /// Timers were due past the chunk: call again.
     pub more: bool,
+    /// Queues whose due timers were left for later: a delete of the queue held its lock.
+    pub deferred_queues: i64,
 }
 
 /// Fire up to `limit` timers due at `now`, in the caller's transaction: each chunk's pushes in
 /// a subtransaction; when that fails, timer by timer, so that one that cannot be pushed is
 /// tried again later and the others fire.
-pub fn fire_due(now: Micros, limit: i64) -> Fired {
+///
+/// Never waits for a client: the shared lock of each timer's queue (locks.rs) is taken first,
+/// as every call that writes a queue takes it, and without waiting — a queue whose delete
+/// holds it is added to `shut` and left out (of this and of the caller's next firings, which
+/// pass `shut` again), so that one queue's delete never holds back another queue's timers;
+/// and a push waits at most [`FIRE_WAIT_MS`] for a row a client holds.
+pub fn fire_due(now: Micros, limit: i64, shut: &mut Vec<Uuid>) -> Fired {
+    let at = state::timestamp(now);
+    let deferred_before = shut.len();
+    // The queues of the next chunk whose locks are taken (held until the caller's transaction
+    // ends: taken outside the subtransactions below, whose rollback would release them).
+    let open: Vec<Uuid> = loop {
+        let args: [DatumWithOid; 3] = [at.into(), limit.into(), shut.clone().into()];
+        let due: Vec<Uuid> = crate::session::connect(|s| DUE_QUEUES.run(s, &args).map(|r| r.req("queue_id")).collect());
+        if due.is_empty() {
+            return Fired { deferred_queues: (shut.len() - deferred_before) as i64, ..Fired::default() };
+        }
+        let (open, closed): (Vec<Uuid>, Vec<Uuid>) = due.into_iter().partition(|q| crate::locks::try_writing(*q, None));
+        shut.extend(closed);
+        if !open.is_empty() {
+            break open;
+        }
+    };
+    let deferred_queues = (shut.len() - deferred_before) as i64;
     // The timers taken: queue, key, message id, attempts so far.
     let mut taken: Vec<(Uuid, String, Uuid, i32)> = Vec::new();
-    let at = state::timestamp(now);
     let whole = crate::subxact::attempt(|| {
         crate::session::connect(|s| -> QueenResult<i64> {
-            let args: [DatumWithOid; 2] = [at.into(), limit.into()];
+            let args: [DatumWithOid; 3] = [at.into(), limit.into(), open.clone().into()];
             let r = TAKE.run(s, &args).first();
             let n = r.req::<i64>("taken");
             if n == 0 {
@@ -268,9 +298,9 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
         })
     });
     match whole {
-        Ok(n) => Fired { fired: n, retried: 0, more: n >= limit },
+        Ok(n) => Fired { fired: n, retried: 0, more: n >= limit, deferred_queues },
         Err(_) => {
-            let mut out = Fired { more: taken.len() as i64 >= limit, ..Fired::default() };
+            let mut out = Fired { more: taken.len() as i64 >= limit, deferred_queues, ..Fired::default() };
             for (queue_id, key, message_id, attempts) in &taken {
                 let one = crate::subxact::attempt(|| {
                     crate::session::connect(|s| -> QueenResult<bool> {
@@ -307,14 +337,35 @@ pub fn fire_due(now: Micros, limit: i64) -> Fired {
 }
 
 /// Push a firing's items (Queen's wire shape) with the message ids their timers promised (on
-/// Citus, where a worker mints a message's id, with new ones).
+/// Citus, where a worker mints a message's id, with new ones), waiting at most
+/// [`FIRE_WAIT_MS`] (or the caller's shorter `lock_timeout`) for a lock a client holds.
 fn push_items(items: Jsonb, ids: Vec<Uuid>) -> QueenResult<()> {
     let elements = items.elements(push::ITEM_KEYS).map_err(push::not_an_array)?;
     let parsed = push::parse_items(&elements)?;
-    match crate::route::distributed() {
-        Some(layout) => crate::route::push_batch(&layout, parsed, items).map(|_| ()),
-        None => push::push_with_ids(parsed, Payloads::Items(items), ids.into_iter().map(from_pg).collect()).map(|_| ()),
-    }
+    // SAFETY: a plain read of the backend's own setting.
+    let theirs = unsafe { pgrx::pg_sys::LockTimeout };
+    let bound = if theirs > 0 { theirs.min(FIRE_WAIT_MS) } else { FIRE_WAIT_MS };
+    let ms = std::ffi::CString::new(bound.to_string()).expect("a number has no NUL");
+    // Ok(Err(e)): the push failed; Err(()): it waited for a lock as long as it may.
+    let pushed: Result<QueenResult<()>, ()> = crate::gucs::with_settings(&[(c"lock_timeout", ms.as_c_str())], || {
+        pgrx::PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+            Ok(match crate::route::distributed() {
+                Some(layout) => crate::route::push_batch(&layout, parsed, items).map(|_| ()),
+                None => push::push_with_ids(parsed, Payloads::Items(items), ids.into_iter().map(from_pg).collect())
+                    .map(|_| ()),
+            })
+        }))
+        // (Nothing runs between the catch and the caller's rollback of the subtransaction.)
+        .catch_when(pgrx::PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| Err(()))
+        .execute()
+    });
+    pushed.unwrap_or_else(|()| {
+        Err(QueenError::LockWait {
+            what: "what an open transaction holds (a message of the same transaction id in the partition, say)"
+                .to_string(),
+            ms: bound,
+        })
+    })
 }
 
 /// When the earliest pending timer is due (None: none is).

@@ -76,18 +76,25 @@ pub fn unrecorded() -> (i64, i64) {
     slots.0.iter().filter(|u| u.db == db).fold((0, 0), |(f, k), u| (f + u.failed_passes, k + u.skipped_passes))
 }
 
+/// How long the worker waits for a lock a client's transaction holds: then the unit (or the
+/// timer) that needed it is rolled back and left to the next pass (firing), and the others go
+/// on. No client — a pop in a long business transaction, a push of the transaction id a timer
+/// will push, an open delete — holds the worker back longer.
+pub const LOCK_WAIT: &str = "200ms";
+
 /// The settings a pass depends on, whatever ALTER DATABASE / ALTER ROLE ... SET say (a
 /// database owner may set them; semantics §11: the worker never runs user code, and must not be
 /// stopped by a setting either): a fixed search_path (every query of queen names its schema,
-/// and nothing on another path is called), read-write transactions in READ COMMITTED, and no
-/// timeout that would cut a pass short. Set for the session, before the first pass.
+/// and nothing on another path is called), read-write transactions in READ COMMITTED, no
+/// timeout that would cut a pass short, and a short wait for a client's locks ([`LOCK_WAIT`]).
+/// Set for the session, before the first pass.
 const WORKER_SETTINGS: &[(&str, &str)] = &[
     ("search_path", "pg_catalog, pg_temp"),
     ("default_transaction_read_only", "off"),
     ("default_transaction_isolation", "read committed"),
     ("default_transaction_deferrable", "off"),
     ("statement_timeout", "0"),
-    ("lock_timeout", "0"),
+    ("lock_timeout", LOCK_WAIT),
     ("idle_in_transaction_session_timeout", "0"),
     // From PostgreSQL 17 on; skipped where the server has no such setting.
     ("transaction_timeout", "0"),
@@ -217,12 +224,34 @@ pub extern "C-unwind" fn queen_rebase_worker_main(arg: pg_sys::Datum) {
 }
 
 /// Each unit of a pass in a transaction of its own: locks last milliseconds, and what a
-/// unit did is committed before the next begins.
-struct OwnTransactions;
+/// unit did is committed before the next begins. A unit that waited [`LOCK_WAIT`] for a lock
+/// is rolled back and counted, and the pass goes on with the next.
+#[derive(Default)]
+struct OwnTransactions {
+    deferred: i64,
+}
 
 impl crate::maintain::Units for OwnTransactions {
-    fn run(&mut self, unit: &mut dyn FnMut(&mut crate::spi::Spi)) {
-        in_transaction(|| crate::session::connect(|s| unit(s)));
+    fn run(&mut self, unit: &mut dyn FnMut(&mut crate::spi::Spi)) -> bool {
+        let done = PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+            in_transaction(|| crate::session::connect(|s| unit(s)));
+            true
+        }))
+        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
+            // SAFETY: the error was caught and flushed by PgTryBuilder; this rolls the unit's
+            // transaction back, as `pass` does after any other error.
+            unsafe { pg_sys::AbortCurrentTransaction() };
+            false
+        })
+        .execute();
+        if !done {
+            self.deferred += 1;
+        }
+        done
+    }
+
+    fn deferred(&self) -> i64 {
+        self.deferred
     }
 }
 
@@ -258,7 +287,7 @@ fn pass(db: &str, index: usize) {
                 .unwrap_or(false)
         });
         if installed {
-            let report = crate::maintain::pass(&mut OwnTransactions, gucs::PARTITION_IDLE_SECONDS.get());
+            let report = crate::maintain::pass(&mut OwnTransactions::default(), gucs::PARTITION_IDLE_SECONDS.get());
             match report.get("skipped") {
                 None => debug1!("queen: maintenance of \"{db}\": {report}"),
                 Some(_) => count(index, |u| u.skipped_passes += 1),
@@ -298,10 +327,12 @@ fn fire_timers(db: &str, index: usize, retry: Duration) {
         if !ready {
             return None;
         }
+        // Queues whose delete holds their lock: their timers wait for the next firing.
+        let mut shut = Vec::new();
         loop {
             // SAFETY: GetCurrentTimestamp only reads the clock.
             let now = unsafe { pg_sys::GetCurrentTimestamp() };
-            let fired = in_transaction(|| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK));
+            let fired = in_transaction(|| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK, &mut shut));
             if fired.fired + fired.retried > 0 {
                 debug1!("queen: timers of \"{db}\": {fired:?}");
             }
@@ -339,7 +370,7 @@ fn note_failure(e: &CaughtError, index: usize) {
             r.message().to_string()
         }
     };
-    PgTryBuilder::new(|| crate::maintain::record_failure(&mut OwnTransactions, &message))
+    PgTryBuilder::new(|| crate::maintain::record_failure(&mut OwnTransactions::default(), &message))
         .catch_others(|_| {
             // SAFETY: as above.
             unsafe { pg_sys::AbortCurrentTransaction() };

@@ -226,10 +226,13 @@ SELECT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_
 -- once; schema.sql, rule 1) in shard $1: keep the oldest partition row. (The three folds are
 -- statements of their own: on Citus the queues' registry is a reference table, which the
 -- coordinator folds, and a subscription's fold reads a view Citus routes to no one shard.)
+-- Rows another transaction holds (a delete of their queue) are left to a later pass.
 WITH p AS (
-    DELETE FROM queen.partitions x WHERE x.shard = $1 AND EXISTS (
-        SELECT 1 FROM queen.partitions o WHERE o.partition_id = x.partition_id AND o.shard = $1
-           AND (o.created_at, o.ctid) < (x.created_at, x.ctid))
+    DELETE FROM queen.partitions x WHERE x.shard = $1 AND x.ctid IN (
+        SELECT y.ctid FROM queen.partitions y WHERE y.shard = $1 AND EXISTS (
+            SELECT 1 FROM queen.partitions o WHERE o.partition_id = y.partition_id AND o.shard = $1
+               AND (o.created_at, o.ctid) < (y.created_at, y.ctid))
+           FOR UPDATE SKIP LOCKED)
     RETURNING 1
 )
 SELECT count(*) AS folded FROM p;
@@ -288,29 +291,53 @@ SELECT count(*) AS folded FROM q;
 -- went has committed by then, and this statement's snapshot sees its message. $3 shard, $4 the
 -- clock. The rows of the idle partitions are found through the list of them (`= ANY`): a plan
 -- made while the tables were small joined by reading them whole.
-WITH idle AS MATERIALIZED (
+--
+-- It waits for no one: a partition whose registry row or cursor rows another transaction
+-- holds (a pop that took its cursor in a long transaction, a delete of its queue) is left to a
+-- later pass, so that one client's open transaction never holds back the others' partitions.
+WITH cand AS MATERIALIZED (
     SELECT DISTINCT ON (p.partition_id) p.partition_id, p.queue_id, p.name FROM queen.partitions p
      WHERE p.shard = $3 AND p.created_at < $4 - make_interval(secs => $1)
        AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.partition_id AND m.shard = $3)
        AND NOT EXISTS (SELECT 1 FROM queen.cursors c WHERE c.partition_id = p.partition_id AND c.shard = $3
                           AND (c.updated_at > $4 - make_interval(secs => $1)
                                OR c.lease_expires_at > $4))
+), seen AS MATERIALIZED (
+    -- The cursor rows as this snapshot judged them idle. A pop may hold one now and move it
+    -- after this snapshot (delivering a message that committed after it): such a row is
+    -- skipped below, and so is its partition; one moved and committed since has another
+    -- version (xmin), and deleting it would put the group back at the partition's start and
+    -- deliver that message again.
+    SELECT c.partition_id, c.consumer_group, c.xmin AS version FROM queen.cursors c
+     WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
+), held AS MATERIALIZED (
+    SELECT c.partition_id, c.consumer_group, c.xmin AS version FROM queen.cursors c
+     WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
+       FOR UPDATE SKIP LOCKED
+), registered AS MATERIALIZED (
+    SELECT p.ctid AS at, p.partition_id FROM queen.partitions p
+     WHERE p.shard = $3 AND p.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
+), locked AS MATERIALIZED (
+    SELECT p.ctid AS at FROM queen.partitions p
+     WHERE p.shard = $3 AND p.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
+       FOR UPDATE SKIP LOCKED
+), idle AS MATERIALIZED (
+    SELECT cand.* FROM cand
+     WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.partition_id = cand.partition_id
+                          AND NOT EXISTS (SELECT 1 FROM held h WHERE h.partition_id = s.partition_id
+                                             AND h.consumer_group = s.consumer_group AND h.version = s.version))
+       AND NOT EXISTS (SELECT 1 FROM registered r WHERE r.partition_id = cand.partition_id
+                          AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.at = r.at))
 ), retired AS (
     INSERT INTO queen.retired_partitions (partition_id, queue_id, name, shard)
     SELECT partition_id, queue_id, name, $3 FROM idle
 ), d1 AS (DELETE FROM queen.partitions WHERE shard = $3 AND partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
-), seen AS MATERIALIZED (
-    -- The cursor rows as this snapshot judged them idle. A pop may hold one now and move it
-    -- after this snapshot (delivering a message that committed after it): the delete waits for
-    -- that pop, then finds a newer version, which it leaves (xmin differs). Deleting it would
-    -- put the group back at the partition's start and deliver that message again.
-    SELECT c.partition_id, c.consumer_group, c.xmin AS version FROM queen.cursors c
-     WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
-), d2 AS (DELETE FROM queen.cursors c USING seen
-           WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM seen))
-             AND c.partition_id = seen.partition_id AND c.consumer_group = seen.consumer_group
-             AND c.xmin = seen.version
-), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
+), d2 AS (DELETE FROM queen.cursors c
+           WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
+), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND ctid IN (
+           SELECT r.ctid FROM queen.ready r
+            WHERE r.shard = $3 AND r.partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
+              FOR UPDATE SKIP LOCKED)
 ), back AS (
     INSERT INTO queen.partitions (partition_id, queue_id, name, shard)
     SELECT DISTINCT r.partition_id, r.queue_id, r.name, $3 FROM queen.retired_partitions r

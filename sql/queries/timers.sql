@@ -34,14 +34,24 @@ SELECT queue, timer_key, partition, payload, transaction_id, message_id, trace_i
  ORDER BY timer_key
  LIMIT $3;
 
+-- name: timers_due_queues
+-- The queues of the first $2 timers due at $1, earliest first, leaving out the queues $3,
+-- read without locking anything: a firing takes each queue's shared lock (locks.rs) before
+-- it takes a timer of it, and leaves out the queues whose lock it could not take.
+SELECT DISTINCT queue_id FROM (
+    SELECT queue_id FROM queen.timers
+     WHERE deliver_at <= $1 AND NOT (queue_id = ANY ($3::uuid[]))
+     ORDER BY deliver_at
+     LIMIT $2) AS d;
+
 -- name: timers_take
--- Up to $2 timers due at $1, earliest first, removed: the rows a transaction that is changing
--- them (a reschedule, a cancel, another firing) holds are left for later. As one batch of
--- queen_push items (Queen's wire shape), with their message ids, keys and attempts in the same
--- order.
+-- Up to $2 timers of the queues $3 due at $1, earliest first, removed: the rows a transaction
+-- that is changing them (a reschedule, a cancel, another firing) holds are left for later. As
+-- one batch of queen_push items (Queen's wire shape), with their message ids, keys and
+-- attempts in the same order.
 WITH due AS (
     SELECT queue_id, timer_key FROM queen.timers
-     WHERE deliver_at <= $1
+     WHERE deliver_at <= $1 AND queue_id = ANY ($3::uuid[])
      ORDER BY deliver_at
      LIMIT $2
        FOR UPDATE SKIP LOCKED

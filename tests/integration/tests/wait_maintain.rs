@@ -3,7 +3,7 @@
 
 use postgres::{Client, NoTls};
 use queen_integration_tests::{
-    await_waiting, connect, conninfo, plant_spies, push, push_spread, spy_calls, sqlstate, waiter, TestDb,
+    await_waiting, connect, conninfo, conninfo_as, plant_spies, push, push_spread, spy_calls, sqlstate, waiter, TestDb,
 };
 use serde_json::{json, Value};
 use std::thread;
@@ -368,6 +368,47 @@ fn the_background_worker_maintains_its_database() {
         assert!(late_ms < 100.0, "{label}: fired {late_ms:.1} ms after it was due (or committed)");
     }
     c.execute("SELECT queen_delete_queue('timed')", &[]).unwrap();
+    // A client never stalls it (semantics §8): a push-only role's open transaction that pushed
+    // the transaction id a due timer will push holds back that timer alone — the firing waits
+    // for it briefly and tries again after a backoff, with the reason kept — while another
+    // queue's timer fires and the passes go on. (0.5.0 waited for that transaction without
+    // bound: no timer fired and no pass ran.)
+    let pusher = "queen_worker_test_pusher";
+    admin.batch_execute(&format!("DROP ROLE IF EXISTS {pusher}; CREATE ROLE {pusher} LOGIN")).unwrap();
+    c.query("SELECT queen_grant('stall', $1::text::regrole, ARRAY['push'])", &[&pusher]).unwrap();
+    let mut p = postgres::Client::connect(&conninfo_as("queen_worker_test", pusher), postgres::NoTls).unwrap();
+    p.batch_execute("BEGIN").unwrap();
+    p.query("SELECT * FROM queen_push('stall', '1'::jsonb, partition => 'p', transaction_id => 'x')", &[]).unwrap();
+    let passes = "SELECT coalesce(max(passes), 0)::bigint FROM queen.maintenance_stats";
+    let before = count(&mut c, passes);
+    c.query(
+        "SELECT * FROM queen_schedule('stall', 'k', '2'::jsonb, clock_timestamp(), partition => 'p', transaction_id => 'x')",
+        &[],
+    )
+    .unwrap();
+    c.query("SELECT * FROM queen_schedule('free', 'k', '3'::jsonb, clock_timestamp())", &[]).unwrap();
+    let rows = c.query("SELECT payload FROM queen_pop('free', wait_ms => 5000, auto_ack => true)", &[]).unwrap();
+    assert_eq!(rows.len(), 1, "a client's open transaction held back another queue's timer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, passes) < before + 2
+        || count(&mut c, "SELECT count(*) FROM queen_timers('stall') WHERE last_error LIKE '%open transaction%'") == 0
+    {
+        assert!(Instant::now() < deadline, "the worker's passes stopped behind a client's open transaction");
+        thread::sleep(Duration::from_millis(100));
+    }
+    p.batch_execute("COMMIT").unwrap();
+    drop(p);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&mut c, "SELECT count(*) FROM queen.timers") > 0 {
+        assert!(Instant::now() < deadline, "the held timer was never tried again");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let rows = c.query("SELECT payload FROM queen_pop('stall', batch => 10, auto_ack => true)", &[]).unwrap();
+    assert_eq!(rows.len(), 1, "the timer's message is a duplicate of the client's");
+    c.execute("SELECT queen_delete_queue('stall')", &[]).unwrap();
+    c.execute("SELECT queen_delete_queue('free')", &[]).unwrap();
+    c.query("SELECT queen_revoke('stall', $1::text::regrole, ARRAY['push'])", &[&pusher]).unwrap();
+    admin.batch_execute(&format!("DROP ROLE {pusher}")).unwrap();
     // It survives errors in its passes: make every pass fail (the count it saves breaks a
     // constraint), see that nothing happens, then mend it.
     c.batch_execute("ALTER TABLE queen.queue_counts ADD CONSTRAINT broken CHECK (counted < 0) NOT VALID").unwrap();
@@ -572,9 +613,11 @@ fn restart_worker(admin: &mut Client) {
 }
 
 /// A partition maintenance finds idle while a pop holds its cursor row (the message the pop
-/// delivers committed after maintenance looked): the pop's progress survives. Maintenance waits
-/// for the row, then sees that the pop changed it; deleting it anyway would put the group back
-/// at the partition's start and deliver the message a second time.
+/// delivers committed after maintenance looked): the pop's progress survives. Maintenance
+/// leaves the partition to a later pass without waiting for the row (a client's transaction
+/// never holds it back: the worker would wait for no one's); deleting the row once the pop
+/// changed it would put the group back at the partition's start and deliver the message a
+/// second time.
 #[test]
 fn removing_an_idle_partition_keeps_a_cursor_a_pop_just_moved() {
     let db = TestDb::new("idle_race");
@@ -587,26 +630,19 @@ fn removing_an_idle_partition_keeps_a_cursor_a_pop_just_moved() {
     let mut consumer = db.connect();
     consumer.batch_execute("BEGIN").unwrap();
     consumer.query("SELECT 1 FROM queen.cursors WHERE consumer_group = 'g' FOR UPDATE", &[]).unwrap();
-    // Maintenance finds x empty and idle, and waits for the row.
+    // Maintenance finds x empty and idle, and leaves it: its row is held.
     let mut m = db.connect();
-    let mpid: i32 = m.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    m.batch_execute("SET queen.partition_idle_seconds = 0").unwrap();
-    let pass = thread::spawn(move || m.query_one("SELECT queen_maintain()", &[]).unwrap().get::<_, Value>(0));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(
-        &mut c,
-        &format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {mpid} AND wait_event_type = 'Lock'"),
-    ) == 0
-    {
-        assert!(Instant::now() < deadline, "maintenance never waited for the cursor row");
-        thread::sleep(Duration::from_millis(2));
-    }
+    m.batch_execute("SET queen.partition_idle_seconds = 0; SET lock_timeout = '5s'").unwrap();
+    let t0 = Instant::now();
+    let report: Value = m.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert!(t0.elapsed() < Duration::from_secs(2), "maintenance waited for the row: {:?}", t0.elapsed());
+    assert_eq!(report["partitions_removed"], json!(0), "{report}");
     // A message arrives and the consumer's pop delivers it, moving the cursor; it commits.
     push(&mut c, "q", "x", json!(2));
     let got = consumer.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
     assert_eq!(got.len(), 1);
     consumer.batch_execute("COMMIT").unwrap();
-    let report = pass.join().unwrap();
+    let report: Value = m.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
     assert_eq!(
         c.query("SELECT payload FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().len(),
         0,
