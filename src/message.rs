@@ -9,6 +9,7 @@
 
 use crate::cursor::Key;
 use crate::error::{QueenError, QueenResult};
+use crate::jsonb::Jsonb;
 use crate::privilege::{self, Privilege};
 use crate::spi::types::{TEXT, UUID};
 use crate::spi::{Query, Row};
@@ -21,6 +22,7 @@ const SQL: &str = include_str!("../sql/queries/message.sql");
 const BY_TRANSACTION: Query = Query { file: SQL, name: "message_by_transaction", args: &[UUID, TEXT] };
 const BY_ID: Query = Query { file: SQL, name: "message_by_id", args: &[UUID, UUID] };
 const GROUPS: Query = Query { file: SQL, name: "message_groups", args: &[UUID] };
+const AS_JSONB: Query = Query { file: SQL, name: "message_jsonb", args: &[TEXT] };
 
 /// A group's view of one message (key `k`) from its cursor row.
 pub fn group_state(row: &state::CursorRow, k: Key, now: state::Micros) -> (bool, Option<Uuid>) {
@@ -29,7 +31,8 @@ pub fn group_state(row: &state::CursorRow, k: Key, now: state::Micros) -> (bool,
     (consumed, if leased { row.lease_id } else { None })
 }
 
-fn message_json(r: &Row<'_>, partition_id: Uuid) -> (Value, Key, Option<String>) {
+/// The message's fields but its payload, the payload's JSON text, its key and its queue.
+fn message_json(r: &Row<'_>, partition_id: Uuid) -> (Value, String, Key, Option<String>) {
     let message_id: Uuid = r.req("message_id");
     let v = json!({
         "messageId": message_id.to_string(),
@@ -37,16 +40,17 @@ fn message_json(r: &Row<'_>, partition_id: Uuid) -> (Value, Key, Option<String>)
         "queue": r.get::<String>("queue"),
         "partition": r.req::<String>("partition"),
         "partitionId": partition_id.to_string(),
-        "payload": r.req::<pgrx::JsonB>("payload").0,
         "traceId": r.get::<Uuid>("trace_id").map(|t| t.to_string()),
         "createdAt": r.req::<String>("created_text"),
     });
-    (v, (r.req("txid"), r.req("seq")), r.get::<String>("queue"))
+    (v, r.req("payload_text"), (r.req("txid"), r.req("seq")), r.get::<String>("queue"))
 }
 
 /// The message of `transaction_id` (or, for one pushed without, of that message id) in
 /// partition `partition_id`, with its groups; None when there is none the caller may read.
-pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Value>> {
+/// The payload is never parsed: its text is spliced into the object's (any jsonb a push
+/// accepted comes back, however deep).
+pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Jsonb>> {
     if crate::route::distributed().is_some() {
         return Err(QueenError::invalid("queen_message", "is not available on a distributed (Citus) queen yet"));
     }
@@ -65,7 +69,7 @@ pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Va
                 .map(|r| message_json(&r, partition_id))
         })
     });
-    let Some((mut message, key, queue)) = found else {
+    let Some((mut message, payload, key, queue)) = found else {
         return Ok(None);
     };
     if !queue.is_some_and(|q| privilege::allowed_now(&q, Privilege::Read)) {
@@ -89,7 +93,19 @@ pub fn detail(partition_id: Uuid, transaction_id: &str) -> QueenResult<Option<Va
             .collect()
     });
     message["consumerGroups"] = Value::Array(groups);
-    Ok(Some(message))
+    let text = splice_payload(&message.to_string(), &payload);
+    Ok(Some(crate::session::connect(|s| {
+        Jsonb(
+            AS_JSONB.run(s, &[text.as_str().into()]).first().transfer("detail", -1).expect("queen: jsonb of an object"),
+        )
+    })))
+}
+
+/// JSON object text `object` (not empty) with a field `payload` of JSON text `payload` first.
+fn splice_payload(object: &str, payload: &str) -> String {
+    let rest = object.strip_prefix('{').expect("queen: an object's text");
+    let sep = if rest.trim_start().starts_with('}') { "" } else { "," };
+    format!("{{\"payload\":{payload}{sep}{rest}")
 }
 
 #[cfg(test)]
@@ -105,6 +121,14 @@ mod tests {
             lease_expires_at: expires,
             version: None,
         }
+    }
+
+    #[test]
+    fn the_payload_is_spliced_in_as_text() {
+        let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+        let out = splice_payload(r#"{"a":1}"#, &deep);
+        assert_eq!(out, format!("{{\"payload\":{deep},\"a\":1}}"));
+        assert_eq!(splice_payload("{}", "2"), r#"{"payload":2}"#);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 -- name: message_by_transaction
 -- The message of transaction id $2 in partition $1, with its queue's name (the registry's
 -- first row) and its key.
-SELECT m.message_id, m.transaction_id, m.queue_id, m.partition, m.payload, m.trace_id, m.created_at,
+SELECT m.message_id, m.transaction_id, m.queue_id, m.partition, m.payload::text AS payload_text, m.trace_id, m.created_at,
        m.txid, m.seq, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_text,
        (SELECT q.name FROM queen.queues q WHERE q.queue_id = m.queue_id LIMIT 1) AS queue
   FROM queen.messages m
@@ -13,11 +13,17 @@ SELECT m.message_id, m.transaction_id, m.queue_id, m.partition, m.payload, m.tra
 -- name: message_by_id
 -- The message of id $2 in partition $1 (a message pushed without a transaction id is known by
 -- its message id).
-SELECT m.message_id, m.transaction_id, m.queue_id, m.partition, m.payload, m.trace_id, m.created_at,
+SELECT m.message_id, m.transaction_id, m.queue_id, m.partition, m.payload::text AS payload_text, m.trace_id, m.created_at,
        m.txid, m.seq, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_text,
        (SELECT q.name FROM queen.queues q WHERE q.queue_id = m.queue_id LIMIT 1) AS queue
   FROM queen.messages m
  WHERE m.message_id = $2 AND m.partition_id = $1;
+
+-- name: message_jsonb
+-- The message's JSON text $1 as jsonb: built by splicing its payload's text in, so that no
+-- payload is parsed into a tree on the way (a payload nested deeper than serde_json reads is
+-- valid jsonb, and comes back as it went in, semantics §10).
+SELECT $1::text::jsonb AS detail;
 
 -- name: message_groups
 -- The cursor rows of partition $1: every group that has read it, in name order.

@@ -186,9 +186,9 @@ mod queen {
 /// `RETURNS jsonb`.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn queen_message(partition_id: Option<Uuid>, transaction_id: Option<&str>) -> Option<pgrx::JsonB> {
+fn queen_message(partition_id: Option<Uuid>, transaction_id: Option<&str>) -> Option<crate::jsonb::Jsonb> {
     const F: &str = "queen_message";
     let partition_id = partition_id.ok_or(QueenError::NullValue { argument: "partition_id" }).or_report(F);
     let transaction_id = transaction_id.ok_or(QueenError::NullValue { argument: "transaction_id" }).or_report(F);
-    crate::message::detail(partition_id, transaction_id).or_report(F).map(pgrx::JsonB)
+    crate::message::detail(partition_id, transaction_id).or_report(F)
 }

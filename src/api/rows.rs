@@ -340,7 +340,7 @@ result_row!(
         queue: String,
         timer_key: String,
         partition: String,
-        payload: pgrx::JsonB,
+        payload: crate::jsonb::Jsonb,
         transaction_id: String,
         message_id: Option<Uuid>,
         trace_id: Option<Uuid>,

@@ -93,3 +93,40 @@ fn the_batch_form_takes_any_valid_jsonb_and_payloads_come_back_unchanged() {
         .get(0);
     assert_eq!(v["options"]["leaseTime"], 5);
 }
+
+/// Every payload a push or a schedule accepts is read back by every reader: `queen_timers` and
+/// `queen_message` included, whatever its depth (0.5.0 parsed them into serde_json trees and
+/// failed with XX000 past 128 levels, for every reader of the queue).
+#[test]
+fn timers_and_message_detail_read_back_any_payload() {
+    let db = TestDb::new("valid_readers");
+    let mut c = db.connect();
+    for (i, p) in payloads().iter().enumerate() {
+        let key = i.to_string();
+        // (A timer keeps at most 1 MiB: the long string is for pushes only.)
+        if p.len() < 1 << 20 {
+            c.query(
+                "SELECT * FROM queen_schedule('q', $2, $1::text::jsonb, clock_timestamp() + interval '1 hour')",
+                &[p, &key],
+            )
+            .unwrap_or_else(|e| panic!("payload {i}: {e}"));
+            let same: bool = c
+                .query_one("SELECT payload::text = $1::text::jsonb::text FROM queen_timers('q', $2)", &[p, &key])
+                .unwrap_or_else(|e| panic!("payload {i}: queen_timers: {e}"))
+                .get(0);
+            assert!(same, "payload {i}: queen_timers changed it");
+        }
+        c.query("SELECT * FROM queen_push('q', $1::text::jsonb, partition => 'p', transaction_id => $2)", &[p, &key])
+            .unwrap();
+        // Compared in SQL: the client's own JSON parser stops at 128 levels.
+        let r = c
+            .query_one(
+                "SELECT d -> 'payload' = $1::text::jsonb, d ->> 'transactionId'
+                   FROM (SELECT queen_message(partition_id, $2) AS d FROM queen.partitions WHERE name = 'p') x",
+                &[p, &key],
+            )
+            .unwrap_or_else(|e| panic!("payload {i}: queen_message: {e}"));
+        assert!(r.get::<_, bool>(0), "payload {i}: queen_message changed it");
+        assert_eq!(r.get::<_, String>(1), key, "payload {i}");
+    }
+}
