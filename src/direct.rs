@@ -209,9 +209,15 @@ pub(crate) fn layout() -> Option<Layout> {
 }
 
 /// A page of candidates: `candidates` of pop.sql (which see), read from `ready_next` — the
-/// group's hints due by the clock (read after `snap` was taken) from `from` on, oldest first,
-/// but those of `tried`, at most `limit`. Returns the clock with them. None when the relations
-/// are not as this code reads them.
+/// group's hints due by the clock (read after `snap` was taken) from `from` on, in due time
+/// and then partition order, but those of `tried`, at most `limit`. Returns the clock with
+/// them. None when the relations are not as this code reads them.
+///
+/// The index orders hints of equal due times as they were written, not by partition: the page
+/// is read on through the due time of its last hint and then put in the statement's order, so
+/// that a page that ends inside a group of equal due times (one discovery's, one batch's)
+/// holds the same hints as the statement's (and the next page, from that time on without the
+/// tried ones, loses and repeats none).
 pub(crate) fn candidates(
     snap: &Snapshot,
     queue_id: Uuid,
@@ -239,17 +245,37 @@ pub(crate) fn candidates(
         false,
     );
     let shard = crate::shards::current();
-    let mut page = Vec::new();
-    while page.len() < limit {
-        let Some(t) = scan.next() else { break };
+    let hints = std::iter::from_fn(|| {
+        let t = scan.next()?;
         let partition: Uuid = t.get(l.r[0]).expect("queen: a hint's partition is not NULL");
-        if t.get::<i32>(l.r[2]) != Some(shard) || tried.contains(&partition) {
+        let at = micros(t.get::<TimestampWithTimeZone>(l.r[1]).expect("queen: a hint's time is not NULL"));
+        Some((partition, at, t.get::<i32>(l.r[2]) == Some(shard)))
+    });
+    Some((candidate_page(hints, tried, limit), now))
+}
+
+/// The page of `hints` (partition, due time, of this shard; in due time order, ties as the
+/// index holds them) that `candidates` of pop.sql returns: those of this shard but the
+/// `tried`, in due time then partition order, at most `limit` — read on through the due time
+/// of the `limit`-th, and no further.
+fn candidate_page(
+    hints: impl Iterator<Item = (Uuid, Micros, bool)>,
+    tried: &[Uuid],
+    limit: usize,
+) -> Vec<(Uuid, Micros)> {
+    let mut page: Vec<(Uuid, Micros)> = Vec::new();
+    for (partition, at, here) in hints {
+        if !here || tried.contains(&partition) {
             continue;
         }
-        let at: TimestampWithTimeZone = t.get(l.r[1]).expect("queen: a hint's time is not NULL");
-        page.push((partition, micros(at)));
+        if page.len() >= limit && page.last().is_some_and(|&(_, last)| at > last) {
+            break;
+        }
+        page.push((partition, at));
     }
-    Some((page, now))
+    page.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+    page.truncate(limit);
+    page
 }
 
 /// A row of `queen.cursors` as state::parse reads it.
@@ -724,4 +750,65 @@ pub(crate) fn check_candidates(direct: &[(Uuid, Micros)], now: Micros, sql: &[(U
     let same = direct[..n] == sql[..n]
         && (direct.len() == sql.len() || (direct.len() < sql.len() && direct.len() < limit && later(&sql[n..])));
     assert!(same, "queen: a page of candidates read {direct:?} at {now}, the statement {sql:?}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `candidates` of pop.sql over `hints`: due time then partition order, from `from` on,
+    /// but `tried`, at most `limit`.
+    fn statement(hints: &[(Uuid, Micros)], tried: &[Uuid], limit: usize, from: Micros) -> Vec<(Uuid, Micros)> {
+        let mut all: Vec<(Uuid, Micros)> =
+            hints.iter().copied().filter(|(p, at)| *at >= from && !tried.contains(p)).collect();
+        all.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
+        all.truncate(limit);
+        all
+    }
+
+    #[test]
+    fn a_page_ending_among_equal_due_times_is_the_statements_and_pages_lose_and_repeat_nothing() {
+        let p = |i: u8| Uuid::from_bytes([i; 16]);
+        // Index order: by due time, ties in write order (not partition order); a group of
+        // seven equal due times that every page size below cuts.
+        let index: Vec<(Uuid, Micros)> = vec![
+            (p(9), 10),
+            (p(7), 20),
+            (p(3), 20),
+            (p(8), 20),
+            (p(1), 20),
+            (p(6), 20),
+            (p(2), 20),
+            (p(5), 20),
+            (p(4), 30),
+            (p(0), 30),
+        ];
+        for limit in 1..=10 {
+            let mut tried: Vec<Uuid> = Vec::new();
+            let mut delivered: Vec<Uuid> = Vec::new();
+            let mut from = Micros::MIN;
+            loop {
+                let hints = index.iter().filter(|h| h.1 >= from).map(|&(q, at)| (q, at, true));
+                let page = candidate_page(hints, &tried, limit);
+                assert_eq!(page, statement(&index, &tried, limit, from), "limit {limit}, from {from}");
+                let Some(&(_, last)) = page.last() else { break };
+                from = last;
+                for (q, _) in page {
+                    tried.push(q);
+                    delivered.push(q);
+                }
+            }
+            let mut sorted = delivered.clone();
+            sorted.sort_by_key(|q| *q.as_bytes());
+            sorted.dedup();
+            assert_eq!((delivered.len(), sorted.len()), (index.len(), index.len()), "limit {limit}: {delivered:?}");
+        }
+    }
+
+    #[test]
+    fn hints_of_other_shards_and_tried_partitions_are_left_out() {
+        let p = |i: u8| Uuid::from_bytes([i; 16]);
+        let hints = vec![(p(1), 5, false), (p(2), 5, true), (p(3), 5, true), (p(4), 6, true)];
+        assert_eq!(candidate_page(hints.into_iter(), &[p(3)], 2), vec![(p(2), 5), (p(4), 6)]);
+    }
 }
