@@ -362,7 +362,9 @@ CREATE INDEX kv_expiry ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
 -- Timers (src/timers.rs, queen_schedule): one row per pending timer, removed when it fires
 -- (its message pushed in the same transaction) or is cancelled. Kept by (queue, key); the
 -- queue by id, derived from its name, as everywhere. message_id is the id its message will
--- have. timers_due serves the firing, earliest first.
+-- have. timers_due serves the firing, earliest first. scheduled_by: the role that scheduled
+-- it, whose `push` privilege on the queue the firing checks (NULL: scheduled before queen
+-- kept it, fired as it was).
 CREATE TABLE queen.timers (
     queue_id       uuid        NOT NULL,
     queue          text        NOT NULL,
@@ -376,6 +378,7 @@ CREATE TABLE queen.timers (
     scheduled_at   timestamptz NOT NULL,
     attempts       integer     NOT NULL DEFAULT 0,
     last_error     text,
+    scheduled_by   regrole,
     PRIMARY KEY (queue_id, timer_key)
 );
 CREATE INDEX timers_due ON queen.timers (deliver_at);
@@ -413,7 +416,8 @@ CREATE INDEX privileges_queue ON queen.privileges (queue);
 -- What maintenance has done in this database (src/maintain.rs), read through the view
 -- queen.maintenance_stats: one row, which the last unit of every pass (the worker's or
 -- queen_maintain()'s) creates or adds its report to, and which a failed pass of the worker
--- notes. Totals since the extension was created (or restored: the row is dumped); a pass that
+-- notes. timers_cancelled: timers removed unfired because the role that scheduled them may no
+-- longer push to their queue (src/timers.rs), by passes and by the worker's firings. Totals since the extension was created (or restored: the row is dumped); a pass that
 -- stops midway (skipped, failed) adds nothing of what its committed units did.
 CREATE TABLE queen.maintenance_totals (
     singleton                   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -429,7 +433,8 @@ CREATE TABLE queen.maintenance_totals (
     last_pass_seconds           float8,
     last_report                 jsonb,
     last_failure_at             timestamptz,
-    last_error                  text
+    last_error                  text,
+    timers_cancelled            bigint      NOT NULL DEFAULT 0
 );
 
 -- Every table's rows are data (semantics §12): pg_dump dumps them, pg_restore restores them. The

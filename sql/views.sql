@@ -134,7 +134,7 @@ SELECT coalesce(t.passes, 0) AS passes, coalesce(t.failed_passes, 0) + u.failed_
        coalesce(t.partitions_removed, 0) AS partitions_removed,
        coalesce(t.partitions_restored, 0) AS partitions_restored,
        t.last_pass_at, t.last_pass_seconds, t.last_report, t.last_failure_at, t.last_error,
-       u.skipped_passes
+       u.skipped_passes, coalesce(t.timers_cancelled, 0) AS timers_cancelled
   FROM queen_worker_unrecorded() u
   LEFT JOIN queen.maintenance_totals t ON true
  WHERE t.singleton OR u.failed_passes > 0 OR u.skipped_passes > 0;

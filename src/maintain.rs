@@ -54,6 +54,13 @@ const FORGETTABLE_QUEUES: Query = Query { file: SQL, name: "forgettable_queues",
 /// counts).
 const RECORD_PASS: Query = Query { file: SQL, name: "record_pass", args: &[TEXT, FLOAT8] };
 const RECORD_FAILURE: Query = Query { file: SQL, name: "record_failure", args: &[TEXT] };
+const RECORD_CANCELLED: Query = Query { file: SQL, name: "record_cancelled", args: &[INT8] };
+
+/// Add timers a firing of the worker's (between passes) cancelled to the totals, in its
+/// transaction.
+pub fn record_cancelled(cancelled: i64) {
+    crate::session::connect(|s| RECORD_CANCELLED.run(s, &[cancelled.into()]).first().req::<i64>("timers_cancelled"));
+}
 
 /// How many new messages of a queue one pass counts (the count catches up over passes).
 const COUNT_CHUNK: i64 = 1_000_000;
@@ -90,6 +97,8 @@ struct Report {
     timers_retried: i64,
     /// Queues whose due timers waited for the next firing: a delete of the queue held it.
     timers_deferred_queues: i64,
+    /// Timers removed unfired: their scheduler may no longer push to their queue.
+    timers_cancelled: i64,
     /// Units left to the next pass: a lock they needed was held by a client's transaction
     /// (the worker waits for one only briefly: worker.rs).
     units_deferred: i64,
@@ -179,6 +188,7 @@ impl Report {
             "timers_fired": self.timers_fired,
             "timers_retried": self.timers_retried,
             "timers_deferred_queues": self.timers_deferred_queues,
+            "timers_cancelled": self.timers_cancelled,
             "units_deferred": self.units_deferred,
         })
     }
@@ -257,6 +267,7 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
             r.timers_fired += fired.fired;
             r.timers_retried += fired.retried;
             r.timers_deferred_queues += fired.deferred_queues;
+            r.timers_cancelled += fired.cancelled;
             if !fired.more {
                 break;
             }

@@ -535,6 +535,42 @@ mod tests {
     }
 
     #[test]
+    fn every_section_marker_names_one_query() {
+        // A comment line that starts like a marker ("-- name: its ...") would end the section
+        // before it, and the query run would be comments only.
+        let files = [
+            include_str!("../sql/queries/ack.sql"),
+            include_str!("../sql/queries/admin.sql"),
+            include_str!("../sql/queries/cluster.sql"),
+            include_str!("../sql/queries/configure.sql"),
+            include_str!("../sql/queries/dead_letters.sql"),
+            include_str!("../sql/queries/discovery.sql"),
+            include_str!("../sql/queries/fragments.sql"),
+            include_str!("../sql/queries/kv.sql"),
+            include_str!("../sql/queries/maintain.sql"),
+            include_str!("../sql/queries/message.sql"),
+            include_str!("../sql/queries/owner.sql"),
+            include_str!("../sql/queries/permits.sql"),
+            include_str!("../sql/queries/pop.sql"),
+            include_str!("../sql/queries/privilege.sql"),
+            include_str!("../sql/queries/push.sql"),
+            include_str!("../sql/queries/shards.sql"),
+            include_str!("../sql/queries/state.sql"),
+            include_str!("../sql/queries/subscription.sql"),
+            include_str!("../sql/queries/timers.sql"),
+            include_str!("../sql/queries/totals.sql"),
+        ];
+        for file in files {
+            for line in file.lines().filter(|l| l.starts_with("-- name: ")) {
+                let name = &line["-- name: ".len()..];
+                let one =
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                assert!(one, "not a query's name: {line:?}");
+            }
+        }
+    }
+
+    #[test]
     fn sections_are_found_by_name() {
         const FILE: &str = "-- header\n-- name: one\nSELECT 1;\n\n-- name: two\nSELECT\n  2;\n";
         assert_eq!(section(FILE, "one"), "SELECT 1;");

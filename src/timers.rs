@@ -26,7 +26,7 @@ use crate::jsonb::Jsonb;
 use crate::names::{self, from_pg, to_pg};
 use crate::privilege::{self, Privilege};
 use crate::push::{self, Payloads};
-use crate::spi::types::{INT8, JSONB, TEXT, TSTZ, UUID, UUIDS};
+use crate::spi::types::{INT8, INT8S, JSONB, OID, TEXT, TSTZ, UUID, UUIDS};
 use crate::spi::{Query, Row};
 use crate::state::{self, Micros};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -34,11 +34,12 @@ use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/timers.sql");
 const UPSERT: Query =
-    Query { file: SQL, name: "timer_upsert", args: &[UUID, TEXT, TEXT, TEXT, JSONB, TEXT, UUID, UUID, TSTZ] };
+    Query { file: SQL, name: "timer_upsert", args: &[UUID, TEXT, TEXT, TEXT, JSONB, TEXT, UUID, UUID, TSTZ, OID] };
 const CANCEL: Query = Query { file: SQL, name: "timer_cancel", args: &[UUID, TEXT] };
 const GET: Query = Query { file: SQL, name: "timer_get", args: &[UUID, TEXT] };
 const PAGE: Query = Query { file: SQL, name: "timer_page", args: &[UUID, TEXT, INT8] };
 const DUE_QUEUES: Query = Query { file: SQL, name: "timers_due_queues", args: &[TSTZ, INT8, UUIDS] };
+const REFUSED: Query = Query { file: SQL, name: "timers_refused", args: &[TSTZ, UUIDS, INT8S] };
 const TAKE: Query = Query { file: SQL, name: "timers_take", args: &[TSTZ, INT8, UUIDS] };
 const TAKE_ONE: Query = Query { file: SQL, name: "timer_take_one", args: &[UUID, TEXT, UUID] };
 const FAILED: Query = Query { file: SQL, name: "timer_failed", args: &[UUID, TEXT, UUID, TEXT, TSTZ] };
@@ -141,9 +142,12 @@ pub fn schedule(t: Schedule<'_>) -> QueenResult<Scheduled> {
     // waits for this transaction (and then removes the timer with the queue).
     crate::locks::writing(queue_id, Some(t.queue), None)?;
     let message_id = to_pg(crate::shards::new_message_id(None));
+    // The role that schedules (read before connecting: queen's SQL runs as the owner), whose
+    // `push` the firing checks.
+    let role = privilege::caller();
     let done = crate::session::connect(|s| -> QueenResult<Scheduled> {
         check_due("argument \"deliver_at\"", t.deliver_at, state::now(s))?;
-        let args: [DatumWithOid; 9] = [
+        let args: [DatumWithOid; 10] = [
             queue_id.into(),
             t.queue.into(),
             t.key.into(),
@@ -153,6 +157,7 @@ pub fn schedule(t: Schedule<'_>) -> QueenResult<Scheduled> {
             message_id.into(),
             t.trace_id.into(),
             state::timestamp(t.deliver_at).into(),
+            role.into(),
         ];
         let r = UPSERT.run(s, &args).first();
         Ok(Scheduled {
@@ -243,6 +248,8 @@ pub struct Fired {
     pub more: bool,
     /// Queues whose due timers were left for later: a delete of the queue held its lock.
     pub deferred_queues: i64,
+    /// Timers removed unfired: the role that scheduled them may no longer push to their queue.
+    pub cancelled: i64,
 }
 
 /// Fire up to `limit` timers due at `now`, in the caller's transaction: each chunk's pushes in
@@ -258,20 +265,28 @@ pub fn fire_due(now: Micros, limit: i64, shut: &mut Vec<Uuid>) -> Fired {
     let at = state::timestamp(now);
     let deferred_before = shut.len();
     // The queues of the next chunk whose locks are taken (held until the caller's transaction
-    // ends: taken outside the subtransactions below, whose rollback would release them).
-    let open: Vec<Uuid> = loop {
+    // ends: taken outside the subtransactions below, whose rollback would release them), with
+    // the roles that scheduled their due timers.
+    let (open, due) = loop {
         let args: [DatumWithOid; 3] = [at.into(), limit.into(), shut.clone().into()];
-        let due: Vec<Uuid> = crate::session::connect(|s| DUE_QUEUES.run(s, &args).map(|r| r.req("queue_id")).collect());
+        let due: Vec<(Uuid, String, pgrx::pg_sys::Oid)> = crate::session::connect(|s| {
+            DUE_QUEUES.run(s, &args).map(|r| (r.req("queue_id"), r.req("queue"), r.req("scheduled_by"))).collect()
+        });
         if due.is_empty() {
             return Fired { deferred_queues: (shut.len() - deferred_before) as i64, ..Fired::default() };
         }
-        let (open, closed): (Vec<Uuid>, Vec<Uuid>) = due.into_iter().partition(|q| crate::locks::try_writing(*q, None));
+        let mut queues: Vec<Uuid> = due.iter().map(|d| d.0).collect();
+        queues.sort_unstable_by_key(|q| *q.as_bytes());
+        queues.dedup();
+        let (open, closed): (Vec<Uuid>, Vec<Uuid>) =
+            queues.into_iter().partition(|q| crate::locks::try_writing(*q, None));
         shut.extend(closed);
         if !open.is_empty() {
-            break open;
+            break (open, due);
         }
     };
     let deferred_queues = (shut.len() - deferred_before) as i64;
+    let cancelled = cancel_refused(at, &open, &due);
     // The timers taken: queue, key, message id, attempts so far.
     let mut taken: Vec<(Uuid, String, Uuid, i32)> = Vec::new();
     let whole = crate::subxact::attempt(|| {
@@ -298,9 +313,9 @@ pub fn fire_due(now: Micros, limit: i64, shut: &mut Vec<Uuid>) -> Fired {
         })
     });
     match whole {
-        Ok(n) => Fired { fired: n, retried: 0, more: n >= limit, deferred_queues },
+        Ok(n) => Fired { fired: n, retried: 0, more: n >= limit || cancelled > 0, deferred_queues, cancelled },
         Err(_) => {
-            let mut out = Fired { more: taken.len() as i64 >= limit, deferred_queues, ..Fired::default() };
+            let mut out = Fired { more: taken.len() as i64 >= limit, deferred_queues, cancelled, ..Fired::default() };
             for (queue_id, key, message_id, attempts) in &taken {
                 let one = crate::subxact::attempt(|| {
                     crate::session::connect(|s| -> QueenResult<bool> {
@@ -334,6 +349,36 @@ pub fn fire_due(now: Micros, limit: i64, shut: &mut Vec<Uuid>) -> Fired {
             out
         }
     }
+}
+
+/// Remove, unfired, the due timers of the `open` queues (of `due`: queue, name, the role that
+/// scheduled) whose role may no longer push to their queue (semantics §3.4: a timer pushes
+/// what its scheduler may push, when it fires); each is named in the server's log. How many.
+fn cancel_refused(at: TimestampWithTimeZone, open: &[Uuid], due: &[(Uuid, String, pgrx::pg_sys::Oid)]) -> i64 {
+    crate::session::connect(|s| {
+        let (mut queues, mut roles): (Vec<Uuid>, Vec<i64>) = (Vec::new(), Vec::new());
+        for (q, name, role) in due {
+            // (0: scheduled before the role was kept, fired as it was.)
+            if open.contains(q)
+                && *role != pgrx::pg_sys::Oid::INVALID
+                && !privilege::allowed(s, *role, name, Privilege::Push)
+            {
+                queues.push(*q);
+                roles.push(role.to_u32() as i64);
+            }
+        }
+        if queues.is_empty() {
+            return 0;
+        }
+        let args: [DatumWithOid; 3] = [at.into(), queues.into(), roles.into()];
+        let gone: Vec<String> = REFUSED.run(s, &args).map(|r| r.req("what")).collect();
+        for what in &gone {
+            pgrx::log!(
+                "queen: timer {what} cancelled unfired: the role that scheduled it may no longer push to its queue"
+            );
+        }
+        gone.len() as i64
+    })
 }
 
 /// Push a firing's items (Queen's wire shape) with the message ids their timers promised (on

@@ -332,7 +332,13 @@ fn fire_timers(db: &str, index: usize, retry: Duration) {
         loop {
             // SAFETY: GetCurrentTimestamp only reads the clock.
             let now = unsafe { pg_sys::GetCurrentTimestamp() };
-            let fired = in_transaction(|| crate::timers::fire_due(now, crate::timers::FIRE_CHUNK, &mut shut));
+            let fired = in_transaction(|| {
+                let fired = crate::timers::fire_due(now, crate::timers::FIRE_CHUNK, &mut shut);
+                if fired.cancelled > 0 {
+                    crate::maintain::record_cancelled(fired.cancelled);
+                }
+                fired
+            });
             if fired.fired + fired.retried > 0 {
                 debug1!("queen: timers of \"{db}\": {fired:?}");
             }

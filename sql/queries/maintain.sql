@@ -395,14 +395,15 @@ SELECT clock_timestamp() - make_interval(secs => $1) AS cutoff;
 INSERT INTO queen.maintenance_totals AS t
        (passes, retention_deleted, completed_retention_deleted, max_wait_dead_lettered,
         registry_rows_folded, partitions_removed, partitions_restored,
-        last_pass_at, last_pass_seconds, last_report)
+        last_pass_at, last_pass_seconds, last_report, timers_cancelled)
 SELECT 1, (r->>'retention_deleted')::bigint, (r->>'completed_retention_deleted')::bigint,
        (r->>'max_wait_dead_lettered')::bigint, (r->>'registry_rows_folded')::bigint,
        (r->>'partitions_removed')::bigint, (r->>'partitions_restored')::bigint,
-       clock_timestamp(), $2, r
+       clock_timestamp(), $2, r, coalesce((r->>'timers_cancelled')::bigint, 0)
   FROM (SELECT $1::jsonb AS r) AS report
     ON CONFLICT (singleton) DO UPDATE
    SET passes = t.passes + 1,
+       timers_cancelled = t.timers_cancelled + excluded.timers_cancelled,
        retention_deleted = t.retention_deleted + excluded.retention_deleted,
        completed_retention_deleted = t.completed_retention_deleted + excluded.completed_retention_deleted,
        max_wait_dead_lettered = t.max_wait_dead_lettered + excluded.max_wait_dead_lettered,
@@ -413,6 +414,12 @@ SELECT 1, (r->>'retention_deleted')::bigint, (r->>'completed_retention_deleted')
        last_pass_seconds = excluded.last_pass_seconds,
        last_report = excluded.last_report
 RETURNING t.passes;
+
+-- name: record_cancelled
+-- Add $1 timers cancelled unfired by a firing of the worker's (between passes) to the totals.
+INSERT INTO queen.maintenance_totals AS t (timers_cancelled) VALUES ($1)
+    ON CONFLICT (singleton) DO UPDATE SET timers_cancelled = t.timers_cancelled + excluded.timers_cancelled
+RETURNING t.timers_cancelled;
 
 -- name: record_failure
 -- Note a pass of the worker that failed ($1 the error's message), in a transaction of its own

@@ -246,3 +246,44 @@ fn bad_arguments_are_refused_and_name_themselves() {
     }
     assert!(pending(&mut c, "q").is_empty(), "a refused call leaves nothing");
 }
+
+/// A timer pushes what the role that scheduled it may push when it fires: one whose scheduler
+/// lost `push` on the queue (revoked, or the role dropped) is removed unfired, counted in
+/// queen.maintenance_stats and named in the server's log; one whose scheduler still may, and a
+/// rescheduled one (now the rescheduling role's), fire. (0.5.0 fired them all.)
+#[test]
+fn a_timer_fires_only_while_its_scheduler_may_push() {
+    let db = TestDb::new("timer_scheduler");
+    let mut admin = db.connect();
+    let (kept, revoked) = (db.role("kept"), db.role("revoked"));
+    for r in [&kept, &revoked] {
+        admin.query("SELECT queen_grant('q', $1::text::regrole, ARRAY['push'])", &[r]).unwrap();
+    }
+    let mut k = db.connect_as(&kept);
+    let mut v = db.connect_as(&revoked);
+    schedule(&mut k, "q", "a", json!("kept"), -1.0);
+    schedule(&mut v, "q", "b", json!("revoked"), -1.0);
+    schedule(&mut v, "q", "c", json!("taken over"), -1.0);
+    // The kept role reschedules c: it is the kept role's now.
+    schedule(&mut k, "q", "c", json!("taken over"), -1.0);
+    admin.query("SELECT queen_revoke('q', $1::text::regrole, ARRAY['push'])", &[&revoked]).unwrap();
+    let report = maintain(&mut admin);
+    assert_eq!((report["timers_fired"].clone(), report["timers_cancelled"].clone()), (json!(2), json!(1)), "{report}");
+    let mut got: Vec<Value> = popped(&mut admin, "q").into_iter().map(|(_, _, p)| p).collect();
+    got.sort_by_key(|p| p.to_string());
+    assert_eq!(got, vec![json!("kept"), json!("taken over")]);
+    assert!(pending(&mut admin, "q").is_empty(), "the refused timer is gone");
+    let counted: i64 = admin.query_one("SELECT timers_cancelled FROM queen.maintenance_stats", &[]).unwrap().get(0);
+    assert_eq!(counted, 1);
+    // A dropped role's timer likewise.
+    let gone = db.role("gone");
+    admin.query("SELECT queen_grant('q', $1::text::regrole, ARRAY['push'])", &[&gone]).unwrap();
+    let mut g = db.connect_as(&gone);
+    schedule(&mut g, "q", "d", json!("dropped"), -1.0);
+    drop(g);
+    admin.query("SELECT queen_revoke('q', $1::text::regrole, ARRAY['push'])", &[&gone]).unwrap();
+    queen_integration_tests::connect("postgres").batch_execute(&format!("DROP ROLE {gone}")).unwrap();
+    let report = maintain(&mut admin);
+    assert_eq!((report["timers_fired"].clone(), report["timers_cancelled"].clone()), (json!(0), json!(1)), "{report}");
+    assert!(popped(&mut admin, "q").is_empty());
+}
