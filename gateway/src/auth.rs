@@ -9,17 +9,16 @@
 //! login role is not a member of. With `--auth none` every request acts as the login role; the
 //! gateway then listens on a loopback address only (main.rs).
 //!
-//! Cross-site requests: a browser sends a "simple" POST (`text/plain`, or no body) to any origin
-//! without asking first. Such a request carries an `Origin` header, which Queen's clients never
-//! send; it is refused unless the origin is one of `--cors-origin`. A body that is not JSON is
-//! refused too.
+//! Requests a web page makes a browser send are refused before that (browser.rs): a `Host` not
+//! served, and a cross-site request unless its origin is one of `--cors-origin`. A body that is
+//! not JSON is refused too (a browser sends a form or `text/plain` POST without asking first).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -28,6 +27,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
+use crate::browser::{self, Hosts};
 use crate::error::ApiError;
 
 /// The identity a request acts as.
@@ -290,25 +290,22 @@ pub fn parse_jwks(text: &str) -> Result<Vec<(Option<String>, Algorithm, Decoding
     Ok(keys)
 }
 
-/// Where cross-site requests may come from, and the request checks of every `/api/v1` route.
+/// The request checks: who may call, from which sites, by which host names.
 pub struct Policy {
     pub verifier: Option<Verifier>,
     pub cors_origins: Vec<String>,
+    /// The `Host` names served (browser.rs).
+    pub hosts: Hosts,
 }
 
 /// The middleware of every `/api/v1` route: refuse a cross-site request and a body that is not
 /// JSON, then establish who the request acts as.
 pub async fn guard(State(policy): State<Arc<Policy>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| policy.cors_origins.iter().any(|a| a == o || a == "*"));
-        if !allowed {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "cross-site requests are refused (the request has an Origin header; see --cors-origin)",
-            )
-            .into_response();
-        }
+    let route = req.extensions().get::<MatchedPath>().map_or_else(|| req.uri().path(), |m| m.as_str());
+    let changes_state = browser::changes_state(req.method(), route);
+    if let Err(e) = browser::check_cross_site(headers, changes_state, &policy.cors_origins) {
+        return e.into_response();
     }
     if let Err(e) = check_content_type(req.method(), headers) {
         return e.into_response();

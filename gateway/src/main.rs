@@ -3,6 +3,7 @@
 //! docs/gateway.md describes the routes and what each maps to.
 
 mod auth;
+mod browser;
 mod config;
 mod db;
 mod error;
@@ -68,7 +69,11 @@ async fn serve(args: Args) -> Result<(), String> {
     // One connection now, so a wrong URL or a database without queen fails at start, not at the
     // first request.
     drop(db.get(db::Use::Request, &auth::Caller::gateway()).await.map_err(|e| format!("database: {}", e.message))?);
-    let policy = Arc::new(auth::Policy { verifier, cors_origins: args.cors_origin.clone() });
+    let hosts = browser::Hosts::new(&args.allowed_host, args.listen, !jwt)?;
+    if !jwt && !hosts.restricted() {
+        tracing::warn!("--allowed-host '*' without authentication: a web page can reach the gateway by DNS rebinding");
+    }
+    let policy = Arc::new(auth::Policy { verifier, cors_origins: args.cors_origin.clone(), hosts });
     if args.jwks_url.is_some() {
         let p = policy.clone();
         tokio::spawn(async move {

@@ -157,6 +157,11 @@ def test_cross_site_requests_are_refused():
         r = httpx.post(f"{url}/api/v1/configure", content=json.dumps({"queue": QUEUE, "options": {}}),
                        headers={**headers, "Content-Type": "text/plain"})
         assert r.status_code == 415, (url, r.status_code)
+        # An <img> or a navigation (no Origin on a GET) may not pop, with a token or without.
+        for marks in [{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+                      {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}]:
+            r = httpx.get(f"{url}/api/v1/pop/queue/{QUEUE}?autoAck=true", headers={**headers, **marks})
+            assert r.status_code == 403, (url, marks, r.status_code, r.text)
         # No CORS headers are handed out.
         r = httpx.options(f"{url}/api/v1/push", headers={"Origin": "https://evil.example",
                                                           "Access-Control-Request-Method": "POST"})
@@ -224,3 +229,12 @@ def test_deep_or_malformed_json_is_400():
 
 def test_health_needs_no_token():
     assert httpx.get(f"{AUTH_URL}/health").status_code == 200
+
+
+def test_with_tokens_any_host_name_is_served():
+    # A browser never sends a bearer token by itself, so without --allowed-host the gateway
+    # with authentication serves any Host (a load balancer's, a DNS name's).
+    writer = bearer(token("auth_writer"))
+    assert push({**writer, "Host": "queen.example.com"}).status_code == 201
+    assert httpx.get(f"{AUTH_URL}/health", headers={"Host": "10.1.2.3:6633"}).status_code == 200
+    assert stored() == 1
