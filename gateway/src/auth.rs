@@ -14,13 +14,12 @@
 //! not JSON is refused too (a browser sends a form or `text/plain` POST without asking first).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
@@ -35,14 +34,40 @@ use crate::error::ApiError;
 pub struct Caller {
     /// The PostgreSQL role to act as; None: the gateway's login role.
     pub role: Option<String>,
-    /// Who it is, for per-caller limits: the token's subject (or role), or the peer's address.
-    pub key: String,
+    /// Who it is, for per-caller limits: the token's subject (or role), or without
+    /// authentication the client id the request declares (`CLIENT_ID`). None: no one in
+    /// particular, and no per-caller limit applies (the pools' sizes still do).
+    pub key: Option<String>,
 }
 
 impl Caller {
     /// The gateway itself (its health check).
     pub fn gateway() -> Caller {
-        Caller { role: None, key: "gateway".into() }
+        Caller { role: None, key: None }
+    }
+}
+
+/// The header a client names itself by when there is no token (`Queen(url, headers={...})` in
+/// Queen's clients). Without authentication every caller acts as the login role from a loopback
+/// address, so neither the role nor the address tells two clients apart.
+pub const CLIENT_ID: HeaderName = HeaderName::from_static("x-queen-client-id");
+
+/// Who a request without authentication is, for per-caller limits: its client id when it sends
+/// one (1 to 128 visible ASCII characters), else no one in particular. A client id is only
+/// declared, so the limit it keys is fairness between cooperating clients, not a defence against
+/// a hostile one (which, without authentication, acts as the login role anyway).
+pub fn anonymous_caller(headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let Some(value) = headers.get(CLIENT_ID) else { return Ok(Caller { role: None, key: None }) };
+    let id = value
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|id| (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()));
+    match id {
+        Some(id) => Ok(Caller { role: None, key: Some(format!("client:{id}")) }),
+        None => {
+            Err(ApiError::bad_request(format!("{CLIENT_ID} must be 1 to 128 visible ASCII characters (no spaces)")))
+        }
     }
 }
 
@@ -149,7 +174,7 @@ impl Verifier {
             Some(Value::String(s)) => format!("sub:{s}"),
             _ => format!("role:{role}"),
         };
-        Ok(Caller { role: Some(role), key })
+        Ok(Caller { role: Some(role), key: Some(key) })
     }
 
     fn claims(&self, token: &str) -> Result<serde_json::Map<String, Value>, Refusal> {
@@ -311,10 +336,12 @@ pub async fn guard(State(policy): State<Arc<Policy>>, mut req: Request, next: Ne
         return e.into_response();
     }
     let caller = match &policy.verifier {
-        None => {
-            let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
-            Caller { role: None, key: format!("ip:{}", peer.unwrap_or_default()) }
-        }
+        None => match anonymous_caller(headers) {
+            Ok(c) => c,
+            Err(e) => return e.into_response(),
+        },
+        // With a token, the token's subject: a client id is not asked for (a caller could
+        // otherwise pick a new one to get past its limit).
         Some(v) => match v.verify(headers) {
             Ok(c) => c,
             Err(refusal) => return unauthorized(refusal),
@@ -456,9 +483,12 @@ mod tests {
     fn hmac_tokens() {
         let v = secret_verifier();
         let ok = hs(json!({"sub": "alice", "role": "app_orders", "exp": now() + 60}), Algorithm::HS256, SECRET);
-        assert_eq!(v.verify(&bearer(&ok)), Ok(Caller { role: Some("app_orders".into()), key: "sub:alice".into() }));
+        assert_eq!(
+            v.verify(&bearer(&ok)),
+            Ok(Caller { role: Some("app_orders".into()), key: Some("sub:alice".into()) })
+        );
         let no_sub = hs(json!({"role": "app_orders", "exp": now() + 60}), Algorithm::HS512, SECRET);
-        assert_eq!(v.verify(&bearer(&no_sub)).unwrap().key, "role:app_orders");
+        assert_eq!(v.verify(&bearer(&no_sub)).unwrap().key.as_deref(), Some("role:app_orders"));
         assert_eq!(v.verify(&HeaderMap::new()), Err(Refusal::Missing));
 
         let cases = [
@@ -560,6 +590,23 @@ mod tests {
         for (m, headers) in refused {
             assert_eq!(check_content_type(&m, &headers).unwrap_err().status, 415, "{m} {headers:?}");
         }
+    }
+
+    #[test]
+    fn without_auth_a_caller_is_its_client_id_or_no_one() {
+        // Everyone reaches a gateway without authentication from a loopback address as the
+        // login role: without a client id, a request is no one's in particular.
+        assert_eq!(anonymous_caller(&HeaderMap::new()).unwrap(), Caller { role: None, key: None });
+        let mut h = HeaderMap::new();
+        h.insert(CLIENT_ID, HeaderValue::from_static("billing-worker-7"));
+        assert_eq!(anonymous_caller(&h).unwrap().key.as_deref(), Some("client:billing-worker-7"));
+        assert_eq!(anonymous_caller(&h).unwrap().role, None);
+        for bad in ["", "two words", &"x".repeat(129)] {
+            h.insert(CLIENT_ID, HeaderValue::from_str(bad).unwrap());
+            assert_eq!(anonymous_caller(&h).unwrap_err().status, 400, "{bad:?}");
+        }
+        h.insert(CLIENT_ID, HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+        assert_eq!(anonymous_caller(&h).unwrap_err().status, 400);
     }
 
     #[test]

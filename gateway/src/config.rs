@@ -69,8 +69,9 @@ pub struct Args {
     #[arg(long, env = "QUEEN_GATEWAY_BODY_TIMEOUT_MS", default_value_t = 30_000)]
     pub body_timeout_ms: u64,
 
-    /// Waiting pops one caller (a token's subject, or an address without auth) may have open
-    /// at once; 0: a quarter of the wait pool.
+    /// Waiting pops one caller may have open at once; 0: a quarter of the wait pool. A caller is
+    /// a token's subject, or without authentication the `X-Queen-Client-Id` a request sends;
+    /// requests without one are bounded by the wait pool only.
     #[arg(long, env = "QUEEN_GATEWAY_MAX_WAITS_PER_CALLER", default_value_t = 0)]
     pub max_waits_per_caller: usize,
 

@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use clap::Parser;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -124,8 +123,7 @@ async fn serve(args: Args) -> Result<(), String> {
         // after the client's delayed ACK of the previous segment (up to 40 ms on Linux).
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
-        let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(ConnectInfo(peer));
+        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             app.clone().oneshot(req.map(axum::body::Body::new))
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));

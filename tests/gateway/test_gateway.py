@@ -435,3 +435,36 @@ async def test_a_page_cannot_pop_or_change_anything(http):
     # The message is still there, unleased.
     [m] = await pop(http, q)
     assert m["data"] == "kept" and m["attempt"] == 1
+
+
+async def test_idle_long_polls_of_one_client_turn_no_one_else_away(db):
+    # Without authentication everyone comes from 127.0.0.1 as the login role. The bound on one
+    # caller's waiting pops (a quarter of the wait pool: 8 here) applies to a client that names
+    # itself (X-Queen-Client-Id); requests that do not are bounded by the wait pool only.
+    q = name("waits")
+    url = f"/api/v1/pop/queue/{q}"
+    waiting = {"wait": "true", "timeout": 2500}
+
+    async def waits(count):
+        await until(lambda: db.fetchval("SELECT count(*) >= $1 FROM queen_waiting_pops()", count),
+                    f"{count} waiting pops")
+
+    async with httpx.AsyncClient(base_url=URL, timeout=30) as http:
+        anonymous = [asyncio.create_task(http.get(url, params=waiting)) for _ in range(9)]
+        await waits(9)
+        assert [r.status_code for r in await asyncio.gather(*anonymous)] == [204] * 9
+
+        busy = {"X-Queen-Client-Id": "busy-worker"}
+        held = [asyncio.create_task(http.get(url, params=waiting, headers=busy)) for _ in range(8)]
+        await waits(8)
+        r = await http.get(url, params=waiting, headers=busy)
+        assert r.status_code == 429 and "too many waiting pops" in r.json()["error"], r.text
+        # Another client, and a request that names none, still wait.
+        short = {"wait": "true", "timeout": 200}
+        r = await http.get(url, params=short, headers={"X-Queen-Client-Id": "another-worker"})
+        assert r.status_code == 204, r.text
+        r = await http.get(url, params=short)
+        assert r.status_code == 204, r.text
+        assert [r.status_code for r in await asyncio.gather(*held)] == [204] * 8
+        r = await http.get(url, params=short, headers={"X-Queen-Client-Id": "two words"})
+        assert r.status_code == 400, r.text

@@ -90,7 +90,11 @@ pub fn router(state: AppState, args: &Args) -> Router {
         } else {
             CorsLayer::new().allow_origin(AllowOrigin::list(origins))
         };
-        app = app.layer(cors.allow_methods(Any).allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]));
+        app = app.layer(cors.allow_methods(Any).allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            crate::auth::CLIENT_ID,
+        ]));
     }
     app.with_state(state)
 }
