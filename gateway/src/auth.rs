@@ -87,6 +87,8 @@ pub struct Verifier {
     role_claim: String,
     audience: Option<String>,
     issuer: Option<String>,
+    /// The gateway's login role (`session_user`), which no token may name.
+    login_role: Option<String>,
 }
 
 /// Public keys by `kid`, from a file (read once) or a URL (read at start, again every 10
@@ -102,8 +104,12 @@ const JWKS_UNKNOWN_KID_REFRESH: Duration = Duration::from_secs(60);
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
+    /// No token: 401.
     Missing,
+    /// A token that is not valid: 401.
     Invalid(String),
+    /// A valid token whose role this gateway never acts as: 403.
+    Forbidden(String),
 }
 
 impl Verifier {
@@ -146,7 +152,15 @@ impl Verifier {
             role_claim: role_claim.to_string(),
             audience: audience.map(str::to_string),
             issuer: issuer.map(str::to_string),
+            login_role: None,
         })
+    }
+
+    /// The gateway's login role, learnt from the database at start: a token naming it is
+    /// refused, since acting as it would mean acting with the grants of every role the gateway
+    /// serves (db.rs refuses it again, with every role the login role is not a member of).
+    pub fn set_login_role(&mut self, role: &str) {
+        self.login_role = Some(role.to_string());
     }
 
     /// The caller a request's headers prove, or why not.
@@ -170,6 +184,11 @@ impl Verifier {
             }
             None => return Err(Refusal::Invalid(format!("the token has no \"{}\" claim", self.role_claim))),
         };
+        // `none` switches a session back to its login role (set_config('role', 'none')), and the
+        // login role holds every grant the gateway serves: neither is a role to act as.
+        if role.eq_ignore_ascii_case("none") || self.login_role.as_deref() == Some(role.as_str()) {
+            return Err(Refusal::Forbidden(not_a_role_to_act_as(&role)));
+        }
         let key = match claims.get("sub") {
             Some(Value::String(s)) => format!("sub:{s}"),
             _ => format!("role:{role}"),
@@ -381,12 +400,24 @@ fn is_json(ct: &HeaderValue) -> bool {
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// Why a token's role is refused, in the words of every such refusal (here and in db.rs).
+pub fn not_a_role_to_act_as(role: &str) -> String {
+    format!(
+        "the token's role \"{}\" is not one this gateway may act as: it must be a role the gateway's login \
+         role is a member of, other than the login role itself and superusers",
+        crate::wire::shorten(role)
+    )
+}
+
 fn unauthorized(refusal: Refusal) -> Response {
-    let (message, challenge) = match refusal {
-        Refusal::Missing => ("a bearer token is required (Authorization: Bearer <JWT>)".to_string(), "Bearer"),
-        Refusal::Invalid(m) => (m, "Bearer error=\"invalid_token\""),
+    let (status, message, challenge) = match refusal {
+        Refusal::Missing => {
+            (StatusCode::UNAUTHORIZED, "a bearer token is required (Authorization: Bearer <JWT>)".to_string(), "Bearer")
+        }
+        Refusal::Invalid(m) => (StatusCode::UNAUTHORIZED, m, "Bearer error=\"invalid_token\""),
+        Refusal::Forbidden(m) => (StatusCode::FORBIDDEN, m, "Bearer error=\"insufficient_scope\""),
     };
-    let mut r = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    let mut r = ApiError::new(status, message).into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
     r
 }
@@ -518,6 +549,26 @@ mod tests {
         let mut basic = HeaderMap::new();
         basic.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic dXNlcjpwYXNz"));
         assert!(refused(v.verify(&basic)).contains("Bearer"));
+    }
+
+    #[test]
+    fn roles_a_token_may_not_name() {
+        let mut v = secret_verifier();
+        v.set_login_role("gateway");
+        let claim = |role: &str| hs(json!({"sub": "s", "role": role, "exp": now() + 60}), Algorithm::HS256, SECRET);
+        for role in ["none", "NONE", "None", "gateway"] {
+            match v.verify(&bearer(&claim(role))) {
+                Err(Refusal::Forbidden(m)) => assert!(m.contains("may act as"), "{m}"),
+                other => panic!("{role}: {other:?}"),
+            }
+            let r = unauthorized(v.verify(&bearer(&claim(role))).unwrap_err());
+            assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        }
+        // Empty: not a role name at all.
+        assert!(refused(v.verify(&bearer(&claim("")))).contains("must be a role name"));
+        // Role names are case-sensitive: "Gateway" is another role (db.rs checks membership).
+        assert_eq!(v.verify(&bearer(&claim("Gateway"))).unwrap().role.as_deref(), Some("Gateway"));
+        assert_eq!(v.verify(&bearer(&claim("app_orders"))).unwrap().role.as_deref(), Some("app_orders"));
     }
 
     #[test]

@@ -63,11 +63,23 @@ async fn serve(args: Args) -> Result<(), String> {
             None
         }
     };
+    let mut verifier = verifier;
     let jwt = verifier.is_some();
     let db = Arc::new(db::Db::new(&args, jwt)?);
     // One connection now, so a wrong URL or a database without queen fails at start, not at the
     // first request.
     drop(db.get(db::Use::Request, &auth::Caller::gateway()).await.map_err(|e| format!("database: {}", e.message))?);
+    let (login_role, superuser) = db.login_role().await.map_err(|e| format!("database: {}", e.message))?;
+    if let Some(v) = verifier.as_mut() {
+        v.set_login_role(&login_role);
+        if superuser {
+            tracing::warn!(
+                login_role,
+                "the gateway logs in as a superuser: a token may then name any role that is not a superuser; \
+                 log in as a role granted only the roles tokens may name"
+            );
+        }
+    }
     let hosts = browser::Hosts::new(&args.allowed_host, args.listen, !jwt)?;
     if !jwt && !hosts.restricted() {
         tracing::warn!("--allowed-host '*' without authentication: a web page can reach the gateway by DNS rebinding");

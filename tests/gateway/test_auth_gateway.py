@@ -3,7 +3,8 @@
 - QUEEN_AUTH_URL: `--auth jwt --jwt-secret $QUEEN_AUTH_SECRET`, a 1 s head timeout, at most 2
   waiting pops per caller. The roles (scripts/gateway-test): `auth_writer` may push, pop,
   configure and read queue `auth-orders`; `auth_reader` may only read it; both are granted to
-  the gateway's login role; `auth_stranger` exists but is not granted to it.
+  the gateway's login role `queen_app` (which holds every grant on every queue), and so is
+  `auth_super`, a superuser; `auth_stranger` exists but is not granted to it.
 - QUEEN_URL: the suite's gateway, `--auth none` on 127.0.0.1.
 
 What each refused request changed is checked in the database (QUEEN_TEST_PG_DSN, superuser).
@@ -122,11 +123,35 @@ def test_a_role_without_the_grant_is_403_and_changes_nothing():
 
 
 def test_a_role_the_gateway_may_not_act_as_is_403():
+    # Not a member role of the login role: refused by the gateway's own check, which names the
+    # rule (PostgreSQL's SET ROLE is never asked).
     for role in ["auth_stranger", "no_such_role_at_all", "postgres"]:
         r = push(bearer(token(role)))
         assert r.status_code == 403, (role, r.status_code, r.text)
         assert "may act as" in r.json()["error"], r.text
+        assert "login role is a member of" in r.json()["error"], r.text
     assert stored() == 0
+
+
+def test_a_token_never_acts_as_the_login_role_or_a_superuser():
+    # "none" would switch the connection back to the login role, which holds every grant of
+    # every role the gateway serves; naming the login role itself would do the same; a superuser
+    # role granted to the login role would skip every grant.
+    for role in ["none", "NONE", "queen_app", "auth_super"]:
+        t = bearer(token(role))
+        r = push(t)
+        assert r.status_code == 403, (role, r.status_code, r.text)
+        assert "may act as" in r.json()["error"], r.text
+        r = httpx.get(f"{AUTH_URL}/api/v1/resources/queues", headers=t)
+        assert r.status_code == 403, (role, r.status_code, r.text)
+        r = httpx.post(f"{AUTH_URL}/api/v1/configure", json={"queue": QUEUE, "options": {}}, headers=t)
+        assert r.status_code == 403, (role, r.status_code, r.text)
+    assert stored() == 0
+    assert sql("SELECT count(*)::int FROM queen.queue_stats WHERE queue = $1", QUEUE) == 0
+    # The connections refused them are not left acting as anyone: the next requests run as
+    # their own roles.
+    assert push(bearer(token("auth_reader"))).status_code == 403
+    assert push(bearer(token("auth_writer"))).status_code == 201
 
 
 def test_each_request_runs_as_its_own_token_on_shared_connections():
