@@ -5,9 +5,11 @@
 //! ES256/384 and EdDSA with public keys from a JWKS file or URL. A claim (`--jwt-role-claim`,
 //! `role` by default) names the PostgreSQL role the request runs as: db.rs switches the
 //! connection to it before the request's first statement, so queen's own privileges
-//! (`queen_grant`) decide what each token may do, and PostgreSQL refuses a role the gateway's
-//! login role is not a member of. With `--auth none` every request acts as the login role; the
-//! gateway then listens on a loopback address only (main.rs).
+//! (`queen_grant`) decide what each token may do. A token acts only as a member role of the
+//! gateway's login role, never as the login role itself (whose grants are those of every role
+//! it serves) nor a superuser: `none` and the login role's name are refused here, the rest by
+//! db.rs as it switches. With `--auth none` every request acts as the login role; the gateway
+//! then listens on a loopback address only (main.rs).
 //!
 //! Requests a web page makes a browser send are refused before that (browser.rs): a `Host` not
 //! served, and a cross-site request unless its origin is one of `--cors-origin`. A body that is
