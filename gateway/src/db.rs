@@ -57,8 +57,8 @@ impl Db {
                     let statement = client.prepare_cached(sql::SWITCH_ROLE).await?;
                     let refused = || ApiError::new(StatusCode::FORBIDDEN, crate::auth::not_a_role_to_act_as(role));
                     let row = client.query_one(&statement, &[&role]).await.map_err(|e| match e.as_db_error() {
-                        // Where PostgreSQL asks more than membership of SET ROLE (the SET
-                        // option of a grant, from PostgreSQL 16 on), it refuses with 42501.
+                        // Where SET ROLE needs more than membership (a grant's SET option,
+                        // from PostgreSQL 16 on), PostgreSQL refuses with 42501.
                         Some(db) if db.code().code() == "42501" => refused(),
                         _ => ApiError::from_db(&e),
                     })?;

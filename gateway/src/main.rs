@@ -45,7 +45,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), String> {
-    let verifier = match auth_mode(&args)? {
+    let mut verifier = match auth_mode(&args)? {
         AuthMode::Jwt => Some(auth::Verifier::new(
             args.jwt_secret.as_deref(),
             args.jwks_file.as_deref(),
@@ -63,7 +63,6 @@ async fn serve(args: Args) -> Result<(), String> {
             None
         }
     };
-    let mut verifier = verifier;
     let jwt = verifier.is_some();
     let db = Arc::new(db::Db::new(&args, jwt)?);
     // One connection now, so a wrong URL or a database without queen fails at start, not at the
