@@ -350,26 +350,31 @@ pub async fn guard(State(policy): State<Arc<Policy>>, mut req: Request, next: Ne
     let headers = req.headers();
     let route = req.extensions().get::<MatchedPath>().map_or_else(|| req.uri().path(), |m| m.as_str());
     let changes_state = browser::changes_state(req.method(), route);
-    if let Err(e) = browser::check_cross_site(headers, changes_state, &policy.cors_origins) {
-        return e.into_response();
-    }
-    if let Err(e) = check_content_type(req.method(), headers) {
-        return e.into_response();
+    let checked = browser::check_cross_site(headers, changes_state, &policy.cors_origins)
+        .and_then(|()| check_content_type(req.method(), headers));
+    if let Err(e) = checked {
+        return browser::refused(headers, e.into_response());
     }
     let caller = match &policy.verifier {
         None => match anonymous_caller(headers) {
             Ok(c) => c,
-            Err(e) => return e.into_response(),
+            Err(e) => return browser::refused(headers, e.into_response()),
         },
         // With a token, the token's subject: a client id is not asked for (a caller could
         // otherwise pick a new one to get past its limit).
         Some(v) => match v.verify(headers) {
             Ok(c) => c,
-            Err(refusal) => return unauthorized(refusal),
+            Err(refusal) => return browser::refused(headers, unauthorized(refusal)),
         },
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// Whether a request says it has a body (which a refusal before the handler leaves unread).
+pub fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0")
 }
 
 /// A request with a body must say it is JSON; a `Content-Type` that is not JSON is refused
@@ -378,11 +383,9 @@ pub fn check_content_type(method: &Method, headers: &HeaderMap) -> Result<(), Ap
     if !matches!(*method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
         return Ok(());
     }
-    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
-        || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0");
     match headers.get(header::CONTENT_TYPE) {
         Some(ct) if is_json(ct) => Ok(()),
-        None if !has_body => Ok(()),
+        None if !has_body(headers) => Ok(()),
         other => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
@@ -412,14 +415,13 @@ pub fn not_a_role_to_act_as(role: &str) -> String {
 }
 
 fn unauthorized(refusal: Refusal) -> Response {
-    let (status, message, challenge) = match refusal {
-        Refusal::Missing => {
-            (StatusCode::UNAUTHORIZED, "a bearer token is required (Authorization: Bearer <JWT>)".to_string(), "Bearer")
-        }
-        Refusal::Invalid(m) => (StatusCode::UNAUTHORIZED, m, "Bearer error=\"invalid_token\""),
-        Refusal::Forbidden(m) => (StatusCode::FORBIDDEN, m, "Bearer error=\"insufficient_scope\""),
+    let (message, challenge) = match refusal {
+        Refusal::Missing => ("a bearer token is required (Authorization: Bearer <JWT>)".to_string(), "Bearer"),
+        Refusal::Invalid(m) => (m, "Bearer error=\"invalid_token\""),
+        // A role refused here is answered as db.rs answers the roles it refuses.
+        Refusal::Forbidden(m) => return ApiError::new(StatusCode::FORBIDDEN, m).into_response(),
     };
-    let mut r = ApiError::new(status, message).into_response();
+    let mut r = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
     r
 }

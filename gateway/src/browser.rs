@@ -21,7 +21,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderName, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -118,6 +118,17 @@ fn parse_host(text: &str, config: bool) -> Option<HostName> {
     valid.then_some(HostName { host, port })
 }
 
+/// A refusal answered before the request's body was read: the connection is closed after it,
+/// and says so. The server cannot read the next request on that connection without first
+/// reading (or waiting for) the rest of this body, and does not; without the header a client
+/// would send its next request on a connection the server is closing, and see it cut off.
+pub fn refused(request: &HeaderMap, mut response: Response) -> Response {
+    if crate::auth::has_body(request) {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
 /// The middleware of every route: a request for a host name not served is answered 421 before
 /// anything else runs.
 pub async fn host_check(State(policy): State<Arc<Policy>>, req: Request, next: Next) -> Response {
@@ -128,7 +139,7 @@ pub async fn host_check(State(policy): State<Arc<Policy>>, req: Request, next: N
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()));
     if !policy.hosts.allows(host.as_deref()) {
-        return ApiError::new(
+        let refusal = ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
             match host {
                 Some(h) => format!(
@@ -138,8 +149,8 @@ pub async fn host_check(State(policy): State<Arc<Policy>>, req: Request, next: N
                 ),
                 None => "a request must name its host (Host header)".to_string(),
             },
-        )
-        .into_response();
+        );
+        return refused(req.headers(), refusal.into_response());
     }
     next.run(req).await
 }
@@ -220,7 +231,7 @@ pub fn changes_state(method: &axum::http::Method, route: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::{HeaderValue, Method};
+    use axum::http::Method;
 
     fn listen(a: &str) -> SocketAddr {
         a.parse().unwrap()

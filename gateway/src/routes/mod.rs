@@ -158,6 +158,34 @@ pub(crate) mod tests {
     const UNREACHED: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
 
     #[tokio::test]
+    async fn a_refusal_that_leaves_a_body_unread_closes_the_connection() {
+        let app = build(&["--auth", "none"]);
+        let send = |headers: &[(&str, &str)], body: &'static str| {
+            let mut req = Request::builder().method("POST").uri("/api/v1/consumer-groups/g/queues/q/seek");
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            let req = req.header("content-length", body.len().to_string()).body(Body::from(body)).unwrap();
+            app.clone().oneshot(req)
+        };
+        let json = ("content-type", "application/json");
+        let local = ("host", "localhost:6632");
+        for (headers, status) in [
+            (vec![("host", "evil.example"), json], 421),
+            (vec![local, json, ("sec-fetch-site", "cross-site")], 403),
+            (vec![local, ("content-type", "text/plain")], 415),
+            (vec![local, json, ("x-queen-client-id", "two words")], 400),
+        ] {
+            let r = send(&headers, "{\"toEnd\": true}").await.unwrap();
+            assert_eq!(r.status().as_u16(), status, "{headers:?}");
+            assert_eq!(r.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"), "{headers:?}");
+            // Without a body, nothing is left unread: the connection is kept.
+            let r = send(&headers, "").await.unwrap();
+            assert!(r.headers().get("connection").is_none(), "{headers:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn without_auth_a_host_not_served_is_421_on_every_route() {
         let app = build(&["--auth", "none"]);
         for uri in ["/health", "/metrics", "/api/v1/dlq", "/api/v1/pop/queue/q?autoAck=true", "/api/v1/nowhere"] {
