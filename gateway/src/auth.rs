@@ -5,29 +5,30 @@
 //! ES256/384 and EdDSA with public keys from a JWKS file or URL. A claim (`--jwt-role-claim`,
 //! `role` by default) names the PostgreSQL role the request runs as: db.rs switches the
 //! connection to it before the request's first statement, so queen's own privileges
-//! (`queen_grant`) decide what each token may do, and PostgreSQL refuses a role the gateway's
-//! login role is not a member of. With `--auth none` every request acts as the login role; the
-//! gateway then listens on a loopback address only (main.rs).
+//! (`queen_grant`) decide what each token may do. A token acts only as a member role of the
+//! gateway's login role, never as the login role itself (whose grants are those of every role
+//! it serves) nor a superuser: `none` and the login role's name are refused here, the rest by
+//! db.rs as it switches. With `--auth none` every request acts as the login role; the gateway
+//! then listens on a loopback address only (main.rs).
 //!
-//! Cross-site requests: a browser sends a "simple" POST (`text/plain`, or no body) to any origin
-//! without asking first. Such a request carries an `Origin` header, which Queen's clients never
-//! send; it is refused unless the origin is one of `--cors-origin`. A body that is not JSON is
-//! refused too.
+//! Requests a web page makes a browser send are refused before that (browser.rs): a `Host` not
+//! served, and a cross-site request unless its origin is one of `--cors-origin`. A body that is
+//! not JSON is refused too (a browser sends a form or `text/plain` POST without asking first).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
+use crate::browser::{self, Hosts};
 use crate::error::ApiError;
 
 /// The identity a request acts as.
@@ -35,14 +36,40 @@ use crate::error::ApiError;
 pub struct Caller {
     /// The PostgreSQL role to act as; None: the gateway's login role.
     pub role: Option<String>,
-    /// Who it is, for per-caller limits: the token's subject (or role), or the peer's address.
-    pub key: String,
+    /// Who it is, for per-caller limits: the token's subject (or role), or without
+    /// authentication the client id the request declares (`CLIENT_ID`). None: no one in
+    /// particular, and no per-caller limit applies (the pools' sizes still do).
+    pub key: Option<String>,
 }
 
 impl Caller {
     /// The gateway itself (its health check).
     pub fn gateway() -> Caller {
-        Caller { role: None, key: "gateway".into() }
+        Caller { role: None, key: None }
+    }
+}
+
+/// The header a client names itself by when there is no token (`Queen(url, headers={...})` in
+/// Queen's clients). Without authentication every caller acts as the login role from a loopback
+/// address, so neither the role nor the address tells two clients apart.
+pub const CLIENT_ID: HeaderName = HeaderName::from_static("x-queen-client-id");
+
+/// Who a request without authentication is, for per-caller limits: its client id when it sends
+/// one (1 to 128 visible ASCII characters), else no one in particular. A client id is only
+/// declared, so the limit it keys is fairness between cooperating clients, not a defence against
+/// a hostile one (which, without authentication, acts as the login role anyway).
+pub fn anonymous_caller(headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let Some(value) = headers.get(CLIENT_ID) else { return Ok(Caller { role: None, key: None }) };
+    let id = value
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|id| (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()));
+    match id {
+        Some(id) => Ok(Caller { role: None, key: Some(format!("client:{id}")) }),
+        None => {
+            Err(ApiError::bad_request(format!("{CLIENT_ID} must be 1 to 128 visible ASCII characters (no spaces)")))
+        }
     }
 }
 
@@ -62,6 +89,8 @@ pub struct Verifier {
     role_claim: String,
     audience: Option<String>,
     issuer: Option<String>,
+    /// The gateway's login role (`session_user`), which no token may name.
+    login_role: Option<String>,
 }
 
 /// Public keys by `kid`, from a file (read once) or a URL (read at start, again every 10
@@ -77,8 +106,12 @@ const JWKS_UNKNOWN_KID_REFRESH: Duration = Duration::from_secs(60);
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
+    /// No token: 401.
     Missing,
+    /// A token that is not valid: 401.
     Invalid(String),
+    /// A valid token whose role this gateway never acts as: 403.
+    Forbidden(String),
 }
 
 impl Verifier {
@@ -121,7 +154,15 @@ impl Verifier {
             role_claim: role_claim.to_string(),
             audience: audience.map(str::to_string),
             issuer: issuer.map(str::to_string),
+            login_role: None,
         })
+    }
+
+    /// The gateway's login role, learnt from the database at start: a token naming it is
+    /// refused, since acting as it would mean acting with the grants of every role the gateway
+    /// serves (db.rs refuses it again, with every role the login role is not a member of).
+    pub fn set_login_role(&mut self, role: &str) {
+        self.login_role = Some(role.to_string());
     }
 
     /// The caller a request's headers prove, or why not.
@@ -145,11 +186,16 @@ impl Verifier {
             }
             None => return Err(Refusal::Invalid(format!("the token has no \"{}\" claim", self.role_claim))),
         };
+        // `none` switches a session back to its login role (set_config('role', 'none')), and the
+        // login role holds every grant the gateway serves: neither is a role to act as.
+        if role.eq_ignore_ascii_case("none") || self.login_role.as_deref() == Some(role.as_str()) {
+            return Err(Refusal::Forbidden(not_a_role_to_act_as(&role)));
+        }
         let key = match claims.get("sub") {
             Some(Value::String(s)) => format!("sub:{s}"),
             _ => format!("role:{role}"),
         };
-        Ok(Caller { role: Some(role), key })
+        Ok(Caller { role: Some(role), key: Some(key) })
     }
 
     fn claims(&self, token: &str) -> Result<serde_json::Map<String, Value>, Refusal> {
@@ -290,41 +336,45 @@ pub fn parse_jwks(text: &str) -> Result<Vec<(Option<String>, Algorithm, Decoding
     Ok(keys)
 }
 
-/// Where cross-site requests may come from, and the request checks of every `/api/v1` route.
+/// The request checks: who may call, from which sites, by which host names.
 pub struct Policy {
     pub verifier: Option<Verifier>,
     pub cors_origins: Vec<String>,
+    /// The `Host` names served (browser.rs).
+    pub hosts: Hosts,
 }
 
 /// The middleware of every `/api/v1` route: refuse a cross-site request and a body that is not
 /// JSON, then establish who the request acts as.
 pub async fn guard(State(policy): State<Arc<Policy>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| policy.cors_origins.iter().any(|a| a == o || a == "*"));
-        if !allowed {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "cross-site requests are refused (the request has an Origin header; see --cors-origin)",
-            )
-            .into_response();
-        }
-    }
-    if let Err(e) = check_content_type(req.method(), headers) {
-        return e.into_response();
+    let route = req.extensions().get::<MatchedPath>().map_or_else(|| req.uri().path(), |m| m.as_str());
+    let changes_state = browser::changes_state(req.method(), route);
+    let checked = browser::check_cross_site(headers, changes_state, &policy.cors_origins)
+        .and_then(|()| check_content_type(req.method(), headers));
+    if let Err(e) = checked {
+        return browser::refused(headers, e.into_response());
     }
     let caller = match &policy.verifier {
-        None => {
-            let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
-            Caller { role: None, key: format!("ip:{}", peer.unwrap_or_default()) }
-        }
+        None => match anonymous_caller(headers) {
+            Ok(c) => c,
+            Err(e) => return browser::refused(headers, e.into_response()),
+        },
+        // With a token, the token's subject: a client id is not asked for (a caller could
+        // otherwise pick a new one to get past its limit).
         Some(v) => match v.verify(headers) {
             Ok(c) => c,
-            Err(refusal) => return unauthorized(refusal),
+            Err(refusal) => return browser::refused(headers, unauthorized(refusal)),
         },
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// Whether a request says it has a body (which a refusal before the handler leaves unread).
+pub fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0")
 }
 
 /// A request with a body must say it is JSON; a `Content-Type` that is not JSON is refused
@@ -333,11 +383,9 @@ pub fn check_content_type(method: &Method, headers: &HeaderMap) -> Result<(), Ap
     if !matches!(*method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
         return Ok(());
     }
-    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
-        || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() != "0");
     match headers.get(header::CONTENT_TYPE) {
         Some(ct) if is_json(ct) => Ok(()),
-        None if !has_body => Ok(()),
+        None if !has_body(headers) => Ok(()),
         other => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
@@ -357,10 +405,21 @@ fn is_json(ct: &HeaderValue) -> bool {
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// Why a token's role is refused, in the words of every such refusal (here and in db.rs).
+pub fn not_a_role_to_act_as(role: &str) -> String {
+    format!(
+        "the token's role \"{}\" is not one this gateway may act as: it must be a role the gateway's login \
+         role is a member of, other than the login role itself and superusers",
+        crate::wire::shorten(role)
+    )
+}
+
 fn unauthorized(refusal: Refusal) -> Response {
     let (message, challenge) = match refusal {
         Refusal::Missing => ("a bearer token is required (Authorization: Bearer <JWT>)".to_string(), "Bearer"),
         Refusal::Invalid(m) => (m, "Bearer error=\"invalid_token\""),
+        // A role refused here is answered as db.rs answers the roles it refuses.
+        Refusal::Forbidden(m) => return ApiError::new(StatusCode::FORBIDDEN, m).into_response(),
     };
     let mut r = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
@@ -459,9 +518,12 @@ mod tests {
     fn hmac_tokens() {
         let v = secret_verifier();
         let ok = hs(json!({"sub": "alice", "role": "app_orders", "exp": now() + 60}), Algorithm::HS256, SECRET);
-        assert_eq!(v.verify(&bearer(&ok)), Ok(Caller { role: Some("app_orders".into()), key: "sub:alice".into() }));
+        assert_eq!(
+            v.verify(&bearer(&ok)),
+            Ok(Caller { role: Some("app_orders".into()), key: Some("sub:alice".into()) })
+        );
         let no_sub = hs(json!({"role": "app_orders", "exp": now() + 60}), Algorithm::HS512, SECRET);
-        assert_eq!(v.verify(&bearer(&no_sub)).unwrap().key, "role:app_orders");
+        assert_eq!(v.verify(&bearer(&no_sub)).unwrap().key.as_deref(), Some("role:app_orders"));
         assert_eq!(v.verify(&HeaderMap::new()), Err(Refusal::Missing));
 
         let cases = [
@@ -491,6 +553,26 @@ mod tests {
         let mut basic = HeaderMap::new();
         basic.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic dXNlcjpwYXNz"));
         assert!(refused(v.verify(&basic)).contains("Bearer"));
+    }
+
+    #[test]
+    fn roles_a_token_may_not_name() {
+        let mut v = secret_verifier();
+        v.set_login_role("gateway");
+        let claim = |role: &str| hs(json!({"sub": "s", "role": role, "exp": now() + 60}), Algorithm::HS256, SECRET);
+        for role in ["none", "NONE", "None", "gateway"] {
+            match v.verify(&bearer(&claim(role))) {
+                Err(Refusal::Forbidden(m)) => assert!(m.contains("may act as"), "{m}"),
+                other => panic!("{role}: {other:?}"),
+            }
+            let r = unauthorized(v.verify(&bearer(&claim(role))).unwrap_err());
+            assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        }
+        // Empty: not a role name at all.
+        assert!(refused(v.verify(&bearer(&claim("")))).contains("must be a role name"));
+        // Role names are case-sensitive: "Gateway" is another role (db.rs checks membership).
+        assert_eq!(v.verify(&bearer(&claim("Gateway"))).unwrap().role.as_deref(), Some("Gateway"));
+        assert_eq!(v.verify(&bearer(&claim("app_orders"))).unwrap().role.as_deref(), Some("app_orders"));
     }
 
     #[test]
@@ -563,6 +645,23 @@ mod tests {
         for (m, headers) in refused {
             assert_eq!(check_content_type(&m, &headers).unwrap_err().status, 415, "{m} {headers:?}");
         }
+    }
+
+    #[test]
+    fn without_auth_a_caller_is_its_client_id_or_no_one() {
+        // Everyone reaches a gateway without authentication from a loopback address as the
+        // login role: without a client id, a request is no one's in particular.
+        assert_eq!(anonymous_caller(&HeaderMap::new()).unwrap(), Caller { role: None, key: None });
+        let mut h = HeaderMap::new();
+        h.insert(CLIENT_ID, HeaderValue::from_static("billing-worker-7"));
+        assert_eq!(anonymous_caller(&h).unwrap().key.as_deref(), Some("client:billing-worker-7"));
+        assert_eq!(anonymous_caller(&h).unwrap().role, None);
+        for bad in ["", "two words", &"x".repeat(129)] {
+            h.insert(CLIENT_ID, HeaderValue::from_str(bad).unwrap());
+            assert_eq!(anonymous_caller(&h).unwrap_err().status, 400, "{bad:?}");
+        }
+        h.insert(CLIENT_ID, HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+        assert_eq!(anonymous_caller(&h).unwrap_err().status, 400);
     }
 
     #[test]

@@ -48,9 +48,17 @@ pub struct Args {
     pub jwt_issuer: Option<String>,
 
     /// Origins whose cross-site requests are served (and answered with CORS headers); any
-    /// other request with an `Origin` header is refused. Repeat, or separate with commas.
+    /// other request a browser marks as cross-site is refused. Repeat, or separate with commas.
     #[arg(long, env = "QUEEN_GATEWAY_CORS_ORIGIN", value_delimiter = ',')]
     pub cors_origin: Vec<String>,
+
+    /// Host names (`Host` header values) requests are served for: `name` (any port) or
+    /// `name:port`; `*`: any. The loopback names (localhost, 127.0.0.1, [::1]) are always
+    /// served. With `--auth none` only those by default, so that a page whose name is made to
+    /// resolve to this address (DNS rebinding) is refused; with `--auth jwt` any host unless
+    /// some are listed. Repeat, or separate with commas.
+    #[arg(long, env = "QUEEN_GATEWAY_ALLOWED_HOST", value_delimiter = ',')]
+    pub allowed_host: Vec<String>,
 
     /// How long a client may take to send a request's head (a connection that sends half a
     /// head is closed then).
@@ -61,8 +69,9 @@ pub struct Args {
     #[arg(long, env = "QUEEN_GATEWAY_BODY_TIMEOUT_MS", default_value_t = 30_000)]
     pub body_timeout_ms: u64,
 
-    /// Waiting pops one caller (a token's subject, or an address without auth) may have open
-    /// at once; 0: a quarter of the wait pool.
+    /// Waiting pops one caller may have open at once; 0: a quarter of the wait pool. A caller is
+    /// a token's subject, or without authentication the `X-Queen-Client-Id` a request sends;
+    /// requests without one are bounded by the wait pool only.
     #[arg(long, env = "QUEEN_GATEWAY_MAX_WAITS_PER_CALLER", default_value_t = 0)]
     pub max_waits_per_caller: usize,
 

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use crate::auth::Caller;
 use crate::config::Args;
 use crate::error::{ApiError, ApiResult};
-use crate::{sql, wire};
+use crate::sql;
 
 pub struct Db {
     /// Every request except waiting pops.
@@ -26,9 +26,8 @@ pub struct Db {
     switch_roles: bool,
 }
 
-/// Switch the session to a role (`none`: back to the login role). PostgreSQL refuses a role
-/// that the login role is not a member of; a parameter, so no role name is ever SQL text.
-const SET_ROLE: &str = "SELECT pg_catalog.set_config('role', $1, false)";
+/// Switch the session back to the login role (the gateway's own statements).
+const RESET_ROLE: &str = "SELECT pg_catalog.set_config('role', 'none', false)";
 
 /// Which pool a statement runs on.
 #[derive(Copy, Clone, PartialEq, Eq)]
@@ -49,22 +48,39 @@ impl Db {
     pub async fn get(&self, which: Use, caller: &Caller) -> ApiResult<Object> {
         let client = self.connection(which).await?;
         if self.switch_roles {
-            let role = caller.role.as_deref().unwrap_or("none");
-            let statement = client.prepare_cached(SET_ROLE).await?;
-            client.query(&statement, &[&role]).await.map_err(|e| match e.as_db_error() {
-                // Not a member of it (42501), or no such role (22023).
-                Some(db) if matches!(db.code().code(), "42501" | "22023") => ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "the token's role \"{}\" is not one this gateway may act as: {}",
-                        wire::shorten(role),
-                        db.message()
-                    ),
-                ),
-                _ => ApiError::from_db(&e),
-            })?;
+            match caller.role.as_deref() {
+                None => {
+                    let statement = client.prepare_cached(RESET_ROLE).await?;
+                    client.query(&statement, &[]).await?;
+                }
+                Some(role) => {
+                    let statement = client.prepare_cached(sql::SWITCH_ROLE).await?;
+                    let refused = || ApiError::new(StatusCode::FORBIDDEN, crate::auth::not_a_role_to_act_as(role));
+                    let row = client.query_one(&statement, &[&role]).await.map_err(|e| match e.as_db_error() {
+                        // Where SET ROLE needs more than membership (a grant's SET option,
+                        // from PostgreSQL 16 on), PostgreSQL refuses with 42501.
+                        Some(db) if db.code().code() == "42501" => refused(),
+                        _ => ApiError::from_db(&e),
+                    })?;
+                    if !row.get::<_, bool>(0) {
+                        return Err(refused());
+                    }
+                }
+            }
         }
         Ok(client)
+    }
+
+    /// The role the gateway logs in as (`session_user`), and whether it is a superuser.
+    pub async fn login_role(&self) -> ApiResult<(String, bool)> {
+        let client = self.connection(Use::Request).await?;
+        let row = query_one(
+            &client,
+            "SELECT session_user::text, r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user",
+            &[],
+        )
+        .await?;
+        Ok((row.get(0), row.get(1)))
     }
 
     async fn connection(&self, which: Use) -> ApiResult<Object> {

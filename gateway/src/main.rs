@@ -3,6 +3,7 @@
 //! docs/gateway.md describes the routes and what each maps to.
 
 mod auth;
+mod browser;
 mod config;
 mod db;
 mod error;
@@ -15,7 +16,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use clap::Parser;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -45,7 +45,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), String> {
-    let verifier = match auth_mode(&args)? {
+    let mut verifier = match auth_mode(&args)? {
         AuthMode::Jwt => Some(auth::Verifier::new(
             args.jwt_secret.as_deref(),
             args.jwks_file.as_deref(),
@@ -68,7 +68,22 @@ async fn serve(args: Args) -> Result<(), String> {
     // One connection now, so a wrong URL or a database without queen fails at start, not at the
     // first request.
     drop(db.get(db::Use::Request, &auth::Caller::gateway()).await.map_err(|e| format!("database: {}", e.message))?);
-    let policy = Arc::new(auth::Policy { verifier, cors_origins: args.cors_origin.clone() });
+    let (login_role, superuser) = db.login_role().await.map_err(|e| format!("database: {}", e.message))?;
+    if let Some(v) = verifier.as_mut() {
+        v.set_login_role(&login_role);
+        if superuser {
+            tracing::warn!(
+                login_role,
+                "the gateway logs in as a superuser: a token may then name any role that is not a superuser; \
+                 log in as a role granted only the roles tokens may name"
+            );
+        }
+    }
+    let hosts = browser::Hosts::new(&args.allowed_host, args.listen, !jwt)?;
+    if !jwt && !hosts.restricted() {
+        tracing::warn!("--allowed-host '*' without authentication: a web page can reach the gateway by DNS rebinding");
+    }
+    let policy = Arc::new(auth::Policy { verifier, cors_origins: args.cors_origin.clone(), hosts });
     if args.jwks_url.is_some() {
         let p = policy.clone();
         tokio::spawn(async move {
@@ -119,8 +134,7 @@ async fn serve(args: Args) -> Result<(), String> {
         // after the client's delayed ACK of the previous segment (up to 40 ms on Linux).
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
-        let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(ConnectInfo(peer));
+        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             app.clone().oneshot(req.map(axum::body::Body::new))
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));

@@ -19,3 +19,4 @@ pub const TIMER_CANCEL: &str = include_str!("../sql/timer_cancel.sql");
 pub const TIMERS: &str = include_str!("../sql/timers.sql");
 pub const LOCK: &str = include_str!("../sql/lock.sql");
 pub const MESSAGE: &str = include_str!("../sql/message.sql");
+pub const SWITCH_ROLE: &str = include_str!("../sql/switch_role.sql");

@@ -3,7 +3,8 @@
 - QUEEN_AUTH_URL: `--auth jwt --jwt-secret $QUEEN_AUTH_SECRET`, a 1 s head timeout, at most 2
   waiting pops per caller. The roles (scripts/gateway-test): `auth_writer` may push, pop,
   configure and read queue `auth-orders`; `auth_reader` may only read it; both are granted to
-  the gateway's login role; `auth_stranger` exists but is not granted to it.
+  the gateway's login role `queen_app` (which holds every grant on every queue), and so is
+  `auth_super`, a superuser; `auth_stranger` exists but is not granted to it.
 - QUEEN_URL: the suite's gateway, `--auth none` on 127.0.0.1.
 
 What each refused request changed is checked in the database (QUEEN_TEST_PG_DSN, superuser).
@@ -122,11 +123,35 @@ def test_a_role_without_the_grant_is_403_and_changes_nothing():
 
 
 def test_a_role_the_gateway_may_not_act_as_is_403():
+    # Not a member role of the login role: refused by the gateway's own check, which names the
+    # rule (PostgreSQL's SET ROLE is never asked).
     for role in ["auth_stranger", "no_such_role_at_all", "postgres"]:
         r = push(bearer(token(role)))
         assert r.status_code == 403, (role, r.status_code, r.text)
         assert "may act as" in r.json()["error"], r.text
+        assert "login role is a member of" in r.json()["error"], r.text
     assert stored() == 0
+
+
+def test_a_token_never_acts_as_the_login_role_or_a_superuser():
+    # "none" would switch the connection back to the login role, which holds every grant of
+    # every role the gateway serves; naming the login role itself would do the same; a superuser
+    # role granted to the login role would skip every grant.
+    for role in ["none", "NONE", "queen_app", "auth_super"]:
+        t = bearer(token(role))
+        r = push(t)
+        assert r.status_code == 403, (role, r.status_code, r.text)
+        assert "may act as" in r.json()["error"], r.text
+        r = httpx.get(f"{AUTH_URL}/api/v1/resources/queues", headers=t)
+        assert r.status_code == 403, (role, r.status_code, r.text)
+        r = httpx.post(f"{AUTH_URL}/api/v1/configure", json={"queue": QUEUE, "options": {}}, headers=t)
+        assert r.status_code == 403, (role, r.status_code, r.text)
+    assert stored() == 0
+    assert sql("SELECT count(*)::int FROM queen.queue_stats WHERE queue = $1", QUEUE) == 0
+    # The connections refused them are not left acting as anyone: the next requests run as
+    # their own roles.
+    assert push(bearer(token("auth_reader"))).status_code == 403
+    assert push(bearer(token("auth_writer"))).status_code == 201
 
 
 def test_each_request_runs_as_its_own_token_on_shared_connections():
@@ -157,6 +182,11 @@ def test_cross_site_requests_are_refused():
         r = httpx.post(f"{url}/api/v1/configure", content=json.dumps({"queue": QUEUE, "options": {}}),
                        headers={**headers, "Content-Type": "text/plain"})
         assert r.status_code == 415, (url, r.status_code)
+        # An <img> or a navigation (no Origin on a GET) may not pop, with a token or without.
+        for marks in [{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+                      {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}]:
+            r = httpx.get(f"{url}/api/v1/pop/queue/{QUEUE}?autoAck=true", headers={**headers, **marks})
+            assert r.status_code == 403, (url, marks, r.status_code, r.text)
         # No CORS headers are handed out.
         r = httpx.options(f"{url}/api/v1/push", headers={"Origin": "https://evil.example",
                                                           "Access-Control-Request-Method": "POST"})
@@ -224,3 +254,12 @@ def test_deep_or_malformed_json_is_400():
 
 def test_health_needs_no_token():
     assert httpx.get(f"{AUTH_URL}/health").status_code == 200
+
+
+def test_with_tokens_any_host_name_is_served():
+    # A browser never sends a bearer token by itself, so without --allowed-host the gateway
+    # with authentication serves any Host (a load balancer's, a DNS name's).
+    writer = bearer(token("auth_writer"))
+    assert push({**writer, "Host": "queen.example.com"}).status_code == 201
+    assert httpx.get(f"{AUTH_URL}/health", headers={"Host": "10.1.2.3:6633"}).status_code == 200
+    assert stored() == 1

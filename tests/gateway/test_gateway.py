@@ -373,3 +373,98 @@ async def test_health_and_metrics(http):
     assert "queen_gateway_request_duration_seconds_bucket" in text
     # The pop above is timed under its route.
     assert 'queen_gateway_request_duration_seconds_count{method="GET",route="/api/v1/pop/queue/{queue}"}' in text
+
+
+async def test_a_host_name_not_served_is_421_and_reads_nothing(http):
+    # DNS rebinding: a page whose own name resolves to the gateway's address sends that name in
+    # Host. Without authentication only the loopback names are served.
+    q = name("rebind")
+    await http.post("/api/v1/configure", json={"queue": q, "options": {"retryLimit": 0}})
+    await push(http, q, {"secret": 1}, {"secret": 2})
+    [m] = await pop(http, q)
+    r = await http.post("/api/v1/ack", json=ack_of(m, "failed", error="to the dlq"))
+    assert r.json()[0]["dlq"] is True, r.text
+    port = httpx.URL(URL).port
+    for host in ["evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}"]:
+        for method, path in [("GET", f"/api/v1/dlq?queue={q}"), ("GET", f"/api/v1/pop/queue/{q}?autoAck=true"),
+                             ("GET", "/api/v1/resources/queues"), ("GET", "/health"), ("GET", "/metrics"),
+                             ("POST", f"/api/v1/consumer-groups/g/queues/{q}/seek")]:
+            r = await http.request(method, path, headers={"Host": host})
+            assert r.status_code == 421, (host, path, r.status_code, r.text)
+            assert "allowed-host" in r.json()["error"], r.text
+            assert "secret" not in r.text
+    # The loopback names, with or without the port, are served.
+    for host in ["localhost", f"localhost:{port}", f"127.0.0.1:{port}"]:
+        r = await http.get("/api/v1/dlq", params={"queue": q}, headers={"Host": host})
+        assert r.status_code == 200 and r.json()["total"] == 1, (host, r.text)
+    # Nothing was popped through the refused requests.
+    assert [x["data"] for x in await pop(http, q, autoAck="true")] == [{"secret": 2}]
+
+
+async def test_a_page_cannot_pop_or_change_anything(http):
+    # What a browser sends for a page of another site (an <img>, a <script>, a link, a form),
+    # for the address typed into it, and what older browsers send: none of it may pop (a pop
+    # takes a lease; with autoAck the messages are gone) or change anything.
+    q = name("csrf")
+    await push(http, q, "kept")
+    page_loads = [
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"},
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"},
+        {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"},
+        {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-User": "?1"},
+        {"Upgrade-Insecure-Requests": "1"},
+        {"Referer": "https://evil.example/page.html"},
+        {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"},
+    ]
+    for headers in page_loads:
+        for path in [f"/api/v1/pop/queue/{q}?autoAck=true", f"/api/v1/pop/queue/{q}/partition/Default?autoAck=true",
+                     f"/api/v1/pop/queue/{q}?batch=10"]:
+            r = await http.get(path, headers=headers)
+            assert r.status_code == 403, (headers, path, r.status_code, r.text)
+            assert "cross-site" in r.json()["error"], r.text
+        r = await http.post(f"/api/v1/consumer-groups/g/queues/{q}/seek", json={"toEnd": True}, headers=headers)
+        assert r.status_code == 403, (headers, r.status_code)
+        r = await http.delete(f"/api/v1/resources/queues/{q}", headers=headers)
+        assert r.status_code == 403, (headers, r.status_code)
+    # A read typed into the address bar is served; a cross-site page's load of it is not.
+    r = await http.get("/api/v1/resources/queues", headers=page_loads[4])
+    assert r.status_code == 200, r.text
+    r = await http.get("/api/v1/dlq", headers=page_loads[0])
+    assert r.status_code == 403, r.text
+    # The message is still there, unleased.
+    [m] = await pop(http, q)
+    assert m["data"] == "kept" and m["attempt"] == 1
+
+
+async def test_idle_long_polls_of_one_client_turn_no_one_else_away(db):
+    # Without authentication everyone comes from 127.0.0.1 as the login role. The bound on one
+    # caller's waiting pops (a quarter of the wait pool: 8 here) applies to a client that names
+    # itself (X-Queen-Client-Id); requests that do not are bounded by the wait pool only.
+    q = name("waits")
+    url = f"/api/v1/pop/queue/{q}"
+    waiting = {"wait": "true", "timeout": 2500}
+
+    async def waits(count):
+        await until(lambda: db.fetchval("SELECT count(*) >= $1 FROM queen_waiting_pops()", count),
+                    f"{count} waiting pops")
+
+    async with httpx.AsyncClient(base_url=URL, timeout=30) as http:
+        anonymous = [asyncio.create_task(http.get(url, params=waiting)) for _ in range(9)]
+        await waits(9)
+        assert [r.status_code for r in await asyncio.gather(*anonymous)] == [204] * 9
+
+        busy = {"X-Queen-Client-Id": "busy-worker"}
+        held = [asyncio.create_task(http.get(url, params=waiting, headers=busy)) for _ in range(8)]
+        await waits(8)
+        r = await http.get(url, params=waiting, headers=busy)
+        assert r.status_code == 429 and "too many waiting pops" in r.json()["error"], r.text
+        # Another client, and a request that names none, still wait.
+        short = {"wait": "true", "timeout": 200}
+        r = await http.get(url, params=short, headers={"X-Queen-Client-Id": "another-worker"})
+        assert r.status_code == 204, r.text
+        r = await http.get(url, params=short)
+        assert r.status_code == 204, r.text
+        assert [r.status_code for r in await asyncio.gather(*held)] == [204] * 8
+        r = await http.get(url, params=short, headers={"X-Queen-Client-Id": "two words"})
+        assert r.status_code == 400, r.text

@@ -70,9 +70,11 @@ async fn pop(
     let which = if a.wait_ms > 0 { Use::Wait } else { Use::Request };
     // A caller's waiting pops are bounded, so that a few idle long-polls of one caller cannot
     // fill the wait pool for everybody (its place is freed when the pop ends or the client
-    // goes away).
-    let _permit = match which {
-        Use::Wait => Some(st.waits.enter(&caller.key, st.max_waits_per_caller).ok_or_else(|| {
+    // goes away). A request that is no one's in particular (no token, no client id) is bounded
+    // by the wait pool only: keyed by its address, every client behind loopback would share one
+    // bound, and one client's idle long-polls would turn everyone else's away.
+    let _permit = match (which, &caller.key) {
+        (Use::Wait, Some(key)) => Some(st.waits.enter(key, st.max_waits_per_caller).ok_or_else(|| {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
@@ -81,7 +83,7 @@ async fn pop(
                 ),
             )
         })?),
-        Use::Request => None,
+        _ => None,
     };
     let client = st.db.get(which, &caller).await?;
     let statement = client.prepare_cached(sql::POP).await?;
