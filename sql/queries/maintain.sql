@@ -226,16 +226,14 @@ SELECT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_
 -- once; schema.sql, rule 1) in shard $1: keep the oldest partition row. (The three folds are
 -- statements of their own: on Citus the queues' registry is a reference table, which the
 -- coordinator folds, and a subscription's fold reads a view Citus routes to no one shard.)
--- Rows another transaction holds (a delete of their queue) are left to a later pass.
-WITH p AS (
-    DELETE FROM queen.partitions x WHERE x.shard = $1 AND x.ctid IN (
-        SELECT y.ctid FROM queen.partitions y WHERE y.shard = $1 AND EXISTS (
-            SELECT 1 FROM queen.partitions o WHERE o.partition_id = y.partition_id AND o.shard = $1
-               AND (o.created_at, o.ctid) < (y.created_at, y.ctid))
-           FOR UPDATE SKIP LOCKED)
-    RETURNING 1
-)
-SELECT count(*) AS folded FROM p;
+-- Rows another transaction holds (a delete of their queue) are left to a later pass. One row
+-- per row deleted (Citus routes no modification by ctid that reads a CTE).
+DELETE FROM queen.partitions x WHERE x.shard = $1 AND x.ctid IN (
+    SELECT y.ctid FROM queen.partitions y WHERE y.shard = $1 AND EXISTS (
+        SELECT 1 FROM queen.partitions o WHERE o.partition_id = y.partition_id AND o.shard = $1
+           AND (o.created_at, o.ctid) < (y.created_at, y.ctid))
+       FOR UPDATE SKIP LOCKED)
+RETURNING 1;
 
 -- name: fold_subscriptions
 -- A group's subscriptions in shard $1 (first pops at once, a seek beside first pops that began
@@ -315,29 +313,39 @@ WITH cand AS MATERIALIZED (
      WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
        FOR UPDATE SKIP LOCKED
 ), registered AS MATERIALIZED (
-    SELECT p.ctid AS at, p.partition_id FROM queen.partitions p
-     WHERE p.shard = $3 AND p.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
-), locked AS MATERIALIZED (
-    SELECT p.ctid AS at FROM queen.partitions p
-     WHERE p.shard = $3 AND p.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
-       FOR UPDATE SKIP LOCKED
+    -- Registry rows and hints as seen, and as locked (rows another transaction holds are
+    -- skipped): by their counts per partition, rows having no key.
+    SELECT p.partition_id, count(*) AS n FROM queen.partitions p
+     WHERE p.shard = $3 AND p.partition_id = ANY (ARRAY(SELECT partition_id FROM cand)) GROUP BY p.partition_id
+), registered_locked AS MATERIALIZED (
+    SELECT l.partition_id FROM (
+        SELECT p.partition_id FROM queen.partitions p
+         WHERE p.shard = $3 AND p.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
+           FOR UPDATE SKIP LOCKED) AS l
+), hinted AS MATERIALIZED (
+    SELECT r.partition_id, count(*) AS n FROM queen.ready r
+     WHERE r.shard = $3 AND r.partition_id = ANY (ARRAY(SELECT partition_id FROM cand)) GROUP BY r.partition_id
+), hinted_locked AS MATERIALIZED (
+    SELECT l.partition_id FROM (
+        SELECT r.partition_id FROM queen.ready r
+         WHERE r.shard = $3 AND r.partition_id = ANY (ARRAY(SELECT partition_id FROM cand))
+           FOR UPDATE SKIP LOCKED) AS l
 ), idle AS MATERIALIZED (
     SELECT cand.* FROM cand
      WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.partition_id = cand.partition_id
                           AND NOT EXISTS (SELECT 1 FROM held h WHERE h.partition_id = s.partition_id
                                              AND h.consumer_group = s.consumer_group AND h.version = s.version))
-       AND NOT EXISTS (SELECT 1 FROM registered r WHERE r.partition_id = cand.partition_id
-                          AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.at = r.at))
+       AND COALESCE((SELECT n FROM registered r WHERE r.partition_id = cand.partition_id), 0)
+           = (SELECT count(*) FROM registered_locked l WHERE l.partition_id = cand.partition_id)
+       AND COALESCE((SELECT n FROM hinted h WHERE h.partition_id = cand.partition_id), 0)
+           = (SELECT count(*) FROM hinted_locked l WHERE l.partition_id = cand.partition_id)
 ), retired AS (
     INSERT INTO queen.retired_partitions (partition_id, queue_id, name, shard)
     SELECT partition_id, queue_id, name, $3 FROM idle
 ), d1 AS (DELETE FROM queen.partitions WHERE shard = $3 AND partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
 ), d2 AS (DELETE FROM queen.cursors c
            WHERE c.shard = $3 AND c.partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
-), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND ctid IN (
-           SELECT r.ctid FROM queen.ready r
-            WHERE r.shard = $3 AND r.partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
-              FOR UPDATE SKIP LOCKED)
+), d3 AS (DELETE FROM queen.ready WHERE shard = $3 AND partition_id = ANY (ARRAY(SELECT partition_id FROM idle))
 ), back AS (
     INSERT INTO queen.partitions (partition_id, queue_id, name, shard)
     SELECT DISTINCT r.partition_id, r.queue_id, r.name, $3 FROM queen.retired_partitions r
