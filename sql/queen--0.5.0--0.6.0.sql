@@ -3,8 +3,12 @@
 --   push to the queue, and cancels it otherwise (docs/api.md, queen_schedule); the totals count
 --   such cancels (maintenance_stats.timers_cancelled). Timers pending from before have no such
 --   role and fire as they would have.
+-- - A dead letter whose message a seek put back before the group's position is marked
+--   `reopened`; once the group finishes the message again it no longer stands (the view leaves
+--   it out, a replay delivers nothing for it). Dead letters filed before stand as they were.
 
 ALTER TABLE queen.timers ADD COLUMN scheduled_by regrole;
+ALTER TABLE queen.dead_letters ADD COLUMN reopened boolean NOT NULL DEFAULT false;
 ALTER TABLE queen.maintenance_totals ADD COLUMN timers_cancelled bigint NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE VIEW queen.maintenance_stats WITH (security_barrier) AS
@@ -20,3 +24,32 @@ SELECT coalesce(t.passes, 0) AS passes, coalesce(t.failed_passes, 0) + u.failed_
   FROM queen_worker_unrecorded() u
   LEFT JOIN queen.maintenance_totals t ON true
  WHERE t.singleton OR u.failed_passes > 0 OR u.skipped_passes > 0;
+
+CREATE OR REPLACE VIEW queen.dead_letters_view WITH (security_barrier) AS
+SELECT q.name AS queue,
+       COALESCE(m.partition, p.name) AS partition,
+       NULLIF(d.consumer_group, '__QUEUE_MODE__') AS consumer_group,
+       d.message_id,
+       COALESCE(m.transaction_id, d.message_id::text) AS transaction_id,
+       m.payload,
+       d.error,
+       d.attempts,
+       m.created_at,
+       d.failed_at,
+       d.partition_id,
+       m.trace_id
+  FROM queen.dead_letters d
+  LEFT JOIN queen.messages m ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq
+  LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = d.queue_id ORDER BY created_at LIMIT 1) q ON true
+  LEFT JOIN LATERAL (SELECT name FROM queen.partitions WHERE partition_id = d.partition_id ORDER BY created_at LIMIT 1) p ON true
+ WHERE queen.allowed(q.name, 'read')
+   AND NOT (d.reopened AND EXISTS (
+        -- A dead letter whose message the group finished again since a seek put it back
+        -- (completed it: filed anew, it would not be reopened): it no longer stands.
+        SELECT 1 FROM queen.cursors c
+         WHERE c.partition_id = d.partition_id AND c.consumer_group = d.consumer_group AND c.shard = d.shard
+           AND (EXISTS (SELECT FROM unnest(c.ahead_txid, c.ahead_seq) AS a(t, s) WHERE a.t = d.txid AND a.s = d.seq)
+                OR CASE WHEN d.txid = ANY (c.pending_txid)
+                        THEN d.seq <= (SELECT x.s FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
+                                        WHERE x.t = d.txid LIMIT 1)
+                        ELSE (d.txid, d.seq) <= (c.done_txid, c.done_seq) END)));

@@ -272,7 +272,11 @@ CREATE TABLE queen.discovery (
 );
 CREATE INDEX discovery_point ON queen.discovery (queue_id, consumer_group, upto_txid DESC, upto_seq DESC);
 
--- Messages a group gave up on. The message itself stays in its partition.
+-- Messages a group gave up on. The message itself stays in its partition. reopened: a seek
+-- moved the group's position back before the message after it was filed, so the group is owed
+-- the message again; once it finishes it again (completes it, or files it anew, which clears
+-- the mark), the dead letter no longer stands: the view leaves it out and a replay delivers
+-- nothing for it (semantics §3.4).
 CREATE TABLE queen.dead_letters (
     queue_id       uuid        NOT NULL,
     partition_id   uuid        NOT NULL,
@@ -284,6 +288,7 @@ CREATE TABLE queen.dead_letters (
     attempts       integer     NOT NULL,
     failed_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     shard          integer     NOT NULL DEFAULT 0,
+    reopened       boolean     NOT NULL DEFAULT false,
     PRIMARY KEY (partition_id, consumer_group, txid, seq)
 );
 CREATE INDEX dead_letters_queue ON queen.dead_letters (queue_id, consumer_group);

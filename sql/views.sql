@@ -94,7 +94,8 @@ SELECT q.name AS queue,
          WHERE pos.from_time AND m.partition_id = p.partition_id AND m.created_at >= s.from_ts) by_time
  WHERE queen.allowed(q.name, 'read');
 
--- Dead letters with their messages (a message retention removed shows NULL payload).
+-- Dead letters with their messages (a message retention removed shows NULL payload), but those
+-- the group has finished again since a seek moved it back before them (semantics §3.4).
 CREATE VIEW queen.dead_letters_view WITH (security_barrier) AS
 SELECT q.name AS queue,
        COALESCE(m.partition, p.name) AS partition,
@@ -112,7 +113,17 @@ SELECT q.name AS queue,
   LEFT JOIN queen.messages m ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq
   LEFT JOIN LATERAL (SELECT name FROM queen.queues WHERE queue_id = d.queue_id ORDER BY created_at LIMIT 1) q ON true
   LEFT JOIN LATERAL (SELECT name FROM queen.partitions WHERE partition_id = d.partition_id ORDER BY created_at LIMIT 1) p ON true
- WHERE queen.allowed(q.name, 'read');
+ WHERE queen.allowed(q.name, 'read')
+   AND NOT (d.reopened AND EXISTS (
+        -- A dead letter whose message the group finished again since a seek put it back
+        -- (completed it: filed anew, it would not be reopened): it no longer stands.
+        SELECT 1 FROM queen.cursors c
+         WHERE c.partition_id = d.partition_id AND c.consumer_group = d.consumer_group AND c.shard = d.shard
+           AND (EXISTS (SELECT FROM unnest(c.ahead_txid, c.ahead_seq) AS a(t, s) WHERE a.t = d.txid AND a.s = d.seq)
+                OR CASE WHEN d.txid = ANY (c.pending_txid)
+                        THEN d.seq <= (SELECT x.s FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
+                                        WHERE x.t = d.txid LIMIT 1)
+                        ELSE (d.txid, d.seq) <= (c.done_txid, c.done_seq) END)));
 
 -- Who may use which queue: an admin sees every grant, another role those of the roles whose
 -- privileges it has.

@@ -12,9 +12,14 @@
 //! delivers it once: the second call finds no dead letter. A dead letter whose message retention
 //! deleted cannot come back and is left for a purge.
 //!
+//! A seek keeps the group's dead letters; one whose message it puts back before the group's
+//! position is `reopened` (admin.sql seek): the group is owed the message again and decides
+//! anew. Once it has finished it again, the dead letter no longer stands — the view leaves it
+//! out, and a replay removes it delivering nothing (what the group finished stays finished).
+//!
 //! **Purge** deletes dead letter rows; the messages stay (retention removes them).
 
-use crate::cursor::Key;
+use crate::cursor::{Cursor, Key};
 use crate::error::QueenResult;
 use crate::names::{group_key, to_pg};
 use crate::spi::types::{INT4, TEXT, TSTZ, UUID, UUIDS};
@@ -47,29 +52,33 @@ pub fn replay(queue: &str, group: Option<&str>, message: Option<Uuid>) -> QueenR
         // Every locked partition's dead letters at once, by (partition, transaction).
         let parts: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
         let args: [DatumWithOid; 5] = [queue_id.into(), key.into(), message.into(), shard.into(), parts.into()];
-        let taken: Vec<(Uuid, i64, Vec<i64>, Vec<i64>)> = REPLAY_TAKE
+        let taken: Vec<Letters> = REPLAY_TAKE
             .run(s, &args)
-            .map(|r| (r.req("partition_id"), r.req("txid"), r.req("seqs"), r.req("later")))
+            .map(|r| Letters {
+                partition: r.req("partition_id"),
+                txid: r.req("txid"),
+                seqs: r.req("seqs"),
+                reopened: r.req("reopened"),
+                later: r.req("later"),
+            })
             .collect();
         let mut replayed = 0;
         let mut marked: Vec<Uuid> = Vec::new();
         for (partition, row, _) in rows.iter_mut() {
-            let mut letters = taken.iter().filter(|t| t.0 == *partition).peekable();
-            if letters.peek().is_none() {
-                continue;
+            let letters: Vec<&Letters> = taken.iter().filter(|t| t.partition == *partition).collect();
+            let (owed, counted) = owed_again(&row.cursor, &letters);
+            replayed += counted;
+            if owed.is_empty() {
+                continue; // (dead letters that no longer stood: gone, nothing else changes)
             }
             let ended = row.lease_id.filter(|_| row.cursor.lease.is_some());
             row.cursor.release();
             row.lease_id = None;
             row.lease_expires_at = None;
-            for (_, txid, seqs, later) in letters {
-                let later: Vec<Key> = later.iter().map(|&q| (*txid, q)).collect();
+            for (k, later) in owed {
                 // In seq order: the first moves the position back before all of them; the
                 // others then leave `ahead` (owe_again).
-                for &seq in seqs {
-                    row.cursor.owe_again((*txid, seq), &later);
-                }
-                replayed += seqs.len() as i64;
+                row.cursor.owe_again(k, &later);
             }
             // A hint due now: the next pop of the group finds the partition (and a late ack of
             // the released lease hears 'lease not held').
@@ -85,6 +94,39 @@ pub fn replay(queue: &str, group: Option<&str>, message: Option<Uuid>) -> QueenR
         }
         replayed
     }))
+}
+
+/// A partition's dead letters of one transaction, as `replay_take` took them: their seqs, those
+/// of them a seek reopened, and the seqs of the transaction's messages after the first.
+struct Letters {
+    partition: Uuid,
+    txid: i64,
+    seqs: Vec<i64>,
+    reopened: Vec<i64>,
+    later: Vec<i64>,
+}
+
+/// What a replay of `letters` (one partition's) owes the group again, in order — each message
+/// with the later ones of its transaction — and how many dead letters it replays. A dead
+/// letter a seek reopened is owed already (the seek put the message back), or no longer stands
+/// (the group finished the message again since): nothing to owe for it, and it counts only in
+/// the first case (semantics §3.4: what the group finished stays finished).
+fn owed_again(cursor: &Cursor, letters: &[&Letters]) -> (Vec<(Key, Vec<Key>)>, i64) {
+    let mut owed = Vec::new();
+    let mut counted = 0;
+    for l in letters {
+        let later: Vec<Key> = l.later.iter().map(|&q| (l.txid, q)).collect();
+        for &seq in &l.seqs {
+            let k = (l.txid, seq);
+            if l.reopened.contains(&seq) {
+                counted += i64::from(!cursor.is_finished(k));
+                continue;
+            }
+            owed.push((k, later.clone()));
+            counted += 1;
+        }
+    }
+    (owed, counted)
 }
 
 /// Delete group `group`'s dead letters on `queue` (every one, that of `message`, those filed
@@ -105,4 +147,25 @@ pub fn purge(
         let args: [DatumWithOid; 5] = [queue_id.into(), key.into(), message.into(), before.into(), shard.into()];
         PURGE.run(s, &args).first().req::<i64>("purged")
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reopened_dead_letter_is_owed_only_while_unfinished() {
+        let p = Uuid::from_bytes([1; 16]);
+        let cursor = Cursor { done: (5, 2), ..Cursor::default() };
+        let letters =
+            Letters { partition: p, txid: 5, seqs: vec![1, 3, 4], reopened: vec![1, 3], later: vec![2, 3, 4] };
+        let (owed, counted) = owed_again(&cursor, &[&letters]);
+        // (5, 1): reopened and finished again (at or before the frontier): nothing, not counted.
+        // (5, 3): reopened, not finished: owed already, counted. (5, 4): owed again, counted.
+        assert_eq!(owed.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![(5, 4)]);
+        assert_eq!(owed[0].1, vec![(5, 2), (5, 3), (5, 4)]);
+        assert_eq!(counted, 2);
+        let plain = Letters { partition: p, txid: 7, seqs: vec![1], reopened: vec![], later: vec![] };
+        assert_eq!(owed_again(&cursor, &[&plain]).1, 1);
+    }
 }

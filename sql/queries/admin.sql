@@ -89,6 +89,14 @@ sub AS (
 disc AS (
     DELETE FROM queen.discovery WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
 ),
+-- The group's dead letters stay; those after the new position are owed again (reopened), and
+-- those before it stand as filed (semantics §3.4).
+reopen AS (
+    UPDATE queen.dead_letters d SET reopened = (d.txid, d.seq) > (pos.txid, pos.seq)
+      FROM pos
+     WHERE d.queue_id = $1 AND d.consumer_group = $2 AND d.shard = $4 AND d.partition_id = pos.partition_id
+       AND d.reopened IS DISTINCT FROM ((d.txid, d.seq) > (pos.txid, pos.seq))
+),
 -- The group's hints give way to one due now per partition (rows another transaction holds
 -- are skipped and stay): a seek does not add to them. Each accounts for what this statement's
 -- snapshot sees (seen_xmin, as discovery_record's): whoever deletes or moves it sees the seek

@@ -20,7 +20,8 @@ SELECT c.partition_id, c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c
 -- name: replay_take
 -- Group $2's dead letters on queue $1 in partitions $5 (every one, or that of message $3) whose
 -- messages still exist (retention may have deleted them: those stay, for a purge), deleted: one
--- row per (partition, transaction), its dead letters' seqs in order, and the seqs of that
+-- row per (partition, transaction), its dead letters' seqs in order (those a seek reopened
+-- apart: src/dead_letters.rs), and the seqs of that
 -- transaction's messages after the first of them in the partition — read once per transaction,
 -- not per dead letter (a batch of 10 000 filed together is replayed in linear work). $4 shard.
 WITH d AS (
@@ -29,12 +30,14 @@ WITH d AS (
        AND ($3::uuid IS NULL OR d.message_id = $3)
        AND EXISTS (SELECT 1 FROM queen.messages m
                     WHERE m.partition_id = d.partition_id AND m.shard = $4 AND m.txid = d.txid AND m.seq = d.seq)
-    RETURNING d.partition_id, d.txid, d.seq
+    RETURNING d.partition_id, d.txid, d.seq, d.reopened
 ), t AS (
-    SELECT partition_id, txid, array_agg(seq ORDER BY seq) AS seqs, min(seq) AS first FROM d
+    SELECT partition_id, txid, array_agg(seq ORDER BY seq) AS seqs, min(seq) AS first,
+           COALESCE(array_agg(seq ORDER BY seq) FILTER (WHERE reopened), '{}') AS reopened
+      FROM d
      GROUP BY partition_id, txid
 )
-SELECT t.partition_id, t.txid, t.seqs,
+SELECT t.partition_id, t.txid, t.seqs, t.reopened,
        ARRAY(SELECT m.seq FROM queen.messages m
               WHERE m.partition_id = t.partition_id AND m.shard = $4 AND m.txid = t.txid AND m.seq > t.first
               ORDER BY m.seq) AS later

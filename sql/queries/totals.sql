@@ -120,4 +120,14 @@ SELECT d.queue_id,
          ON m.partition_id = d.partition_id AND m.txid = d.txid AND m.seq = d.seq AND m.shard = $1
   LEFT JOIN LATERAL (SELECT name FROM queen.partitions
                       WHERE partition_id = d.partition_id AND shard = $1 ORDER BY created_at LIMIT 1) p ON true
- WHERE d.shard = $1;
+ WHERE d.shard = $1
+   AND NOT (d.reopened AND EXISTS (
+        -- A dead letter whose message the group finished again since a seek put it back
+        -- (completed it: filed anew, it would not be reopened): it no longer stands.
+        SELECT 1 FROM queen.cursors c
+         WHERE c.partition_id = d.partition_id AND c.consumer_group = d.consumer_group AND c.shard = $1
+           AND (EXISTS (SELECT FROM unnest(c.ahead_txid, c.ahead_seq) AS a(t, s) WHERE a.t = d.txid AND a.s = d.seq)
+                OR CASE WHEN d.txid = ANY (c.pending_txid)
+                        THEN d.seq <= (SELECT x.s FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
+                                        WHERE x.t = d.txid LIMIT 1)
+                        ELSE (d.txid, d.seq) <= (c.done_txid, c.done_seq) END)));

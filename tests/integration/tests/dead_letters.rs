@@ -327,3 +327,32 @@ fn a_transactions_batch_of_dead_letters_comes_back_in_order() {
     assert!(pop(&mut c, Some("g"), 10).is_empty());
     assert_eq!(lag(&mut c, "q", Some("g")), 0);
 }
+
+/// A seek back before a dead letter's message owes the group the message again, and the group
+/// completes it: the dead letter no longer stands — the view leaves it out, and a replay
+/// delivers nothing (semantics §3.4: what a group finished stays finished). Filed again, it is
+/// the new dead letter, and stands. (0.5.0 listed it, and its replay delivered the message a
+/// third time.)
+#[test]
+fn a_dead_letter_the_group_finished_since_a_seek_back_no_longer_stands() {
+    let (_db, mut c) = queue_db("dl_seek_back", "", 2);
+    let got = pop(&mut c, Some("g"), 10);
+    assert_eq!(payloads(&got), vec![0, 1]);
+    ack(&mut c, &got, &["dlq", "completed"]);
+    assert_eq!(dead(&mut c, "g"), vec![0]);
+    c.execute("SELECT queen_seek('q', 'g', '2000-01-01')", &[]).unwrap();
+    assert_eq!(dead(&mut c, "g"), vec![0], "a seek keeps the dead letter");
+    let again = pop(&mut c, Some("g"), 10);
+    assert_eq!(payloads(&again), vec![0, 1], "the seek owes both again");
+    ack(&mut c, &again, &["completed", "completed"]);
+    assert_eq!(dead(&mut c, "g"), Vec::<i64>::new(), "the view lists a dead letter the group completed since");
+    assert_eq!(replay(&mut c, Some("g"), None), 0);
+    assert_eq!(payloads(&pop(&mut c, Some("g"), 10)), Vec::<i64>::new(), "a finished message was delivered again");
+    // Back once more, and filed again: the new dead letter stands, and comes back by a replay.
+    c.execute("SELECT queen_seek('q', 'g', '2000-01-01')", &[]).unwrap();
+    let third = pop(&mut c, Some("g"), 10);
+    ack(&mut c, &third, &["dlq", "completed"]);
+    assert_eq!(dead(&mut c, "g"), vec![0]);
+    assert_eq!(replay(&mut c, Some("g"), None), 1);
+    assert_eq!(payloads(&pop(&mut c, Some("g"), 10)), vec![0]);
+}
