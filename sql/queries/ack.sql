@@ -52,8 +52,8 @@ SELECT (SELECT COALESCE(array_agg(DISTINCT queue_id), '{}') FROM m) AS queue_ids
 -- configure.sql names them) and the lease as that row knows it (group; expiry, -infinity once
 -- it ended; whether it was released); no row when the message or the cursor row does not
 -- exist, or $2 is given and is not the lease's group (the ack is refused: nothing is locked
--- for it), or the group is none of $5 (the groups whose locks the caller took, locks.rs: it
--- finds otherwise). An ack waits for a transaction that holds the row (the pop that leased it, still
+-- for it), or the group is none of $5 or the queue none of $6 (the groups and queues whose
+-- locks the caller took, locks.rs: it finds otherwise). An ack waits for a transaction that holds the row (the pop that leased it, still
 -- open): the ack must apply to what that transaction commits. The cursor rows are found by
 -- the message's partition as a value (a subquery), so that a plan made while cursors was
 -- empty does not read all of them and join.
@@ -87,6 +87,7 @@ SELECT m.partition_id, m.txid, m.seq, m.queue_id, m.message_id,
         SELECT * FROM queen.queues q WHERE q.queue_id = m.queue_id         -- [one server]
          ORDER BY q.options_updated_at DESC NULLS LAST, q.created_at LIMIT 1) o ON true -- [one server]
  WHERE ($2 IS NULL OR l.consumer_group IS NULL OR l.consumer_group = $2)
+   AND m.queue_id = ANY ($6::uuid[])
    FOR UPDATE OF c;
 
 -- name: ack_lease_rows

@@ -72,7 +72,7 @@ impl Group<'_> {
         if let Some(locked) = self.locked.take() {
             return Some(locked);
         }
-        find::lock_row(self.s, self.message_id, self.group)
+        find::lock_row(self.s, self.message_id, self.queue_id, self.group)
     }
 
     /// The row a group that never popped the partition starts with there (its subscription's

@@ -35,7 +35,8 @@ use std::collections::{BTreeMap, HashMap};
 const ACK_FIND: Query = Query { file: SQL, name: "ack_find", args: &[UUIDS, UUIDS, TEXTS, UUIDS, INT4] };
 const ACK_FIND_IDS: Query = Query { file: SQL, name: "ack_find_ids", args: &[UUIDS, INT4] };
 const ACK_SCOPE: Query = Query { file: SQL, name: "ack_scope", args: &[UUIDS, UUIDS, INT4] };
-const ACK_MESSAGE_LOCK: Query = Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID, INT4, TEXTS] };
+const ACK_MESSAGE_LOCK: Query =
+    Query { file: SQL, name: "ack_message_lock", args: &[UUID, TEXT, UUID, INT4, TEXTS, UUIDS] };
 const ACK_LEASES: Query = Query { file: SQL, name: "ack_leases", args: &[UUIDS, UUIDS, INT4] };
 const ACK_BATCH_LOCK: Query = Query { file: SQL, name: "ack_batch_lock", args: &[UUIDS, UUID, TEXT, INT4] };
 const ACK_LEASE_QUEUES: Query = Query { file: SQL, name: "ack_lease_queues", args: &[UUID, INT4] };
@@ -203,6 +204,16 @@ pub(super) fn lease_scope(s: &mut Spi, lease: Uuid) -> Vec<(Uuid, String)> {
     ACK_LEASE_QUEUES.run(s, &args).map(|r| (r.req::<Uuid>("queue_id"), r.req::<String>("consumer_group"))).collect()
 }
 
+/// The queues and the group of the rows holding `lease`, read by hand through `cursors_lease`
+/// (direct_save.rs find_lease) without locking anything; None where the statement is to read.
+fn lease_rows_by_hand(s: &mut Spi, lease: Uuid) -> Option<Vec<(Uuid, String)>> {
+    if !crate::direct::available(s) {
+        return None;
+    }
+    let (found, _) = crate::direct_save::find_lease(lease, false)?;
+    Some(found.into_iter().map(|f| (f.queue_id, f.group)).collect())
+}
+
 /// Raises 42501 (changing nothing) unless the caller may pop every queue of `queues`.
 fn may_ack(s: &mut Spi, role: Oid, mut queues: Vec<Uuid>) -> QueenResult<()> {
     queues.sort_unstable_by_key(|q| *q.as_bytes());
@@ -261,15 +272,29 @@ fn one_by_id(s: &mut Spi, role: Oid, entries: &[AckEntry]) -> QueenResult<Option
         return Ok(None);
     };
     // The message's queue and the lease's group, read first, and their locks taken: the
-    // statement below locks the row of the lease's group, or of the group given.
+    // statement below locks the row of the lease's group, or of the group given. The common
+    // ack, under the lease that holds the message's partition, finds them through the
+    // lease's rows by hand; otherwise (or when the statement finds the message elsewhere:
+    // then it locks nothing) one statement reads them.
     let lease = e.lease_id.map(to_pg);
-    let (queues, mut groups) = scope(s, vec![to_pg(*id)], lease.into_iter().collect());
-    let [queue] = queues[..] else {
-        return Ok(None);
-    };
-    groups.push(names::group_key(e.group.as_deref()).to_string());
-    hold(groups.iter().map(|g| (queue, g.clone())))?;
-    let Some((m, locked, lease)) = lock_by_message(s, to_pg(*id), e.group.as_deref(), lease, &groups) else {
+    let given = names::group_key(e.group.as_deref()).to_string();
+    let mut found = None;
+    if let Some(held) = lease.and_then(|l| lease_rows_by_hand(s, l)).filter(|h| !h.is_empty()) {
+        let queues: Vec<Uuid> = held.iter().map(|(q, _)| *q).collect();
+        let groups: Vec<String> = held.into_iter().map(|(_, g)| g).chain([given.clone()]).collect();
+        hold(queues.iter().flat_map(|q| groups.iter().map(move |g| (*q, g.clone()))))?;
+        found = lock_by_message(s, to_pg(*id), e.group.as_deref(), lease, &groups, &queues);
+    }
+    if found.is_none() {
+        let (queues, mut groups) = scope(s, vec![to_pg(*id)], lease.into_iter().collect());
+        let [queue] = queues[..] else {
+            return Ok(None);
+        };
+        groups.push(given);
+        hold(groups.iter().map(|g| (queue, g.clone())))?;
+        found = lock_by_message(s, to_pg(*id), e.group.as_deref(), lease, &groups, &[queue]);
+    }
+    let Some((m, locked, lease)) = found else {
         return Ok(None);
     };
     may_ack(s, role, vec![m.queue_id])?;
@@ -687,16 +712,24 @@ fn find(s: &mut Spi, entries: &[AckEntry]) -> Vec<Option<Message>> {
 /// The message `message_id` and, locked, its partition's cursor row for the group of `lease`
 /// (if that lease has a row) or else `group` (None: queue mode), with that lease's row; None
 /// when the message or the cursor row does not exist, `group` is not the lease's, or the group
-/// is none of `held` (those whose locks the caller holds: locks.rs).
+/// is none of `held` or the message's queue none of `queues` (those whose locks the caller
+/// holds: locks.rs).
 fn lock_by_message(
     s: &mut Spi,
     message_id: Uuid,
     group: Option<&str>,
     lease: Option<Uuid>,
     held: &[String],
+    queues: &[Uuid],
 ) -> Option<(Message, Locked, Option<LeaseRow>)> {
-    let args: [DatumWithOid; 5] =
-        [message_id.into(), group.into(), lease.into(), crate::shards::current().into(), held.to_vec().into()];
+    let args: [DatumWithOid; 6] = [
+        message_id.into(),
+        group.into(),
+        lease.into(),
+        crate::shards::current().into(),
+        held.to_vec().into(),
+        queues.to_vec().into(),
+    ];
     let (found, (row, now, opts), lease) = {
         let r = ACK_MESSAGE_LOCK.run(s, &args).next()?;
         (Message::from_row(&r), read(&r), LeaseRow::from_row(&r))
@@ -705,10 +738,11 @@ fn lock_by_message(
     Some((found, (row, now, opts), lease))
 }
 
-/// The cursor row of `group` on the partition of message `message_id`, locked, if it exists
-/// (and the message does). The caller holds the locks of the message's queue and `group`.
-pub(super) fn lock_row(s: &mut Spi, message_id: Uuid, group: &str) -> Option<Locked> {
-    lock_by_message(s, message_id, Some(group), None, &[group.to_string()]).map(|(_, locked, _)| locked)
+/// The cursor row of `group` on the partition of message `message_id` of queue `queue`,
+/// locked, if it exists (and the message does). The caller holds the locks of `queue` and
+/// `group`.
+pub(super) fn lock_row(s: &mut Spi, message_id: Uuid, queue: Uuid, group: &str) -> Option<Locked> {
+    lock_by_message(s, message_id, Some(group), None, &[group.to_string()], &[queue]).map(|(_, locked, _)| locked)
 }
 
 /// A row holding the lease `queen_ack_lease` acks, as `ack_lease_lock` read it.

@@ -15,7 +15,7 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
     ("ack", "ack_find", &["uuid[]", "uuid[]", "text[]", "uuid[]", "int"]),
     ("ack", "ack_find_ids", &["uuid[]", "int"]),
     ("ack", "ack_scope", &["uuid[]", "uuid[]", "int"]),
-    ("ack", "ack_message_lock", &["uuid", "text", "uuid", "int", "text[]"]),
+    ("ack", "ack_message_lock", &["uuid", "text", "uuid", "int", "text[]", "uuid[]"]),
     ("ack", "ack_batch_lock", &["uuid[]", "uuid", "text", "int"]),
     ("ack", "ack_lease_lock", &["uuid", "int"]),
     ("admin", "seek", &["uuid", "text", "timestamptz", "int", "timestamptz"]),
