@@ -388,6 +388,7 @@ fn holders_json(hs: &[Holder]) -> Value {
 
 /// Write the permit of `slot` (`expect`: 0 for a free slot, else the token it must be at),
 /// never waiting for the row: the caller holds the permit's lock of queen's own.
+#[allow(clippy::too_many_arguments)]
 fn put(
     s: &mut Spi,
     kv_ns: &str,
