@@ -3,6 +3,12 @@
 --   push to the queue, and cancels it otherwise (docs/api.md, queen_schedule); the totals count
 --   such cancels (maintenance_stats.timers_cancelled). Timers pending from before have no such
 --   role and fire as they would have.
+-- - queen_lock keeps locks in lock namespaces granted as key/value namespaces (docs/api.md,
+--   queen_lock): the default one, `queen-locks`, keeps its permits where they were and is granted
+--   as before, so nothing moves. A permit records the role that took it, and only that role
+--   (or one with its privileges) renews or releases it; permits taken before record none, so
+--   only superusers and the extension's owner act on them until they expire. No table
+--   changes: the rules are the library's.
 
 ALTER TABLE queen.timers ADD COLUMN scheduled_by regrole;
 ALTER TABLE queen.maintenance_totals ADD COLUMN timers_cancelled bigint NOT NULL DEFAULT 0;

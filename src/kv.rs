@@ -19,6 +19,11 @@
 //!   the others decide again on its row.
 //! - `required`: an operation that must apply. One that does not raises (the caller's
 //!   transaction rolls back), or, for queen-gateway, ends the batch there.
+//! - The namespaces that keep locks' permits (permits.rs: `queen-locks`, `queen-locks/<ns>`)
+//!   are read here under the grants of their lock namespace and never written: a permit is
+//!   what an acquire granted, nothing else. A `check` there is a holder's guard: it takes the
+//!   permit's lock of queen's own shared, so the permit's writers wait for the guarded work
+//!   (bounded), and guards do not wait for each other.
 //!
 //! The rules ([`decide`]) are plain Rust, table-tested below; [`run`] reads and writes rows.
 
