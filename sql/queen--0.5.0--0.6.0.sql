@@ -6,6 +6,12 @@
 -- - A dead letter whose message a seek put back before the group's position is marked
 --   `reopened`; once the group finishes the message again it no longer stands (the view leaves
 --   it out, a replay delivers nothing for it). Dead letters filed before stand as they were.
+-- - queen_lock keeps locks in lock namespaces granted as key/value namespaces (docs/api.md,
+--   queen_lock): the default one, `queen-locks`, keeps its permits where they were and is granted
+--   as before, so nothing moves. A permit records the role that took it, and only that role
+--   (or one with its privileges) renews or releases it; permits taken before record none, so
+--   only superusers and the extension's owner act on them until they expire. (No table
+--   changes for it: the rules are the library's.)
 
 ALTER TABLE queen.timers ADD COLUMN scheduled_by regrole;
 ALTER TABLE queen.dead_letters ADD COLUMN reopened boolean NOT NULL DEFAULT false;

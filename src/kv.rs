@@ -19,6 +19,11 @@
 //!   the others decide again on its row.
 //! - `required`: an operation that must apply. One that does not raises (the caller's
 //!   transaction rolls back), or, for queen-gateway, ends the batch there.
+//! - The namespaces that keep locks' permits (permits.rs: `queen-locks`, `queen-locks/<ns>`)
+//!   are read here under the grants of their lock namespace and never written: a permit is
+//!   what an acquire granted, nothing else. A `check` there is a holder's guard: it takes the
+//!   permit's lock of queen's own shared, so the permit's writers wait for the guarded work
+//!   (bounded), and guards do not wait for each other.
 //!
 //! The rules ([`decide`]) are plain Rust, table-tested below; [`run`] reads and writes rows.
 
@@ -32,6 +37,9 @@ use serde_json::{json, Map, Value};
 
 const SQL: &str = include_str!("../sql/queries/kv.sql");
 const KV_LOCK: Query = Query { file: SQL, name: "kv_lock", args: &[TEXT, TEXT, TSTZ] };
+const KV_LOCK_SHARE: Query = Query { file: SQL, name: "kv_lock_share", args: &[TEXT, TEXT, TSTZ] };
+const KV_LOCK_SKIP: Query = Query { file: SQL, name: "kv_lock_skip", args: &[TEXT, TEXT, TSTZ] };
+const KV_EXISTS: Query = Query { file: SQL, name: "kv_exists", args: &[TEXT, TEXT] };
 const KV_INSERT: Query = Query { file: SQL, name: "kv_insert", args: &[TEXT, TEXT, JSONB, TSTZ, TSTZ] };
 const KV_UPDATE: Query = Query { file: SQL, name: "kv_update", args: &[TEXT, TEXT, JSONB, TSTZ, TSTZ] };
 const KV_DELETE: Query = Query { file: SQL, name: "kv_delete", args: &[TEXT, TEXT] };
@@ -100,6 +108,13 @@ impl Op {
             | Op::Incr { ns, .. }
             | Op::Check { ns, .. } => ns,
         }
+    }
+
+    /// The namespace whose grants it needs: its own, or, for the namespace of a lock
+    /// namespace's permits, that lock namespace's (permits.rs).
+    pub fn grant_namespace(&self) -> &str {
+        let ns = self.namespace();
+        crate::permits::lock_namespace(ns).unwrap_or(ns)
     }
 
     /// The privilege it needs on its namespace.
@@ -250,6 +265,19 @@ pub fn parse(i: usize, v: &Value) -> QueenResult<Parsed> {
             ))
         }
     };
+    if let (Privilege::KvWrite, Some(lock_ns)) = (op.privilege(), crate::permits::lock_namespace(op.namespace())) {
+        // Whatever the caller's grants: a permit written here would be one no acquire granted
+        // (a forged holder, a lifetime without end).
+        return Err(QueenError::invalid(
+            at("ns"),
+            format!(
+                "\"{}\" holds the permits of lock namespace \"{lock_ns}\": they are written only by queen_lock \
+                 (acquire, renew, release), not by {}",
+                op.namespace(),
+                op.name()
+            ),
+        ));
+    }
     Ok(Parsed { op, required: flag(m, "required", &at("required"))? })
 }
 
@@ -280,9 +308,27 @@ fn flag(m: &Map<String, Value>, field: &str, what: &str) -> QueenResult<bool> {
     }
 }
 
-/// A namespace: 1 to 128 letters, digits, `_`, `-`, `.` and `:`.
+/// A namespace: 1 to 128 letters, digits, `_`, `-`, `.` and `:`; or `queen-locks/` and a lock
+/// namespace, where that lock namespace keeps its permits (permits.rs; read-only here).
 fn namespace(m: &Map<String, Value>, what: &str) -> QueenResult<String> {
     let ns = text(m, "ns", what)?.ok_or_else(|| QueenError::invalid(what, "is required"))?;
+    if let Some(lock_ns) = ns.strip_prefix(crate::permits::PREFIX) {
+        check_namespace(what, lock_ns)?;
+        if lock_ns == crate::permits::NAMESPACE {
+            return Err(QueenError::invalid(
+                what,
+                format!("\"{ns}\" is no namespace: lock namespace \"{lock_ns}\" keeps its permits in \"{lock_ns}\""),
+            ));
+        }
+        return Ok(ns);
+    }
+    check_namespace(what, &ns)?;
+    Ok(ns)
+}
+
+/// A namespace's name (of key/value keys, or of locks): 1 to 128 letters, digits, `_`, `-`, `.`
+/// and `:`.
+pub fn check_namespace(what: &str, ns: &str) -> QueenResult<()> {
     let n = ns.chars().count();
     if n == 0 || n > MAX_NAMESPACE_CHARS {
         return Err(QueenError::invalid(what, format!("must be 1 to {MAX_NAMESPACE_CHARS} characters, got {n}")));
@@ -290,10 +336,10 @@ fn namespace(m: &Map<String, Value>, what: &str) -> QueenResult<String> {
     if let Some(c) = ns.chars().find(|c| !(c.is_ascii_alphanumeric() || "_-.:".contains(*c))) {
         return Err(QueenError::invalid(
             what,
-            format!("may hold letters, digits, '_', '-', '.' and ':' only, got {c:?} in \"{}\"", shorten(&ns)),
+            format!("may hold letters, digits, '_', '-', '.' and ':' only, got {c:?} in \"{}\"", shorten(ns)),
         ));
     }
-    Ok(ns)
+    Ok(())
 }
 
 fn check_key(what: &str, k: &str) -> QueenResult<()> {
@@ -471,7 +517,7 @@ pub struct Outcome {
 pub fn run(ops: &[Parsed]) -> QueenResult<Outcome> {
     for privilege in [Privilege::KvRead, Privilege::KvWrite] {
         let mut namespaces: Vec<&str> =
-            ops.iter().filter(|p| p.op.privilege() == privilege).map(|p| p.op.namespace()).collect();
+            ops.iter().filter(|p| p.op.privilege() == privilege).map(|p| p.op.grant_namespace()).collect();
         namespaces.sort_unstable();
         namespaces.dedup();
         if !namespaces.is_empty() {
@@ -501,7 +547,16 @@ pub fn run(ops: &[Parsed]) -> QueenResult<Outcome> {
                 Op::GetPrefix { ns, prefix, after, limit, keys_only } => {
                     prefix_page(s, ns, prefix, after.as_deref(), *limit, *keys_only, now)
                 }
-                _ => write(s, &p.op, now)?,
+                Op::Check { ns, key, .. } if crate::permits::lock_namespace(ns).is_some() => {
+                    // A guard: its permit stays as it is until this transaction ends. Writers of
+                    // the permit hold its lock while they are open (a guard waits for them, as
+                    // long as queen waits), and wait for it in turn; guards share it.
+                    crate::locks::take_fresh(crate::locks::Lock::Permit(ns, key), crate::locks::Mode::Shared, || {
+                        format!("lock permit \"{}\" of \"{ns}\" (written by an open transaction)", shorten(key))
+                    })?;
+                    write(s, &p.op, now, RowLock::Share)?
+                }
+                _ => write(s, &p.op, now, RowLock::Wait)?,
             };
             let applied = r.get("applied").and_then(Value::as_bool);
             if let Value::Object(m) = &mut r {
@@ -578,10 +633,25 @@ pub fn prefix_page(
     json!({"rows": rows, "truncated": truncated, "nextAfter": next})
 }
 
-/// A write: decide on the key's row, locked, and apply. A new key whose insert finds the key
-/// created meanwhile (by a transaction that committed since the lock found nothing) is decided
-/// again on that row.
-pub fn write(s: &mut Spi, op: &Op, now: Micros) -> QueenResult<Value> {
+/// How a write locks the key's row before it decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowLock {
+    /// `FOR UPDATE`: a concurrent writer of the key waits for this transaction, and this one
+    /// for it.
+    Wait,
+    /// `FOR SHARE`, for a `check` only: writers wait, other checks do not.
+    Share,
+    /// `FOR UPDATE SKIP LOCKED`: a row another transaction holds is not waited for; the write
+    /// answers `applied: false, reason: "busy"` (permits.rs; no queen_kv call writes so). The
+    /// caller must keep every other writer of a new key out (an insert waits for another
+    /// transaction's insert of the same key).
+    NoWait,
+}
+
+/// A write: decide on the key's row, locked (`how`), and apply. A new key whose insert finds
+/// the key created meanwhile (by a transaction that committed since the lock found nothing)
+/// is decided again on that row.
+pub fn write(s: &mut Spi, op: &Op, now: Micros, how: RowLock) -> QueenResult<Value> {
     let (ns, key) = match op {
         Op::Put { ns, key, .. } | Op::Delete { ns, key, .. } | Op::Incr { ns, key, .. } | Op::Check { ns, key, .. } => {
             (ns.as_str(), key.as_str())
@@ -591,12 +661,21 @@ pub fn write(s: &mut Spi, op: &Op, now: Micros) -> QueenResult<Value> {
     let at = crate::state::timestamp(now);
     for _ in 0..5 {
         let args: [DatumWithOid; 3] = [ns.into(), key.into(), at.into()];
-        let row = KV_LOCK.run(s, &args).next().map(|r| Current {
+        let lock = match how {
+            RowLock::Wait => &KV_LOCK,
+            RowLock::Share => &KV_LOCK_SHARE,
+            RowLock::NoWait => &KV_LOCK_SKIP,
+        };
+        let row = lock.run(s, &args).next().map(|r| Current {
             value: stored_value(r.get::<String>("value_text")),
             version: r.req::<i64>("version"),
             live: r.req::<bool>("live"),
             expires_at: r.get::<pgrx::datum::TimestampWithTimeZone>("expires_at").map(crate::state::micros),
         });
+        if row.is_none() && how == RowLock::NoWait && KV_EXISTS.run(s, &[ns.into(), key.into()]).first().req("found") {
+            // Held by another transaction (one that deletes it as expired, say): not waited for.
+            return Ok(json!({"key": key, "applied": false, "reason": "busy", "version": 0}));
+        }
         fn current(r: &Option<Current>) -> (i64, Option<&Value>) {
             match r.as_ref().filter(|r| r.live) {
                 Some(r) => (r.version, Some(&r.value)),
@@ -735,6 +814,46 @@ mod tests {
         for (v, why) in refused {
             let e = p(v.clone()).expect_err(&v.to_string()[..v.to_string().len().min(80)]).to_string();
             assert!(e.contains(why), "{e} should say {why}");
+        }
+    }
+
+    #[test]
+    fn the_permits_of_locks_are_read_here_and_written_by_queen_lock_only() {
+        // Read under the grants of their lock namespace.
+        for (ns, grant) in [("queen-locks", "queen-locks"), ("queen-locks/billing", "billing")] {
+            for op in [
+                json!({"op": "get", "ns": ns, "key": "job#0"}),
+                json!({"op": "getMany", "ns": ns, "keys": ["job#0"]}),
+                json!({"op": "getPrefix", "ns": ns, "prefix": "job#"}),
+                json!({"op": "check", "ns": ns, "key": "job#0", "expect": 4, "required": true}),
+            ] {
+                let parsed = p(op).unwrap();
+                assert_eq!((parsed.op.grant_namespace(), parsed.op.privilege()), (grant, Privilege::KvRead));
+            }
+            // Never written here, whatever the grants.
+            for op in [
+                json!({"op": "put", "ns": ns, "key": "job#0", "value": {"owner": "me"}, "forever": true}),
+                json!({"op": "putIfAbsent", "ns": ns, "key": "job#0", "value": 1, "ttlSeconds": 60}),
+                json!({"op": "delete", "ns": ns, "key": "job#0"}),
+                json!({"op": "incr", "ns": ns, "key": "n", "ttlSeconds": 60}),
+            ] {
+                let e = p(op.clone()).unwrap_err().to_string();
+                assert!(
+                    e.contains("operations[0].ns") && e.contains("only by queen_lock") && e.contains(ns),
+                    "{op}: {e}"
+                );
+            }
+        }
+        // Other namespaces are as they were; a '/' names lock namespaces only.
+        assert_eq!(p(json!({"op": "get", "ns": "billing", "key": "k"})).unwrap().op.grant_namespace(), "billing");
+        for (ns, why) in [
+            ("queen-locks/", "1 to 128"),
+            ("queen-locks/a b", "' '"),
+            ("queen-locks/queen-locks", "no namespace"),
+            ("a/b", "'/'"),
+        ] {
+            let e = p(json!({"op": "get", "ns": ns, "key": "k"})).unwrap_err().to_string();
+            assert!(e.contains(why), "{ns}: {e}");
         }
     }
 

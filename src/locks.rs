@@ -3,8 +3,9 @@
 //!
 //! queen serialises a few things with locks that are not row locks: writers of a queue or a
 //! group against its delete, the right to create a (partition, group) pair's cursor row, one
-//! `queen_configure` at a time per queue, one maintenance pass at a time per database, and the
-//! marks of which pop is visiting what (visit.rs).
+//! `queen_configure` at a time per queue, one maintenance pass at a time per database, the
+//! marks of which pop is visiting what (visit.rs), and the writers of a lock's permit against
+//! each other and against the guards of its holder's work (permits.rs).
 //!
 //! **No role can take, watch for or hold one.** They are taken through the lock manager
 //! directly, in the user lock method as advisory locks are, with a tag no SQL function builds:
@@ -68,6 +69,13 @@ pub enum Lock<'a> {
     Discovery(Uuid, &'a str),
     /// One maintenance pass at a time per database, never waited for.
     Maintenance,
+    /// The row of a lock's permit (permits.rs): key `.1` of the key/value namespace `.0` that
+    /// keeps a lock namespace's permits. Exclusive for `queen_lock`'s acquire (never waiting:
+    /// a slot another transaction is writing is taken), renew and release; shared for a
+    /// guard's `check` (queen_kv), which keeps the permit as it is until its work commits. A
+    /// call that takes it takes none of the locks above, so it stands outside their order: no
+    /// lock above is ever waited for while holding it, and no holder of one waits for it.
+    Permit(&'a str, &'a str),
 }
 
 impl Lock<'_> {
@@ -83,6 +91,7 @@ impl Lock<'_> {
             Lock::Visit(..) => 8,
             Lock::Discovery(..) => 9,
             Lock::Maintenance => 10,
+            Lock::Permit(..) => 11,
         }
     }
 
@@ -110,18 +119,19 @@ fn digest(db: u32, lock: &Lock<'_>) -> [u32; 3] {
     h.update(b"queen lock\0");
     h.update(db.to_le_bytes());
     h.update([lock.kind()]);
-    let (id, name): (Option<&Uuid>, Option<&str>) = match lock {
-        Lock::QueueWrite(q) | Lock::Configure(q) | Lock::Subscribe(q) => (Some(q), None),
-        Lock::GroupEverywhere(g) => (None, Some(g)),
+    let (id, names): (Option<&Uuid>, [Option<&str>; 2]) = match lock {
+        Lock::QueueWrite(q) | Lock::Configure(q) | Lock::Subscribe(q) => (Some(q), [None, None]),
+        Lock::GroupEverywhere(g) => (None, [Some(g), None]),
         Lock::GroupWrite(id, g) | Lock::Pair(id, g) | Lock::Visit(id, g) | Lock::Discovery(id, g) => {
-            (Some(id), Some(g))
+            (Some(id), [Some(g), None])
         }
-        Lock::Deletes | Lock::Maintenance => (None, None),
+        Lock::Permit(ns, key) => (None, [Some(ns), Some(key)]),
+        Lock::Deletes | Lock::Maintenance => (None, [None, None]),
     };
     if let Some(id) = id {
         h.update(id.as_bytes());
     }
-    if let Some(name) = name {
+    for name in names.into_iter().flatten() {
         h.update((name.len() as u64).to_le_bytes());
         h.update(name.as_bytes());
     }
@@ -414,6 +424,10 @@ mod tests {
             Lock::Pair(a, "g"),
             Lock::Visit(a, "g"),
             Lock::Discovery(a, "g"),
+            Lock::Permit("queen-locks", "g"),
+            Lock::Permit("queen-locks/x", "g"),
+            Lock::Permit("queen-locks", "h"),
+            Lock::Permit("", "g"),
         ];
         let tags: Vec<[u32; 3]> = locks.iter().map(|l| digest(7, l)).collect();
         for i in 0..tags.len() {
@@ -434,6 +448,10 @@ mod tests {
         let longer = format!("{long}y");
         assert_ne!(digest(1, &Lock::GroupWrite(q, &long)), digest(1, &Lock::GroupWrite(q, &longer)));
         assert_ne!(digest(1, &Lock::GroupWrite(q, "ab")), digest(1, &Lock::GroupWrite(q, "ab\0")));
+        // A permit's two strings each with its length: no split of one text reads as another.
+        assert_ne!(digest(1, &Lock::Permit("ab", "c")), digest(1, &Lock::Permit("a", "bc")));
+        assert_ne!(digest(1, &Lock::Permit("", "abc")), digest(1, &Lock::Permit("abc", "")));
+        assert_eq!(digest(1, &Lock::Permit("n", "k#0")), digest(1, &Lock::Permit("n", "k#0")));
     }
 
     #[test]

@@ -210,6 +210,36 @@ pub fn is_admin(s: &mut Spi, role: pg_sys::Oid) -> bool {
     superuser(role) || crate::owner::owner(s).is_ok_and(|owner| has_privs_of_role(role, owner))
 }
 
+/// The name of role `role` (None: no such role, or the coordinator's caller inside
+/// `acting_for`).
+pub fn role_name(role: pg_sys::Oid) -> Option<String> {
+    if role == ACTING_ROLE {
+        return None;
+    }
+    // SAFETY: a catalog cache lookup by oid inside a transaction; with noerr a missing role is
+    // NULL, and a name found is a palloc'd NUL-terminated string, copied here.
+    unsafe {
+        let name = pg_sys::GetUserNameFromId(role, true);
+        (!name.is_null()).then(|| std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
+/// Whether `role` may act for the role named `name` (something that role owns: a lock's
+/// permit): it is that role or has its privileges, as grants are held, or it is an admin. A
+/// name that no role has now (None: unknown), admins only.
+pub fn acts_for(s: &mut Spi, role: pg_sys::Oid, name: Option<&str>) -> bool {
+    if is_admin(s, role) {
+        return true;
+    }
+    let Some(c) = name.and_then(|n| std::ffi::CString::new(n).ok()) else {
+        return false;
+    };
+    // SAFETY: a catalog cache lookup by name inside a transaction; missing_ok, so an unknown
+    // name is InvalidOid rather than an error.
+    let owner = unsafe { pg_sys::get_role_oid(c.as_ptr(), true) };
+    owner != pg_sys::InvalidOid && role != ACTING_ROLE && has_privs_of_role(role, owner)
+}
+
 fn superuser(role: pg_sys::Oid) -> bool {
     // SAFETY: superuser_arg looks the role up in the catalog cache; inside a transaction.
     unsafe { pg_sys::superuser_arg(role) }

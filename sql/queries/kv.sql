@@ -10,6 +10,26 @@ SELECT value::text AS value_text, version, (expires_at IS NULL OR expires_at > $
   FROM queen.kv WHERE namespace = $1 AND key = $2
    FOR UPDATE;
 
+-- name: kv_lock_share
+-- The same, locked against writers only: a `check` of a lock's permit (src/permits.rs), whose
+-- guards of one holder's work do not wait for each other (the permit's lock of queen's own,
+-- taken before, keeps its writers out).
+SELECT value::text AS value_text, version, (expires_at IS NULL OR expires_at > $3) AS live, expires_at,
+       to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS expires_text
+  FROM queen.kv WHERE namespace = $1 AND key = $2
+   FOR SHARE;
+
+-- name: kv_lock_skip
+-- The same, never waiting: nothing when another transaction holds the row (then kv_exists
+-- tells that from a missing row).
+SELECT value::text AS value_text, version, (expires_at IS NULL OR expires_at > $3) AS live, expires_at,
+       to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS expires_text
+  FROM queen.kv WHERE namespace = $1 AND key = $2
+   FOR UPDATE SKIP LOCKED;
+
+-- name: kv_exists
+SELECT EXISTS (SELECT FROM queen.kv WHERE namespace = $1 AND key = $2) AS found;
+
 -- name: kv_insert
 -- A new key; nothing when another transaction has created it meanwhile (the caller decides
 -- again on that row). $4 the expiry (NULL: never), $5 the clock.

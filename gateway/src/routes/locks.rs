@@ -1,7 +1,8 @@
 //! `POST /api/v1/locks` `{"operations": [...]}`: locks and semaphores (queen's `queen_lock`):
 //! `acquire`, `renew`, `release`, `get`, one result each, in order, as Queen MQ answers them. A
-//! permit is a key/value row of the namespace `queen-locks` whose version is the fencing token;
-//! a transaction commits only while the permit is its holder's with the `guard` an acquire or
+//! permit is a key/value row (of the namespace `queen-locks` for the default lock namespace)
+//! whose version is the fencing token, and belongs to the role the request runs as; a
+//! transaction commits only while the permit is its holder's with the `guard` an acquire or
 //! renew answers (a `check` in the transaction's `kv` part). The HTTP status says how the call
 //! went, never what an operation answered: a lock held by another is 200 `acquired: false`.
 

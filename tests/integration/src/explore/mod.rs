@@ -1282,7 +1282,9 @@ impl<'a> Run<'a> {
                 true
             }
             Err(f) => {
-                self.failed(step, f, true);
+                // An acquire never waits (a permit being written is contended); a release may,
+                // for a transaction that writes or guards the permit.
+                self.failed(step, f, op != KvOp::Acquire);
                 false
             }
         }
