@@ -6,12 +6,19 @@
 -- - A dead letter whose message a seek put back before the group's position is marked
 --   `reopened`; once the group finishes the message again it no longer stands (the view leaves
 --   it out, a replay delivers nothing for it). Dead letters filed before stand as they were.
+-- - A page of candidates for a pop is in one total order, due time then partition, which the
+--   index of hints now holds: pages that end among equal due times read the same hints by
+--   hand and by statement.
 -- - queen_lock keeps locks in lock namespaces granted as key/value namespaces (docs/api.md,
 --   queen_lock): the default one, `queen-locks`, keeps its permits where they were and is granted
 --   as before, so nothing moves. A permit records the role that took it, and only that role
 --   (or one with its privileges) renews or releases it; permits taken before record none, so
 --   only superusers and the extension's owner act on them until they expire. (No table
 --   changes for it: the rules are the library's.)
+
+-- Candidates in one total order, due time then partition (pop.sql candidates, direct.rs).
+DROP INDEX queen.ready_next;
+CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at, partition_id);
 
 ALTER TABLE queen.timers ADD COLUMN scheduled_by regrole;
 ALTER TABLE queen.dead_letters ADD COLUMN reopened boolean NOT NULL DEFAULT false;

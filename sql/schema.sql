@@ -253,7 +253,10 @@ CREATE TABLE queen.ready (
     seen_xmin      bigint      NOT NULL DEFAULT 0,
     shard          integer     NOT NULL DEFAULT 0
 );
-CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at);
+-- ready_next orders a group's hints by due time and then partition: one total order, which a
+-- page of candidates keeps without reading past it (hints of equal due times are many: one
+-- discovery's, one batch push's).
+CREATE INDEX ready_next ON queen.ready (queue_id, consumer_group, ready_at, partition_id);
 CREATE INDEX ready_partition ON queen.ready (partition_id, consumer_group);
 
 -- How far a group has scanned the queue log (messages_queue_log) for partitions with new

@@ -166,7 +166,7 @@ pub(crate) fn layout() -> Option<Layout> {
     let rp = Index::open(ready_partition)?;
     let m_key = [mt.attnum("partition_id"), Some(m[M_TXID]), Some(m[M_SEQ])];
     let c_key = [ct.attnum("partition_id"), ct.attnum("consumer_group"), Some(c[C_SHARD])];
-    let r_key = [rt.attnum("queue_id"), rt.attnum("consumer_group"), Some(r[1])];
+    let r_key = [rt.attnum("queue_id"), rt.attnum("consumer_group"), Some(r[1]), Some(r[0])];
     let p_key = [Some(rw[2]), Some(rw[1])];
     // cursors_lease as ack_lease_lock_rows reads it: lease_id alone (its predicate, lease_id IS
     // NOT NULL, holds for every row an equality finds).
@@ -210,14 +210,8 @@ pub(crate) fn layout() -> Option<Layout> {
 
 /// A page of candidates: `candidates` of pop.sql (which see), read from `ready_next` — the
 /// group's hints due by the clock (read after `snap` was taken) from `from` on, in due time
-/// and then partition order, but those of `tried`, at most `limit`. Returns the clock with
-/// them. None when the relations are not as this code reads them.
-///
-/// The index orders hints of equal due times as they were written, not by partition: the page
-/// is read on through the due time of its last hint and then put in the statement's order, so
-/// that a page that ends inside a group of equal due times (one discovery's, one batch's)
-/// holds the same hints as the statement's (and the next page, from that time on without the
-/// tried ones, loses and repeats none).
+/// and then partition order (the index's), but those of `tried`, at most `limit`. Returns the
+/// clock with them. None when the relations are not as this code reads them.
 pub(crate) fn candidates(
     snap: &Snapshot,
     queue_id: Uuid,
@@ -254,28 +248,15 @@ pub(crate) fn candidates(
     Some((candidate_page(hints, tried, limit), now))
 }
 
-/// The page of `hints` (partition, due time, of this shard; in due time order, ties as the
-/// index holds them) that `candidates` of pop.sql returns: those of this shard but the
-/// `tried`, in due time then partition order, at most `limit` — read on through the due time
-/// of the `limit`-th, and no further.
+/// The page of `hints` (partition, due time, of this shard; in the index's order, due time
+/// then partition) that `candidates` of pop.sql returns: those of this shard but the `tried`,
+/// at most `limit`, reading no further.
 fn candidate_page(
     hints: impl Iterator<Item = (Uuid, Micros, bool)>,
     tried: &[Uuid],
     limit: usize,
 ) -> Vec<(Uuid, Micros)> {
-    let mut page: Vec<(Uuid, Micros)> = Vec::new();
-    for (partition, at, here) in hints {
-        if !here || tried.contains(&partition) {
-            continue;
-        }
-        if page.len() >= limit && page.last().is_some_and(|&(_, last)| at > last) {
-            break;
-        }
-        page.push((partition, at));
-    }
-    page.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes())));
-    page.truncate(limit);
-    page
+    hints.filter(|(p, _, here)| *here && !tried.contains(p)).map(|(p, at, _)| (p, at)).take(limit).collect()
 }
 
 /// A row of `queen.cursors` as state::parse reads it.
@@ -769,19 +750,19 @@ mod tests {
     #[test]
     fn a_page_ending_among_equal_due_times_is_the_statements_and_pages_lose_and_repeat_nothing() {
         let p = |i: u8| Uuid::from_bytes([i; 16]);
-        // Index order: by due time, ties in write order (not partition order); a group of
-        // seven equal due times that every page size below cuts.
+        // Index order: by due time, then partition; a group of seven equal due times that
+        // every page size below cuts.
         let index: Vec<(Uuid, Micros)> = vec![
             (p(9), 10),
-            (p(7), 20),
-            (p(3), 20),
-            (p(8), 20),
             (p(1), 20),
-            (p(6), 20),
             (p(2), 20),
+            (p(3), 20),
             (p(5), 20),
-            (p(4), 30),
+            (p(6), 20),
+            (p(7), 20),
+            (p(8), 20),
             (p(0), 30),
+            (p(4), 30),
         ];
         for limit in 1..=10 {
             let mut tried: Vec<Uuid> = Vec::new();

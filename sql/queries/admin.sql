@@ -104,8 +104,11 @@ reopen AS (
 -- the new position, then rewrites none of them (with seen_xmin 0 it rewrote the hint of every
 -- partition of a backlog: 10 000 row locks and updates after a seek over 10 000 partitions).
 unhinted AS (
+    -- (In ready_next's order: the group's hints are a range of it, which a plan then reads
+    -- rather than all of ready_partition for one group's.)
     DELETE FROM queen.ready WHERE shard = $4 AND ctid IN (
         SELECT ctid FROM queen.ready WHERE queue_id = $1 AND consumer_group = $2 AND shard = $4
+         ORDER BY ready_at, partition_id
            FOR UPDATE SKIP LOCKED)
 ),
 hints AS (

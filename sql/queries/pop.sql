@@ -6,9 +6,10 @@
 -- The partitions whose hints are due, oldest first (no partition starves), from $6 on (where
 -- the pop's page before ended: a pop that goes through many pages reads each hint once, not
 -- every page before it again), except those this pop already looked at. One total order, due
--- time then partition, which the read by hand (src/direct.rs candidates) keeps too: hints of
--- equal due times are common (one discovery's, one batch push's), and a page may end among
--- them. The clock is an InitPlan: a bound of the index scan, not a filter over every hint.
+-- time then partition, ready_next's, which the read by hand (src/direct.rs candidates) keeps
+-- too: hints of equal due times are common (one discovery's, one batch push's), and a page may
+-- end among them. The clock is an InitPlan: a bound of the index scan, not a filter over every
+-- hint.
 SELECT partition_id, ready_at FROM queen.ready
  WHERE queue_id = $1 AND consumer_group = $2 AND shard = $5 AND ready_at <= (SELECT clock_timestamp())
    AND ready_at >= $6

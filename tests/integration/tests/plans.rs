@@ -428,8 +428,9 @@ fn hints_and_cursor_rows_are_found_by_partition_whatever_the_statistics() {
     // time stays dense; the statistics then said nothing about which to use.
     c.batch_execute(
         "INSERT INTO queen.ready (queue_id, consumer_group, partition_id, ready_at, txid)
-         SELECT (SELECT queue_id FROM queen.queues LIMIT 1), 'g', gen_random_uuid(), now(), 1
-           FROM generate_series(1, 50000);
+         SELECT (SELECT queue_id FROM queen.queues LIMIT 1), 'g', gen_random_uuid(),
+                now() + i * interval '1 microsecond', 1
+           FROM generate_series(1, 50000) i;
          DELETE FROM queen.ready",
     )
     .unwrap();
