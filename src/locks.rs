@@ -99,7 +99,7 @@ impl Lock<'_> {
     pub fn tag(&self) -> pg_sys::LOCKTAG {
         // SAFETY: MyDatabaseId is set at backend start and never changes afterwards.
         let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-        let [f1, f2, f3] = digest(db, self);
+        let [f1, f2, f3] = cached_digest(db, self);
         pg_sys::LOCKTAG {
             locktag_field1: f1,
             locktag_field2: f2,
@@ -138,6 +138,39 @@ fn digest(db: u32, lock: &Lock<'_>) -> [u32; 3] {
     let d = h.finalize();
     let word = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
     [word(0), word(4), word(8)]
+}
+
+/// A lock of one queue's (`QueueWrite`, `Configure`, `Subscribe`): its kind and the queue.
+type QueueKey = (u8, [u8; 16]);
+
+thread_local! {
+    /// The digests of the queue locks this backend took last (every push, pop and ack takes
+    /// one), so that a call reuses one rather than hashing again. Bounded: cleared when full.
+    static QUEUE_TAGS: std::cell::RefCell<std::collections::HashMap<QueueKey, [u32; 3]>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// How many queue locks' digests a backend keeps.
+const QUEUE_TAGS_KEPT: usize = 1024;
+
+/// `digest`, kept for the locks of one queue (the database never changes in a backend).
+fn cached_digest(db: u32, lock: &Lock<'_>) -> [u32; 3] {
+    let (Lock::QueueWrite(q) | Lock::Configure(q) | Lock::Subscribe(q)) = lock else {
+        return digest(db, lock);
+    };
+    let key = (lock.kind(), *q.as_bytes());
+    if let Some(d) = QUEUE_TAGS.with(|t| t.borrow().get(&key).copied()) {
+        return d;
+    }
+    let d = digest(db, lock);
+    QUEUE_TAGS.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() >= QUEUE_TAGS_KEPT {
+            t.clear();
+        }
+        t.insert(key, d);
+    });
+    d
 }
 
 /// How a lock is held: shared by many, or by one.
