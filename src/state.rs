@@ -369,10 +369,14 @@ pub fn missing(s: &mut Spi, partition: Uuid, keys: &[Key]) -> Vec<Key> {
 }
 
 const DEAD_LETTER: Query = Query { file: SQL, name: "dead_letter", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4, INT4] };
+const DEAD_LETTER_AGAIN: Query =
+    Query { file: SQL, name: "dead_letter_again", args: &[UUID, TEXT, INT8, INT8, TEXT, INT4, INT4, TSTZ] };
 
 /// File message `k` of `partition` as a dead letter of `group` (the message itself stays).
 pub fn dead_letter(s: &mut Spi, partition: Uuid, group: &str, k: Key, error: Option<&str>, attempts: i32) {
-    let args: [DatumWithOid; 7] = [
+    // SAFETY: reads the clock (clock_timestamp()).
+    let now = timestamp(unsafe { pgrx::pg_sys::GetCurrentTimestamp() });
+    let args: [DatumWithOid; 8] = [
         partition.into(),
         group.into(),
         k.0.into(),
@@ -380,8 +384,11 @@ pub fn dead_letter(s: &mut Spi, partition: Uuid, group: &str, k: Key, error: Opt
         error.into(),
         attempts.into(),
         crate::shards::current().into(),
+        now.into(),
     ];
-    DEAD_LETTER.run(s, &args);
+    if DEAD_LETTER_AGAIN.run(s, &args).len() == 0 {
+        DEAD_LETTER.run(s, &args[..7]);
+    }
 }
 
 #[cfg(test)]

@@ -185,20 +185,23 @@ RETURNING xmin::text;
 SELECT k.t AS txid, k.s AS seq FROM unnest($2::bigint[], $3::bigint[]) AS k(t, s)
  WHERE NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = $1 AND m.shard = $4 AND m.txid = k.t AND m.seq = k.s);
 
+-- name: dead_letter_again
+-- A message filed again as a dead letter of a group (the group was owed it again after a seek
+-- back, and gave up on it again): the dead letter is the new one. One row if there was one.
+-- (Under the cursor row's lock: no other filing of it runs at once.) $8 the clock (Citus
+-- takes no volatile function in an UPDATE).
+UPDATE queen.dead_letters d SET error = $5, attempts = $6, failed_at = $8, reopened = false
+ WHERE d.partition_id = $1 AND d.consumer_group = $2 AND d.txid = $3 AND d.seq = $4 AND d.shard = $7
+RETURNING 1;
+
 -- name: dead_letter
--- File a message as a dead letter of a group; the message itself stays. Filed again (the
--- group was owed it again after a seek back, and gave up on it again), the dead letter is the
--- new one. (Under the cursor row's lock: no other filing of it runs at once.)
-WITH again AS (
-    UPDATE queen.dead_letters d SET error = $5, attempts = $6, failed_at = clock_timestamp(), reopened = false
-     WHERE d.partition_id = $1 AND d.consumer_group = $2 AND d.txid = $3 AND d.seq = $4 AND d.shard = $7
-    RETURNING 1
-)
+-- File a message as a dead letter of a group; the message itself stays (dead_letter_again
+-- first: one filed before is rewritten).
 INSERT INTO queen.dead_letters (queue_id, partition_id, consumer_group, message_id, txid, seq, error, attempts,
                                 shard)
 SELECT m.queue_id, m.partition_id, $2, m.message_id, m.txid, m.seq, $5, $6, m.shard
   FROM queen.messages m
- WHERE m.partition_id = $1 AND m.shard = $7 AND m.txid = $3 AND m.seq = $4 AND NOT EXISTS (SELECT 1 FROM again)
+ WHERE m.partition_id = $1 AND m.shard = $7 AND m.txid = $3 AND m.seq = $4
 ON CONFLICT DO NOTHING;
 
 -- name: now
