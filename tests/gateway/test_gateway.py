@@ -324,6 +324,20 @@ async def test_timers_ride_the_transaction_and_offset_reads_are_refused(http, db
     assert r.status_code == (400 if os.environ.get("QUEEN_TEST_CITUS") else 404), r.text
 
 
+async def test_a_timer_of_any_depth_is_listed(http, db):
+    # A payload nested deeper than a JSON library's recursion limit (valid jsonb, scheduled in
+    # SQL) is listed as it was scheduled: the route once answered 500 for every reader.
+    q = name("timer-deep")
+    deep = "[" * 300 + "1" + "]" * 300
+    await db.execute("SELECT * FROM queen_schedule($1, 'k', $2::jsonb, clock_timestamp() + interval '1 hour')", q, deep)
+    r = await http.get(f"/api/v1/timers/{q}")
+    assert r.status_code == 200, r.text
+    text = base64.b64decode(r.json()["rows"][0]["payload"]).decode()
+    assert text.replace(" ", "") == deep
+    r = await http.get(f"/api/v1/timers/{q}/k")
+    assert r.status_code == 200 and base64.b64decode(r.json()["payload"]).decode().replace(" ", "") == deep, r.text
+
+
 async def test_kv_and_its_transaction_rider(http, db):
     ns, q = name("kv"), name("kv-tx")
     r = await http.post("/api/v1/kv", json={"operations": [
