@@ -35,10 +35,14 @@ const MAX_WAIT_POINT: Query = Query { file: SQL, name: "max_wait_point", args: &
 const MAX_WAIT_CANDIDATES: Query =
     Query { file: SQL, name: "max_wait_candidates", args: &[UUID, INT8, INT8S, INT4, TSTZ] };
 const REPLAYED_SINCE: Query = Query { file: SQL, name: "replayed_since", args: &[UUID, TEXT, INT4, TSTZ] };
-const FOLD_PARTITIONS: Query = Query { file: SQL, name: "fold_partitions", args: &[INT4] };
-const FOLD_SUBSCRIPTIONS: Query = Query { file: SQL, name: "fold_subscriptions", args: &[INT4] };
-const FOLD_QUEUES: Query = Query { file: SQL, name: "fold_queues", args: &[] };
-const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8, UUIDS, INT4, TSTZ] };
+const FOLD_PARTITIONS: Query = Query { file: SQL, name: "fold_partitions", args: &[INT4, UUIDS] };
+const FOLD_SUBSCRIPTIONS: Query = Query { file: SQL, name: "fold_subscriptions", args: &[INT4, UUIDS, TEXTS] };
+const FOLD_QUEUES: Query = Query { file: SQL, name: "fold_queues", args: &[UUIDS] };
+const FOLDED_PARTITIONS: Query = Query { file: SQL, name: "folded_partitions", args: &[INT4] };
+const FOLDED_SUBSCRIPTIONS: Query = Query { file: SQL, name: "folded_subscriptions", args: &[INT4] };
+const FOLDED_REGISTRY: Query = Query { file: SQL, name: "folded_registry", args: &[] };
+const IDLE_QUEUES: Query = Query { file: SQL, name: "idle_queues", args: &[FLOAT8, INT4, TSTZ] };
+const IDLE_PARTITIONS: Query = Query { file: SQL, name: "idle_partitions", args: &[FLOAT8, UUIDS, INT4, TSTZ, UUIDS] };
 const STALE_STATISTICS: Query = Query { file: SQL, name: "stale_statistics", args: &[] };
 /// The tables `stale_statistics` looks at, and the statement that analyzes each.
 const ANALYZE: [(&str, Query); 6] = [
@@ -247,7 +251,10 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
         crate::shards::within(k, || shard_units(units, &queues, partition_idle_seconds, &mut r))?;
     }
     if registry {
-        r.registry_rows_folded += unit(units, |s| FOLD_QUEUES.run(s, &[]).first().req::<i64>("folded"))?;
+        r.registry_rows_folded += unit(units, |s| {
+            let queues = writable(FOLDED_REGISTRY.run(s, &[]).map(|r| r.req::<Uuid>("queue_id")).collect());
+            FOLD_QUEUES.run(s, &[queues.into()]).first().req::<i64>("folded")
+        })?;
         // Key/value rows past their expiry (already gone for every read and write), a chunk
         // a unit, on the node that holds them.
         // SAFETY: GetCurrentTimestamp only reads the clock.
@@ -321,11 +328,19 @@ fn shard_units(
         }
     }
     r.registry_rows_folded += unit(units, |s| {
-        let mut folded = FOLD_PARTITIONS.run(s, &[shard.into()]).len() as i64;
+        let queues = writable(FOLDED_PARTITIONS.run(s, &[shard.into()]).map(|r| r.req::<Uuid>("queue_id")).collect());
+        let mut folded = FOLD_PARTITIONS.run(s, &[shard.into(), queues.into()]).len() as i64;
         // On Citus a group's rows in a shard stay (the view that folds them is routed to no one
         // shard); effective_subscriptions adds them up as it does before a fold.
         if !crate::shards::planning_for_citus() {
-            let subs = FOLD_SUBSCRIPTIONS.run(s, &[shard.into()]).first().req::<i64>("folded");
+            let pairs: Vec<(Uuid, String)> = FOLDED_SUBSCRIPTIONS
+                .run(s, &[shard.into()])
+                .map(|r| (r.req::<Uuid>("queue_id"), r.req::<String>("consumer_group")))
+                .collect();
+            let (queues, groups): (Vec<Uuid>, Vec<String>) =
+                pairs.into_iter().filter(|(q, g)| locks::try_writing(*q, Some(g))).unzip();
+            let subs =
+                FOLD_SUBSCRIPTIONS.run(s, &[shard.into(), queues.into(), groups.into()]).first().req::<i64>("folded");
             if subs > 0 {
                 crate::cache::changed(); // subscription rows merged: their sub_key may read otherwise
             }
@@ -337,14 +352,17 @@ fn shard_units(
         // Retired partitions are remembered while a push that saw their registry row may be
         // open: forgotten (after a day) only for queues no push holds open now (its shared
         // lock, locks.rs, taken before it reads the registry).
-        let forgettable: Vec<Uuid> = FORGETTABLE_QUEUES
+        let open: Vec<Uuid> = FORGETTABLE_QUEUES
             .run(s, &[shard.into()])
             .map(|r| r.req::<Uuid>("queue_id"))
             .filter(|q| !locks::held_by_others(Lock::QueueWrite(*q), Mode::Exclusive))
             .collect();
+        let forgettable = writable(open);
         let now = state::timestamp(state::now(s));
-        let args: [DatumWithOid; 4] =
-            [(partition_idle_seconds as f64).into(), forgettable.into(), shard.into(), now.into()];
+        let idle_args: [DatumWithOid; 3] = [(partition_idle_seconds as f64).into(), shard.into(), now.into()];
+        let queues = writable(IDLE_QUEUES.run(s, &idle_args).map(|r| r.req::<Uuid>("queue_id")).collect());
+        let args: [DatumWithOid; 5] =
+            [(partition_idle_seconds as f64).into(), forgettable.into(), shard.into(), now.into(), queues.into()];
         let idle = IDLE_PARTITIONS.run(s, &args).first();
         let (removed, restored) = (idle.req::<i64>("removed"), idle.req::<i64>("restored"));
         if removed > 0 {
@@ -356,6 +374,15 @@ fn shard_units(
     r.partitions_removed += removed;
     r.partitions_restored += restored;
     Ok(())
+}
+
+/// Of `queues`, those whose shared lock (locks.rs `QueueWrite`) this unit takes now, without
+/// waiting: a unit that changes rows of a queue holds it first, as every call does, so that a
+/// delete of the queue waits for the unit rather than the unit's transaction (in
+/// `queen_maintain()`, the caller's, which may go on to write the queue) for the delete. A
+/// queue being deleted is left to a later pass.
+fn writable(queues: Vec<Uuid>) -> Vec<Uuid> {
+    queues.into_iter().filter(|q| locks::try_writing(*q, None)).collect()
 }
 
 /// The time `secs` seconds ago, by the server's clock.

@@ -226,10 +226,11 @@ SELECT EXISTS (SELECT 1 FROM queen.cursors WHERE partition_id = $1 AND consumer_
 -- once; schema.sql, rule 1) in shard $1: keep the oldest partition row. (The three folds are
 -- statements of their own: on Citus the queues' registry is a reference table, which the
 -- coordinator folds, and a subscription's fold reads a view Citus routes to no one shard.)
--- Rows another transaction holds (a delete of their queue) are left to a later pass. One row
--- per row deleted (Citus routes no modification by ctid that reads a CTE).
+-- Rows another transaction holds (a delete of their queue) are left to a later pass; of the
+-- queues $2 only (those whose shared lock the pass holds: src/maintain.rs). One row per row
+-- deleted (Citus routes no modification by ctid that reads a CTE).
 DELETE FROM queen.partitions x WHERE x.shard = $1 AND x.ctid IN (
-    SELECT y.ctid FROM queen.partitions y WHERE y.shard = $1 AND EXISTS (
+    SELECT y.ctid FROM queen.partitions y WHERE y.shard = $1 AND y.queue_id = ANY ($2::uuid[]) AND EXISTS (
         SELECT 1 FROM queen.partitions o WHERE o.partition_id = y.partition_id AND o.shard = $1
            AND (o.created_at, o.ctid) < (y.created_at, y.ctid))
        FOR UPDATE SKIP LOCKED)
@@ -241,12 +242,14 @@ RETURNING 1;
 -- or the oldest) takes what they add up to, so folding changes no group's point (nor its
 -- sub_key, which names the head row's time); the others go. (Heads before: a seek's row before a
 -- first pop's; among seeks' rows the later first, among first pops' the older; then by ctid.)
--- On one server only (src/maintain.rs): on Citus the rows stay, and the view adds them up.
+-- On one server only (src/maintain.rs): on Citus the rows stay, and the view adds them up. Of
+-- the (queue, group) pairs ($2[i], $3[i]) only, whose shared locks the pass holds.
 WITH merged AS (
     UPDATE queen.subscriptions x
        SET start_xmax = e.start_xmax, start_xip = e.start_xip, from_ts = e.from_ts
       FROM queen.effective_subscriptions e
      WHERE e.queue_id = x.queue_id AND e.consumer_group = x.consumer_group AND e.shard = $1 AND x.shard = $1
+       AND (x.queue_id, x.consumer_group) IN (SELECT q, g FROM unnest($2::uuid[], $3::text[]) AS a(q, g))
        AND NOT EXISTS (SELECT 1 FROM queen.subscriptions o
                         WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.shard = $1
                           AND (o.seek AND NOT x.seek
@@ -257,7 +260,9 @@ WITH merged AS (
                     WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.shard = $1
                       AND o.ctid <> x.ctid)
 ), s AS (
-    DELETE FROM queen.subscriptions x WHERE x.shard = $1 AND EXISTS (
+    DELETE FROM queen.subscriptions x WHERE x.shard = $1
+       AND (x.queue_id, x.consumer_group) IN (SELECT q, g FROM unnest($2::uuid[], $3::text[]) AS a(q, g))
+       AND EXISTS (
         SELECT 1 FROM queen.subscriptions o
          WHERE o.queue_id = x.queue_id AND o.consumer_group = x.consumer_group AND o.shard = $1
            AND (o.seek AND NOT x.seek
@@ -269,9 +274,10 @@ WITH merged AS (
 SELECT count(*) AS folded FROM s;
 
 -- name: fold_queues
--- Duplicate registry rows of a queue: keep the configured one, else the oldest.
+-- Duplicate registry rows of a queue: keep the configured one, else the oldest. Of the queues
+-- $1 only, whose shared locks the pass holds.
 WITH q AS (
-    DELETE FROM queen.queues x WHERE EXISTS (
+    DELETE FROM queen.queues x WHERE x.queue_id = ANY ($1::uuid[]) AND EXISTS (
         SELECT 1 FROM queen.queues o WHERE o.queue_id = x.queue_id
            AND (o.options_updated_at IS NOT NULL AND x.options_updated_at IS NULL
                 OR (o.options_updated_at IS NOT DISTINCT FROM x.options_updated_at
@@ -293,9 +299,11 @@ SELECT count(*) AS folded FROM q;
 -- It waits for no one: a partition whose registry row or cursor rows another transaction
 -- holds (a pop that took its cursor in a long transaction, a delete of its queue) is left to a
 -- later pass, so that one client's open transaction never holds back the others' partitions.
+-- Of the queues $5 only (idle_queues', whose shared locks the pass holds: a delete of one then
+-- waits for the pass, never the pass's transaction for the delete).
 WITH cand AS MATERIALIZED (
     SELECT DISTINCT ON (p.partition_id) p.partition_id, p.queue_id, p.name FROM queen.partitions p
-     WHERE p.shard = $3 AND p.created_at < $4 - make_interval(secs => $1)
+     WHERE p.shard = $3 AND p.created_at < $4 - make_interval(secs => $1) AND p.queue_id = ANY ($5::uuid[])
        AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.partition_id AND m.shard = $3)
        AND NOT EXISTS (SELECT 1 FROM queen.cursors c WHERE c.partition_id = p.partition_id AND c.shard = $3
                           AND (c.updated_at > $4 - make_interval(secs => $1)
@@ -349,7 +357,7 @@ WITH cand AS MATERIALIZED (
 ), back AS (
     INSERT INTO queen.partitions (partition_id, queue_id, name, shard)
     SELECT DISTINCT r.partition_id, r.queue_id, r.name, $3 FROM queen.retired_partitions r
-     WHERE r.shard = $3
+     WHERE r.shard = $3 AND r.queue_id = ANY ($5::uuid[])
        AND EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.partition_id AND m.shard = $3)
        AND NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = r.partition_id AND p.shard = $3)
     RETURNING partition_id
@@ -360,10 +368,46 @@ WITH cand AS MATERIALIZED (
 )
 SELECT (SELECT count(*) FROM idle) AS removed, (SELECT count(*) FROM back) AS restored;
 
+-- name: idle_queues
+-- The queues (at most 256) with partitions idle_partitions may remove or register again, in
+-- shard $2 ($1, $3: its idle time and clock), read without locking anything.
+SELECT queue_id FROM (
+    SELECT p.queue_id FROM queen.partitions p
+     WHERE p.shard = $2 AND p.created_at < $3 - make_interval(secs => $1)
+       AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.partition_id AND m.shard = $2)
+       AND NOT EXISTS (SELECT 1 FROM queen.cursors c WHERE c.partition_id = p.partition_id AND c.shard = $2
+                          AND (c.updated_at > $3 - make_interval(secs => $1) OR c.lease_expires_at > $3))
+    UNION
+    SELECT r.queue_id FROM queen.retired_partitions r
+     WHERE r.shard = $2
+       AND EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.partition_id AND m.shard = $2)
+       AND NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.partition_id = r.partition_id AND p.shard = $2)) AS q
+ LIMIT 256;
+
+-- name: folded_partitions
+-- The queues (at most 256) with duplicate registry rows of a partition in shard $1, read
+-- without locking anything.
+SELECT DISTINCT queue_id FROM (
+    SELECT queue_id FROM queen.partitions WHERE shard = $1 GROUP BY queue_id, partition_id HAVING count(*) > 1
+     LIMIT 256) AS d;
+
+-- name: folded_subscriptions
+-- The (queue, group) pairs (at most 256) with several subscription rows in shard $1, read
+-- without locking anything.
+SELECT queue_id, consumer_group FROM queen.subscriptions WHERE shard = $1
+ GROUP BY queue_id, consumer_group HAVING count(*) > 1
+ LIMIT 256;
+
+-- name: folded_registry
+-- The queues (at most 256) with duplicate registry rows (fold_queues), read without locking.
+SELECT queue_id FROM queen.queues GROUP BY queue_id HAVING count(*) > 1 LIMIT 256;
+
 -- name: forgettable_queues
--- Queues with retired partitions older than a day in shard $1 (idle_partitions forgets them).
+-- Queues (at most 256) with retired partitions older than a day in shard $1 (idle_partitions
+-- forgets them).
 SELECT DISTINCT queue_id FROM queen.retired_partitions
- WHERE shard = $1 AND retired_at < clock_timestamp() - interval '1 day';
+ WHERE shard = $1 AND retired_at < clock_timestamp() - interval '1 day'
+ LIMIT 256;
 
 -- name: stale_statistics
 -- queen's tables whose size has outgrown what the planner last learned of it (pg_class.relpages,

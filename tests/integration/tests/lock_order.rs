@@ -328,3 +328,37 @@ fn a_firing_waits_for_a_clients_push_only_briefly() {
         .collect();
     assert_eq!(got, vec![json!(1)]);
 }
+
+/// queen_maintain() in a client's transaction takes the shared locks of what it changes, as
+/// every call does: its fold of a group's duplicate subscription rows, then a pop of the group
+/// in the same transaction, against a delete of the group arriving between the two — the delete
+/// waits for the transaction, never the transaction for the delete. (Before, the fold held the
+/// rows without the group's lock: 40P01. Found by the explorer.)
+#[test]
+fn maintenance_in_a_transaction_then_a_pop_never_deadlocks_with_a_delete() {
+    let db = TestDb::new("maintain_pop_delete");
+    let mut admin = db.connect();
+    push(&mut admin, "q", "P", json!(0));
+    push(&mut admin, "q", "P", json!(1));
+    // Two first pops at once: two subscription rows of the group, which a pass folds.
+    let mut a = open_tx(&db);
+    assert_eq!(a.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap().len(), 1);
+    let mut b = db.connect();
+    b.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+    a.batch_execute("COMMIT").unwrap();
+    let subs: i64 = admin.query_one("SELECT count(*) FROM queen.subscriptions", &[]).unwrap().get(0);
+    assert_eq!(subs, 2, "two first pops at once");
+    let mut m = open_tx(&db);
+    let report: Value = m.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(report["registry_rows_folded"], json!(1), "{report}");
+    let mut d = db.connect();
+    let d_pid = pid(&mut d);
+    let h = thread::spawn(move || {
+        outcome(d.query_one("SELECT queen_delete_group('g', 'q')", &[])).map(|r| r.get::<_, i32>(0))
+    });
+    await_lock_wait(&mut admin, d_pid);
+    let popped = outcome(m.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]));
+    assert!(popped.is_ok(), "the pop after the pass: {popped:?}");
+    m.batch_execute("COMMIT").unwrap();
+    assert!(h.join().unwrap().is_ok(), "the delete");
+}

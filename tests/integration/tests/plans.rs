@@ -27,7 +27,8 @@ const QUERIES: &[(&str, &str, &[&str])] = &[
         &["uuid", "timestamptz", "bigint", "int", "text[]", "text[]", "bigint[]", "int[]", "bigint[]"],
     ),
     ("maintain", "max_wait_candidates", &["uuid", "bigint", "bigint[]", "int", "timestamptz"]),
-    ("maintain", "idle_partitions", &["float8", "uuid[]", "int", "timestamptz"]),
+    ("maintain", "idle_partitions", &["float8", "uuid[]", "int", "timestamptz", "uuid[]"]),
+    ("maintain", "idle_queues", &["float8", "int", "timestamptz"]),
     (
         "discovery",
         "discovery_scan",
