@@ -31,10 +31,12 @@ fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize
     let (outcome, schedule) = explore::explore_seed(cfg, seed);
     if outcome.violations.is_empty() {
         println!(
-            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes, {} lease acks of {} messages, {} dead letters filed, {} replayed and {} purged",
+            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes, {} lease acks of {} messages, {} dead letters filed, {} replayed and {} purged; deletes from another thread {} done and {} timed out with {} steps beside them, {} passes beside a delete of the timer queue, {} tenant steps, {} ties rounds ({} delivered)",
             outcome.steps, outcome.crashes, outcome.moves, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks,
             outcome.side_deletes, outcome.passes, outcome.lease_acks, outcome.lease_acked,
-            outcome.dead_filed, outcome.replayed, outcome.purged
+            outcome.dead_filed, outcome.replayed, outcome.purged,
+            outcome.slow_deletes, outcome.slow_deletes_timed_out, outcome.steps_beside_deletes,
+            outcome.passes_beside_timer_deletes, outcome.tenant_steps, outcome.ties, outcome.ties_delivered
         );
         return (outcome.steps, outcome.crashes);
     }

@@ -749,12 +749,16 @@ pub(super) fn kv(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
 /// of queue `et` but of a committed schedule; a schedule that a later committed reschedule
 /// replaced, or a committed cancel removed, never fired; one that was gone when the next
 /// schedule of its key committed (answered 'scheduled') fired; and the last schedule of a key
-/// not cancelled after it is pending or fired, the pending row of a key being that one.
+/// not cancelled after it is pending or fired, the pending row of a key being that one. A
+/// committed delete of the queue (`delete_slow et`) ends every key's story: what it took was
+/// pending or fired, the checker cannot tell which.
 pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     #[derive(Debug)]
     enum Op {
         Schedule { txn: String, replaced: bool },
         Cancel,
+        /// The queue deleted: its pending timers and fired messages with it.
+        Deleted,
     }
     let mut by_key: BTreeMap<u8, Vec<(usize, usize, Op)>> = BTreeMap::new();
     for t in &run.history {
@@ -766,6 +770,11 @@ pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
                     Op::Schedule { txn: txn.clone(), replaced: *replaced },
                 )),
                 Event::TimerCancelled { key } => by_key.entry(*key).or_default().push((t.commit, i, Op::Cancel)),
+                Event::TimersDeleted => {
+                    for key in 0..super::KV_KEYS {
+                        by_key.entry(key).or_default().push((t.commit, i, Op::Deleted));
+                    }
+                }
                 _ => {}
             }
         }
@@ -792,7 +801,7 @@ pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         .flatten()
         .filter_map(|(_, _, op)| match op {
             Op::Schedule { txn, .. } => Some(txn.as_str()),
-            Op::Cancel => None,
+            Op::Cancel | Op::Deleted => None,
         })
         .collect();
     for txn in fired.iter().filter(|t| !committed.contains(t.as_str())) {
@@ -807,6 +816,11 @@ pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
         for (j, (commit, _, op)) in ops.iter().enumerate() {
             let Op::Schedule { txn, .. } = op else { continue };
             let was_fired = fired.contains(txn);
+            // A delete of the queue after it took its message, had it fired: whether it fired
+            // is not known.
+            if !was_fired && ops[j + 1..].iter().any(|o| matches!(o.2, Op::Deleted)) {
+                continue;
+            }
             match ops.get(j + 1).map(|o| &o.2) {
                 Some(Op::Schedule { replaced: true, .. }) | Some(Op::Cancel) if was_fired => out.push(Violation {
                     kind: "timer fired after it was replaced",
