@@ -379,8 +379,10 @@ pub(super) fn check(run: &Run<'_>, k: &mut Client, traces: &Traces) -> Vec<Viola
         step: usize,
         commit: usize,
     }
+    // (In the same transaction, a reset at the grant's own step came first: a delete sent
+    // from another thread is recorded at the step that lands it, before that step runs.)
     let ended_before =
-        |ends: &[End], tx: usize, step: usize| ends.iter().any(|e| e.commit < step || (e.tx == tx && e.step < step));
+        |ends: &[End], tx: usize, step: usize| ends.iter().any(|e| e.commit < step || (e.tx == tx && e.step <= step));
     let mut released: HashMap<Uuid, Vec<End>> = HashMap::new();
     let mut expiry: HashMap<Uuid, f64> = HashMap::new();
     let mut resets: Vec<(Grp, End)> = Vec::new();

@@ -1412,12 +1412,26 @@ impl<'a> Run<'a> {
             Vec::new()
         };
         let beside = self.conns.iter().any(|k| k.deleting(DelTarget::Timers));
+        let t0 = Instant::now();
         let report: Value = self.exec(c, |k| k.query_one("SELECT queen_maintain()", &[]).map(|r| r.get(0)))?;
+        let took = t0.elapsed();
         if report.get("skipped").is_some() {
             return Ok(());
         }
         if beside {
             self.passes_beside_timer_deletes += 1;
+            // A wait the pass gave up on quietly (a queue left to the next pass after waiting
+            // for it) shows as time: a pass takes milliseconds here, and any wait at least the
+            // connection's lock_timeout.
+            if took >= Duration::from_millis(400) {
+                self.violation(
+                    "waited on a lock",
+                    format!(
+                        "step {}: {c} maintain took {took:?} beside an open delete of {TIMER_QUEUE}: {report}",
+                        self.step
+                    ),
+                );
+            }
         }
         if !due.is_empty() {
             let left: Vec<String> = self.exec(c, |k| {
