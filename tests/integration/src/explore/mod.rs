@@ -383,6 +383,8 @@ pub struct Outcome {
     pub tenant_steps: usize,
     pub ties: usize,
     pub ties_delivered: usize,
+    /// 40P01s of circles through a transaction holding a delete it finished (Run::judge).
+    pub deadlocks_across_deletes: Vec<String>,
 }
 
 /// One exploration run over a database of its own.
@@ -441,6 +443,7 @@ pub struct Run<'a> {
     tenant_steps: usize,
     ties: usize,
     ties_delivered: usize,
+    deadlocks_across_deletes: Vec<String>,
 }
 
 thread_local! {
@@ -489,6 +492,9 @@ enum Failure {
     /// 40P01, with the server's message and DETAIL (the circle of waits): a violation
     /// whatever the call (queen takes its locks in one order, and its deletes all at once).
     Deadlock(String),
+    /// 40P01 of a circle through a transaction that holds the locks of a delete it finished
+    /// earlier (Run::judge): the order of the client's calls, not queen's; counted.
+    DeadlockAcrossDeletes(String),
     /// A serialization failure (a transaction that used the id mapping a restore replaced).
     Conflict,
     /// The connection is gone (terminated, crashed).
@@ -636,6 +642,7 @@ impl<'a> Run<'a> {
             tenant_steps: 0,
             ties: 0,
             ties_delivered: 0,
+            deadlocks_across_deletes: Vec::new(),
             first_pop: None,
             side_deliveries: Vec::new(),
             passes: 0,
@@ -800,6 +807,13 @@ impl<'a> Run<'a> {
         };
         let (client, result, warned) = handle.join().expect("the slow commit's thread");
         self.conns[c].client = Some(client);
+        // (The transaction being landed is out of conns[c].tx: put back while it is judged.)
+        let result = result.map_err(|e| {
+            self.conns[c].tx = Some(Tx { begin: tx.begin, events: Vec::new(), savepoint: None, deleting: tx.deleting.clone() });
+            let f = self.judge(&e);
+            self.conns[c].tx = None;
+            (e, f)
+        });
         for w in warned {
             self.violation("a warning to a client", format!("step {step}: {c} commit_slow: {w}"));
         }
@@ -808,9 +822,12 @@ impl<'a> Run<'a> {
                 let begin = if tx.begin == usize::MAX { step } else { tx.begin };
                 self.history.push(Committed { begin, commit: step, events: tx.events });
             }
-            Err(e) => match classify(&e) {
+            Err((e, f)) => match f {
                 Failure::Gone => self.conns[c].client = None,
                 Failure::Conflict | Failure::LockWait(_) => {}
+                Failure::DeadlockAcrossDeletes(d) => {
+                    self.deadlocks_across_deletes.push(format!("step {step}: {c} commit_slow: {d}"))
+                }
                 Failure::Deadlock(d) => self.violation("deadlock", format!("step {step}: {c} commit_slow: {d}")),
                 Failure::Refused | Failure::Other(_) => {
                     self.violation("unexpected error", format!("step {step}: {c} commit_slow: {e}"))
@@ -857,12 +874,16 @@ impl<'a> Run<'a> {
             }
             Err(e) => {
                 // (The thread rolled the transaction back.)
+                let failure = self.judge(&e);
                 self.conns[c].tx = None;
                 let app = self.conns[c].app;
-                match classify(&e) {
+                match failure {
                     Failure::Gone => self.conns[c].client = None,
                     Failure::LockWait(_) => self.slow_deletes_timed_out += 1,
                     Failure::Conflict => {}
+                    Failure::DeadlockAcrossDeletes(d) => {
+                        self.deadlocks_across_deletes.push(format!("{what}: {d} (landed at step {})", self.step))
+                    }
                     Failure::Refused if app => {}
                     Failure::Deadlock(d) => {
                         self.violation("deadlock", format!("{what}: {d} (landed at step {})", self.step))
@@ -872,6 +893,35 @@ impl<'a> Run<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// `classify`, and a 40P01 told apart: queen's deletes take all their locks at once or
+    /// none, and hold none while they wait — within one call. A transaction that finished a
+    /// delete and goes on (to another delete, or to write what another transaction's delete
+    /// holds) keeps that delete's exclusive locks while it waits: a circle through it is the
+    /// order of the client's calls (as two transactions that lock two rows in opposite
+    /// orders), not queen's. Such a circle names (in its DETAIL) the backend of a connection
+    /// whose open transaction holds a finished delete; it is counted, not a violation. Every
+    /// other 40P01 is a violation.
+    fn judge(&self, e: &postgres::Error) -> Failure {
+        match classify(e) {
+            Failure::Deadlock(d) => {
+                let pids: Vec<i32> = d
+                    .split("Process ")
+                    .skip(1)
+                    .filter_map(|x| x.split(|ch: char| !ch.is_ascii_digit()).next()?.parse().ok())
+                    .collect();
+                let across = self.conns.iter().any(|k| {
+                    pids.contains(&k.pid) && k.tx.as_ref().is_some_and(|t| !t.deleting.is_empty())
+                });
+                if across {
+                    Failure::DeadlockAcrossDeletes(d)
+                } else {
+                    Failure::Deadlock(d)
+                }
+            }
+            f => f,
         }
     }
 
@@ -897,7 +947,7 @@ impl<'a> Run<'a> {
         match f(client) {
             Ok(v) => Ok(v),
             Err(e) => {
-                let failure = classify(&e);
+                let failure = self.judge(&e);
                 let conn = &mut self.conns[c];
                 conn.tx = None;
                 match failure {
@@ -924,6 +974,9 @@ impl<'a> Run<'a> {
                 self.violation("unexpected error", format!("step {}: {step}: refused a superuser", self.step))
             }
             Failure::Deadlock(d) => self.violation("deadlock", format!("step {}: {step}: {d}", self.step)),
+            Failure::DeadlockAcrossDeletes(d) => {
+                self.deadlocks_across_deletes.push(format!("step {}: {step}: {d}", self.step))
+            }
             Failure::LockWait(_) | Failure::Conflict | Failure::Gone | Failure::Refused => {}
             Failure::Other(e) => self.violation("unexpected error", format!("step {}: {step}: {e}", self.step)),
         }
@@ -1491,6 +1544,9 @@ impl<'a> Run<'a> {
             Err(f) => {
                 match f {
                     Failure::Gone | Failure::Conflict => {}
+                    Failure::DeadlockAcrossDeletes(d) => {
+                        self.deadlocks_across_deletes.push(format!("step {}: {step}: {d}", self.step))
+                    }
                     Failure::LockWait(m) => {
                         self.violation("waited on a lock", format!("step {}: {step}: {m}", self.step))
                     }
@@ -2651,6 +2707,7 @@ impl<'a> Run<'a> {
             tenant_steps: self.tenant_steps,
             ties: self.ties,
             ties_delivered: self.ties_delivered,
+            deadlocks_across_deletes: std::mem::take(&mut self.deadlocks_across_deletes),
         };
         (outcome, self)
     }
