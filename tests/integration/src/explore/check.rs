@@ -27,7 +27,11 @@
 //!   every refused or failed call and every rollback, that queen's tables did not change);
 //! - **privileges**: every call of the application role that needed a privilege went through
 //!   exactly when the role held it (the grants and revokes committed before the call);
-//! - and the executor's own findings: a pop or keyless push that waited on a lock, an error no
+//! - and the executor's own findings: a pop or keyless push that waited on a lock (a pop may
+//!   wait for an open delete of its own group on its own queue, never for the tenant's), a pass
+//!   that waited for one of queen's locks, a 40P01 (`deadlock`), a delete sent from another
+//!   thread that failed otherwise than with 55P03 or took longer than its bound, a timer of
+//!   `eo` a pass left pending (`timer held back`), ties not delivered exactly once, an error no
 //!   call should raise.
 //!
 //! On the side queues (issue 21; `side`): completed retention never deletes a message under a

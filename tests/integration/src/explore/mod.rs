@@ -20,6 +20,16 @@
 //! cluster (pg_dump, then pg_restore --data-only under connections opened before the data
 //! arrived), whose transaction counter is behind or ahead.
 //!
+//! Queen's own locks (docs/design.md, "Locks"): the run's database has `deadlock_timeout`
+//! 100 ms, so that a circle of waits ends in 40P01 before `lock_timeout` ends a wait, and a
+//! 40P01 is a violation (but for a circle through a transaction that holds a delete it
+//! finished: `Run::judge`). Deletes are sent from another thread (`delete_slow`) and land at
+//! their connection's next step — success or 55P03 within their bound — while acks then pops or
+//! pushes, timers due on the queue being deleted with passes beside them, and the tenant role
+//! (a connection beyond the run's, working its own queue under this queue's group names) run
+//! on the other connections. `ties` pushes 128 messages over 64 partitions in one transaction
+//! and pops them 32 at a time over 8 partitions: each delivered exactly once.
+//!
 //! On a failure, `shrink` removes steps while the same kind of violation remains, and the
 //! report prints the seed and the shrunk schedule, one step per line, which
 //! `QUEEN_EXPLORE_SCHEDULE` replays.
