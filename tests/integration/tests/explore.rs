@@ -40,7 +40,10 @@ fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize
             outcome.deadlocks_across_deletes.len()
         );
         for d in &outcome.deadlocks_across_deletes {
-            println!("explorer: seed {seed}: a deadlock through a transaction holding a finished delete: {}", d.replace('\n', " "));
+            println!(
+                "explorer: seed {seed}: a deadlock through a transaction holding a finished delete: {}",
+                d.replace('\n', " ")
+            );
         }
         return (outcome.steps, outcome.crashes);
     }

@@ -761,7 +761,10 @@ pub(super) fn kv(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
 pub(super) fn timers(run: &Run<'_>, k: &mut Client) -> Vec<Violation> {
     #[derive(Debug)]
     enum Op {
-        Schedule { txn: String, replaced: bool },
+        Schedule {
+            txn: String,
+            replaced: bool,
+        },
         Cancel,
         /// The queue deleted: its pending timers and fired messages with it.
         Deleted,

@@ -698,9 +698,7 @@ impl<'a> Run<'a> {
             ensure_app_role(&mut admin);
             admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
             admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-            admin
-                .batch_execute(&format!("ALTER DATABASE {name} SET deadlock_timeout = '{DEADLOCK_TIMEOUT}'"))
-                .unwrap();
+            admin.batch_execute(&format!("ALTER DATABASE {name} SET deadlock_timeout = '{DEADLOCK_TIMEOUT}'")).unwrap();
             connect_retrying(&nodes.node(n).conninfo(name, "postgres"))
                 .batch_execute("SET client_min_messages = warning; CREATE EXTENSION citus")
                 .unwrap();
@@ -819,7 +817,8 @@ impl<'a> Run<'a> {
         self.conns[c].client = Some(client);
         // (The transaction being landed is out of conns[c].tx: put back while it is judged.)
         let result = result.map_err(|e| {
-            self.conns[c].tx = Some(Tx { begin: tx.begin, events: Vec::new(), savepoint: None, deleting: tx.deleting.clone() });
+            self.conns[c].tx =
+                Some(Tx { begin: tx.begin, events: Vec::new(), savepoint: None, deleting: tx.deleting.clone() });
             let f = self.judge(&e);
             self.conns[c].tx = None;
             (e, f)
@@ -898,9 +897,7 @@ impl<'a> Run<'a> {
                     Failure::Deadlock(d) => {
                         self.violation("deadlock", format!("{what}: {d} (landed at step {})", self.step))
                     }
-                    Failure::Refused | Failure::Other(_) => {
-                        self.violation("unexpected error", format!("{what}: {e}"))
-                    }
+                    Failure::Refused | Failure::Other(_) => self.violation("unexpected error", format!("{what}: {e}")),
                 }
             }
         }
@@ -922,9 +919,10 @@ impl<'a> Run<'a> {
                     .skip(1)
                     .filter_map(|x| x.split(|ch: char| !ch.is_ascii_digit()).next()?.parse().ok())
                     .collect();
-                let across = self.conns.iter().any(|k| {
-                    pids.contains(&k.pid) && k.tx.as_ref().is_some_and(|t| !t.deleting.is_empty())
-                });
+                let across = self
+                    .conns
+                    .iter()
+                    .any(|k| pids.contains(&k.pid) && k.tx.as_ref().is_some_and(|t| !t.deleting.is_empty()));
                 if across {
                     Failure::DeadlockAcrossDeletes(d)
                 } else {
@@ -1044,7 +1042,12 @@ impl<'a> Run<'a> {
             s => s.conn().is_some_and(|c| self.conns[c].tx.is_none() && self.conns[c].slow.is_none()),
         };
         let before = if watch || matches!(step, Step::Rollback(_)) { self.committed_state() } else { None };
-        if self.conns.iter().enumerate().any(|(i, k)| matches!(k.slow, Some(Slow::Delete(..))) && step.conn() != Some(i)) {
+        if self
+            .conns
+            .iter()
+            .enumerate()
+            .any(|(i, k)| matches!(k.slow, Some(Slow::Delete(..))) && step.conn() != Some(i))
+        {
             self.steps_beside_deletes += 1;
         }
         self.delivered_in_step = 0;
@@ -1537,12 +1540,12 @@ impl<'a> Run<'a> {
                 }
                 return true;
             }
-            TenantOp::DeleteGroup(g) => self.exec(t, |k| {
-                k.query_one("SELECT queen_delete_group($1, $2)", &[&g.name(), &TENANT_QUEUE]).map(|_| ())
-            }),
+            TenantOp::DeleteGroup(g) => self
+                .exec(t, |k| k.query_one("SELECT queen_delete_group($1, $2)", &[&g.name(), &TENANT_QUEUE]).map(|_| ())),
             TenantOp::Pop(g) => {
                 let partition = format!("p{}", self.step % 3);
-                let _ = self.observer.query("SELECT 1 FROM queen_push($1, '1'::jsonb, $2)", &[&TENANT_QUEUE, &partition]);
+                let _ =
+                    self.observer.query("SELECT 1 FROM queen_push($1, '1'::jsonb, $2)", &[&TENANT_QUEUE, &partition]);
                 self.exec(t, |k| {
                     k.query("SELECT message_id FROM queen_pop($1, $2, batch => 2)", &[&TENANT_QUEUE, &g.name()])
                         .map(|_| ())
@@ -1564,9 +1567,7 @@ impl<'a> Run<'a> {
                     Failure::Refused => {
                         self.violation("unexpected error", format!("step {}: {step}: refused the tenant", self.step))
                     }
-                    Failure::Other(e) => {
-                        self.violation("unexpected error", format!("step {}: {step}: {e}", self.step))
-                    }
+                    Failure::Other(e) => self.violation("unexpected error", format!("step {}: {step}: {e}", self.step)),
                 }
                 false
             }
@@ -1637,7 +1638,10 @@ impl<'a> Run<'a> {
                         if !refused.is_empty() {
                             self.violation(
                                 "ties",
-                                format!("step {}: {step}: queen_ack_lease of lease {lease} refused {refused:?}", self.step),
+                                format!(
+                                    "step {}: {step}: queen_ack_lease of lease {lease} refused {refused:?}",
+                                    self.step
+                                ),
                             );
                         }
                     }
@@ -3216,7 +3220,9 @@ fn lock_burst(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, shape: Option<usi
         // held open while this queue's pops and pushes go on.
         _ => {
             let any = |rng: &mut SmallRng| Grp::ALL[rng.random_range(0..Grp::ALL.len())];
-            let mine = |rng: &mut SmallRng| [Grp::All, Grp::New, Grp::From, Grp::QueueMode, Grp::Scratch][rng.random_range(0..5)];
+            let mine = |rng: &mut SmallRng| {
+                [Grp::All, Grp::New, Grp::From, Grp::QueueMode, Grp::Scratch][rng.random_range(0..5)]
+            };
             let (g1, g2) = (mine(rng), mine(rng));
             v.push(Step::Tenant(TenantOp::Begin));
             v.push(Step::Tenant(TenantOp::DeleteGroup(if rng.random_bool(0.7) { g1 } else { any(rng) })));

@@ -196,7 +196,10 @@ pub enum KvOp {
     Incr(u8),
     Claim(u8),
     Release(u8),
-    Schedule { key: u8, now: bool },
+    Schedule {
+        key: u8,
+        now: bool,
+    },
     Cancel(u8),
     Acquire,
     Unlock,
@@ -434,12 +437,9 @@ impl Step {
             | Step::DeleteSlow { c, .. }
             | Step::Kv { c, .. } => Some(*c),
             // (The tenant's connection is the run's last: Run::tenant.)
-            Step::Sleep(_)
-            | Step::Terminate(_)
-            | Step::Crash
-            | Step::Move
-            | Step::Restore { .. }
-            | Step::Tenant(_) => None,
+            Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Move | Step::Restore { .. } | Step::Tenant(_) => {
+                None
+            }
         }
     }
 }
