@@ -312,11 +312,14 @@ struct Tx {
     /// each with the number of events before it (a rollback to a savepoint takes back those
     /// after its mark).
     deleting: Vec<(DelTarget, usize)>,
+    /// Deletes (of any queue or group: the tenant's, a side queue's group's too) this
+    /// transaction finished: it holds their exclusive locks until it ends (Run::judge).
+    finished_deletes: usize,
 }
 
 impl Tx {
     fn new(begin: usize) -> Tx {
-        Tx { begin, events: Vec::new(), savepoint: None, deleting: Vec::new() }
+        Tx { begin, events: Vec::new(), savepoint: None, deleting: Vec::new(), finished_deletes: 0 }
     }
 }
 
@@ -817,8 +820,7 @@ impl<'a> Run<'a> {
         self.conns[c].client = Some(client);
         // (The transaction being landed is out of conns[c].tx: put back while it is judged.)
         let result = result.map_err(|e| {
-            self.conns[c].tx =
-                Some(Tx { begin: tx.begin, events: Vec::new(), savepoint: None, deleting: tx.deleting.clone() });
+            self.conns[c].tx = Some(Tx { finished_deletes: tx.finished_deletes, ..Tx::new(tx.begin) });
             let f = self.judge(&e);
             self.conns[c].tx = None;
             (e, f)
@@ -879,6 +881,7 @@ impl<'a> Run<'a> {
                 };
                 let tx = self.conns[c].tx.as_mut().expect("a delete sent in a transaction");
                 tx.deleting.push((target, tx.events.len()));
+                tx.finished_deletes += 1;
                 tx.events.push(event);
             }
             Err(e) => {
@@ -922,7 +925,7 @@ impl<'a> Run<'a> {
                 let across = self
                     .conns
                     .iter()
-                    .any(|k| pids.contains(&k.pid) && k.tx.as_ref().is_some_and(|t| !t.deleting.is_empty()));
+                    .any(|k| pids.contains(&k.pid) && k.tx.as_ref().is_some_and(|t| t.finished_deletes > 0));
                 if across {
                     Failure::DeadlockAcrossDeletes(d)
                 } else {
@@ -1153,7 +1156,7 @@ impl<'a> Run<'a> {
             Step::DeleteGroup(c) => {
                 match self.exec(*c, |k| k.execute("SELECT queen_delete_group('gs', $1)", &[&QUEUE])) {
                     Ok(_) => {
-                        self.note_delete(*c, DelTarget::Scratch);
+                        self.note_delete(*c, Some(DelTarget::Scratch));
                         self.record(*c, vec![Event::Reset { group: Grp::Scratch, step: self.step, seek: false }]);
                         true
                     }
@@ -1391,9 +1394,12 @@ impl<'a> Run<'a> {
 
     /// A delete of `target` in connection `c`'s transaction is recorded: until it ends, the
     /// writers of that group or queue may wait for it.
-    fn note_delete(&mut self, c: usize, target: DelTarget) {
+    fn note_delete(&mut self, c: usize, target: Option<DelTarget>) {
         if let Some(tx) = self.conns[c].tx.as_mut() {
-            tx.deleting.push((target, tx.events.len()));
+            if let Some(target) = target {
+                tx.deleting.push((target, tx.events.len()));
+            }
+            tx.finished_deletes += 1;
         }
     }
 
@@ -1540,8 +1546,15 @@ impl<'a> Run<'a> {
                 }
                 return true;
             }
-            TenantOp::DeleteGroup(g) => self
-                .exec(t, |k| k.query_one("SELECT queen_delete_group($1, $2)", &[&g.name(), &TENANT_QUEUE]).map(|_| ())),
+            TenantOp::DeleteGroup(g) => {
+                let r = self.exec(t, |k| {
+                    k.query_one("SELECT queen_delete_group($1, $2)", &[&g.name(), &TENANT_QUEUE]).map(|_| ())
+                });
+                if r.is_ok() {
+                    self.note_delete(t, None);
+                }
+                r
+            }
             TenantOp::Pop(g) => {
                 let partition = format!("p{}", self.step % 3);
                 let _ =
@@ -1975,7 +1988,7 @@ impl<'a> Run<'a> {
                 });
                 match r {
                     Ok(()) => {
-                        self.note_delete(c, DelTarget::Side(q));
+                        self.note_delete(c, Some(DelTarget::Side(q)));
                         self.record(c, vec![Event::SideDeleted { q, group: None }]);
                         true
                     }
@@ -2005,6 +2018,7 @@ impl<'a> Run<'a> {
                 let name = group_name(*g);
                 match self.exec(c, |k| k.query_one("SELECT queen_delete_group($1, $2)", &[&name, &queue])) {
                     Ok(_) => {
+                        self.note_delete(c, None);
                         self.record(c, vec![Event::SideDeleted { q, group: Some(*g) }]);
                         true
                     }
