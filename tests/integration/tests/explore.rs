@@ -31,11 +31,20 @@ fn check_seed(cfg: &Config, seed: u64, shrink_budget: Duration) -> (usize, usize
     let (outcome, schedule) = explore::explore_seed(cfg, seed);
     if outcome.violations.is_empty() {
         println!(
-            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes, {} lease acks of {} messages, {} dead letters filed, {} replayed and {} purged",
+            "explorer: seed {seed}: {} steps, {} crash rounds, {} moves, {} restores, application role {} let through and {} refused, {} no-trace checks, side queues {} deletes and {} maintenance passes, {} lease acks of {} messages, {} dead letters filed, {} replayed and {} purged; deletes from another thread {} done and {} timed out with {} steps beside them, {} passes beside a delete of the timer queue, {} tenant steps, {} ties rounds ({} delivered), {} deadlocks through a transaction holding a finished delete",
             outcome.steps, outcome.crashes, outcome.moves, outcome.restores, outcome.app_allowed, outcome.app_refused, outcome.no_trace_checks,
             outcome.side_deletes, outcome.passes, outcome.lease_acks, outcome.lease_acked,
-            outcome.dead_filed, outcome.replayed, outcome.purged
+            outcome.dead_filed, outcome.replayed, outcome.purged,
+            outcome.slow_deletes, outcome.slow_deletes_timed_out, outcome.steps_beside_deletes,
+            outcome.passes_beside_timer_deletes, outcome.tenant_steps, outcome.ties, outcome.ties_delivered,
+            outcome.deadlocks_across_deletes.len()
         );
+        for d in &outcome.deadlocks_across_deletes {
+            println!(
+                "explorer: seed {seed}: a deadlock through a transaction holding a finished delete: {}",
+                d.replace('\n', " ")
+            );
+        }
         return (outcome.steps, outcome.crashes);
     }
     fail(cfg, Some(seed), schedule, outcome.violations, shrink_budget, explore::scan_limit_of(seed))
@@ -223,7 +232,12 @@ fn explore_with(cfg: &Config) {
                 let e = found.entry(k).or_insert((seeds, t0.elapsed().as_secs_f64(), 0, detail));
                 e.2 += 1;
             }
-            println!("explorer: seed {seed} ({} steps, {} restores): {kinds:?}", outcome.steps, outcome.restores);
+            println!(
+                "explorer: seed {seed} ({} steps, {} restores, {} deadlocks through a finished delete): {kinds:?}",
+                outcome.steps,
+                outcome.restores,
+                outcome.deadlocks_across_deletes.len()
+            );
         }
         println!(
             "explorer: keep-going run of {seeds} seeds, {steps} steps in {:.1} minutes",

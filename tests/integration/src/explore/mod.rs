@@ -20,6 +20,16 @@
 //! cluster (pg_dump, then pg_restore --data-only under connections opened before the data
 //! arrived), whose transaction counter is behind or ahead.
 //!
+//! Queen's own locks (docs/design.md, "Locks"): the run's database has `deadlock_timeout`
+//! 100 ms, so that a circle of waits ends in 40P01 before `lock_timeout` ends a wait, and a
+//! 40P01 is a violation (but for a circle through a transaction that holds a delete it
+//! finished: `Run::judge`). Deletes are sent from another thread (`delete_slow`) and land at
+//! their connection's next step — success or 55P03 within their bound — while acks then pops or
+//! pushes, timers due on the queue being deleted with passes beside them, and the tenant role
+//! (a connection beyond the run's, working its own queue under this queue's group names) run
+//! on the other connections. `ties` pushes 128 messages over 64 partitions in one transaction
+//! and pops them 32 at a time over 8 partitions: each delivered exactly once.
+//!
 //! On a failure, `shrink` removes steps while the same kind of violation remains, and the
 //! report prints the seed and the shrunk schedule, one step per line, which
 //! `QUEEN_EXPLORE_SCHEDULE` replays.
@@ -29,8 +39,8 @@ mod schedule;
 
 pub use check::Violation;
 pub use schedule::{
-    DeadOp, Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, SIDE_GROUPS, SIDE_PARTITIONS,
-    SIDE_QUEUES,
+    DeadOp, DelTarget, Grp, Item, KvOp, LeaseKind, Privilege, SeekTo, SideOp, Status, Step, TenantOp, SIDE_GROUPS,
+    SIDE_PARTITIONS, SIDE_QUEUES,
 };
 
 pub use crate::Server;
@@ -51,6 +61,21 @@ const FIRST_PROBE_PARTITION: u8 = 100;
 const QUEUE: &str = "eq";
 /// The application role of the last connection (created in every cluster the run uses).
 pub const APP_ROLE: &str = "queen_explore_app";
+/// The tenant role, on a connection of its own beyond the run's `conns` (Step::Tenant): it
+/// holds `configure` and `pop` on queue `TENANT_QUEUE` only, and works it under the explored
+/// queue's group names.
+pub const TENANT_ROLE: &str = "queen_explore_tenant";
+pub const TENANT_QUEUE: &str = "tq";
+/// The queue and group of the ties steps.
+pub const TIES_QUEUE: &str = "ew";
+pub const TIES_GROUP: &str = "gw";
+/// `queen.lock_wait_seconds` of a delete sent from another thread (Step::DeleteSlow), and the
+/// slack its duration is allowed past it (a debug build, two cores).
+pub const DELETE_WAIT_SECONDS: u64 = 2;
+const DELETE_SLACK: Duration = Duration::from_millis(1500);
+/// `deadlock_timeout` in the run's databases: a circle of waits surfaces as 40P01 well before
+/// the connections' `lock_timeout` (400 ms) ends a wait.
+const DEADLOCK_TIMEOUT: &str = "100ms";
 
 /// Where and how to explore.
 #[derive(Clone)]
@@ -212,6 +237,8 @@ pub enum Event {
     TimerCancelled {
         key: u8,
     },
+    /// The timer queue `et` deleted (its pending timers and fired messages with it).
+    TimersDeleted,
     /// A permit of lock `el` taken (slot, token), and one given back by its token.
     LockAcquired {
         slot: i64,
@@ -281,21 +308,57 @@ struct Tx {
     begin: usize,
     events: Vec<Event>,
     savepoint: Option<usize>,
+    /// What deletes in this transaction deleted (their exclusive locks held until it ends),
+    /// each with the number of events before it (a rollback to a savepoint takes back those
+    /// after its mark).
+    deleting: Vec<(DelTarget, usize)>,
+    /// Deletes (of any queue or group: the tenant's, a side queue's group's too) this
+    /// transaction finished: it holds their exclusive locks until it ends (Run::judge).
+    finished_deletes: usize,
+}
+
+impl Tx {
+    fn new(begin: usize) -> Tx {
+        Tx { begin, events: Vec::new(), savepoint: None, deleting: Vec::new(), finished_deletes: 0 }
+    }
 }
 
 /// A commit sent from another thread (`commit_slow`): the connection comes back with it, and
 /// the warnings that thread heard.
 type Pending = std::thread::JoinHandle<(Client, Result<(), postgres::Error>, Vec<String>)>;
+/// A delete sent from another thread (`delete_slow`): the connection, the outcome, how long
+/// the delete's statement took, and the warnings that thread heard.
+type PendingDelete = std::thread::JoinHandle<(Client, Result<(), postgres::Error>, Duration, Vec<String>)>;
+
+/// What a connection has in flight on another thread.
+enum Slow {
+    /// A slow commit: its thread, the transaction, the step.
+    Commit(Pending, Tx, usize),
+    /// A delete in the connection's transaction (which stays in `Conn::tx`): its thread, what
+    /// it deletes, the step.
+    Delete(PendingDelete, DelTarget, usize),
+}
 
 struct Conn {
     client: Option<Client>,
     pid: i32,
     tx: Option<Tx>,
     deliveries: Vec<Delivery>,
-    /// The application role's connection (the others are superusers).
+    /// The application role's connection (the others are superusers, but the tenant's).
     app: bool,
-    /// A slow commit in flight: its thread, the transaction, the step.
-    slow: Option<(Pending, Tx, usize)>,
+    /// The tenant role's connection (the run's last).
+    tenant: bool,
+    /// A slow commit or delete in flight.
+    slow: Option<Slow>,
+}
+
+impl Conn {
+    /// Whether the connection's open transaction (or a delete in flight on it) deletes
+    /// `target`: what holds back the writers of that group or queue.
+    fn deleting(&self, target: DelTarget) -> bool {
+        self.tx.as_ref().is_some_and(|t| t.deleting.iter().any(|(d, _)| *d == target))
+            || matches!(&self.slow, Some(Slow::Delete(_, t, _)) if *t == target)
+    }
 }
 
 /// The outcome of a run.
@@ -322,6 +385,19 @@ pub struct Outcome {
     pub purged: usize,
     /// Acks that filed a dead letter and committed (`dlq`, or `failed` past the retry limit).
     pub dead_filed: usize,
+    /// Deletes sent from another thread: landed with success, with 55P03 (their bound), and
+    /// how many other steps ran while one was out.
+    pub slow_deletes: usize,
+    pub slow_deletes_timed_out: usize,
+    pub steps_beside_deletes: usize,
+    /// Maintenance passes that ran while a delete of the timer queue was open.
+    pub passes_beside_timer_deletes: usize,
+    /// Steps of the tenant role, and ties steps (their messages delivered).
+    pub tenant_steps: usize,
+    pub ties: usize,
+    pub ties_delivered: usize,
+    /// 40P01s of circles through a transaction holding a delete it finished (Run::judge).
+    pub deadlocks_across_deletes: Vec<String>,
 }
 
 /// One exploration run over a database of its own.
@@ -372,6 +448,15 @@ pub struct Run<'a> {
     step_times: Vec<(usize, f64)>,
     /// Permits of the lock steps taken (slot, token), oldest first, not given back yet.
     permits: Vec<(i64, i64)>,
+    /// The counters of Outcome's fields of the same names.
+    slow_deletes: usize,
+    slow_deletes_timed_out: usize,
+    steps_beside_deletes: usize,
+    passes_beside_timer_deletes: usize,
+    tenant_steps: usize,
+    ties: usize,
+    ties_delivered: usize,
+    deadlocks_across_deletes: Vec<String>,
 }
 
 thread_local! {
@@ -415,10 +500,15 @@ fn connect_retrying(info: &str) -> Client {
 
 /// The error classes the executor tells apart.
 enum Failure {
-    /// The statement waited for a lock past lock_timeout.
-    LockWait,
-    /// A deadlock or serialization failure (acks that lock in different orders across calls;
-    /// a transaction that used the id mapping a restore replaced).
+    /// The statement waited for a lock past lock_timeout (the server's message and context).
+    LockWait(String),
+    /// 40P01, with the server's message and DETAIL (the circle of waits): a violation
+    /// whatever the call (queen takes its locks in one order, and its deletes all at once).
+    Deadlock(String),
+    /// 40P01 of a circle through a transaction that holds the locks of a delete it finished
+    /// earlier (Run::judge): the order of the client's calls, not queen's; counted.
+    DeadlockAcrossDeletes(String),
+    /// A serialization failure (a transaction that used the id mapping a restore replaced).
     Conflict,
     /// The connection is gone (terminated, crashed).
     Gone,
@@ -432,8 +522,17 @@ fn classify(e: &postgres::Error) -> Failure {
         return Failure::Gone;
     }
     match e.code().map(|c| c.code()) {
-        Some("55P03") => Failure::LockWait,
-        Some("40P01") | Some("40001") => Failure::Conflict,
+        Some("55P03") => Failure::LockWait(
+            e.as_db_error()
+                .map(|d| format!("{} ({})", d.message(), d.where_().unwrap_or("").replace('\n', "; ")))
+                .unwrap_or_default(),
+        ),
+        Some("40P01") => Failure::Deadlock(
+            e.as_db_error()
+                .map(|d| format!("{}; DETAIL: {}", d.message(), d.detail().unwrap_or("")))
+                .unwrap_or_else(|| e.to_string()),
+        ),
+        Some("40001") => Failure::Conflict,
         Some("57P01") | Some("57P02") | Some("57P03") => Failure::Gone,
         Some("42501") => Failure::Refused,
         None => Failure::Gone, // an I/O error: the server went away
@@ -451,6 +550,8 @@ pub const KV_NAMESPACE: &str = "ek";
 pub const KV_KEYS: u8 = 3;
 /// The queue of the timer steps, and the lock (of LOCK_LIMIT slots) of the lock steps.
 pub const TIMER_QUEUE: &str = "et";
+/// The queue of the timers a pass must fire whatever is being deleted (`kv schedule_other`).
+pub const TIMER_OTHER: &str = "eo";
 pub const LOCK_NAME: &str = "el";
 pub const LOCK_LIMIT: i64 = 2;
 
@@ -484,11 +585,14 @@ fn side_configure(q: u8) -> String {
     format!("SELECT queen_configure('{}', '{opts}')", SIDE_QUEUES[q as usize])
 }
 
-/// Create the application role in a cluster (once; runs at once may race to create it).
+/// Create the application and tenant roles in a cluster (once; runs at once may race to
+/// create them).
 fn ensure_app_role(admin: &mut Client) {
-    let _ = admin.batch_execute(&format!(
-        "DO $$BEGIN CREATE ROLE {APP_ROLE} LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$"
-    ));
+    for role in [APP_ROLE, TENANT_ROLE] {
+        let _ = admin.batch_execute(&format!(
+            "DO $$BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$"
+        ));
+    }
 }
 
 impl<'a> Run<'a> {
@@ -508,7 +612,9 @@ impl<'a> Run<'a> {
              SELECT queen_grant('{QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop']);
              SELECT queen_grant('{KV_NAMESPACE}', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);
              SELECT queen_grant('{TIMER_QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop', 'read']);
-             SELECT queen_grant('queen-locks', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);"
+             SELECT queen_grant('queen-locks', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);
+             SELECT queen_configure('{TENANT_QUEUE}', '{{\"leaseTime\": 1}}');
+             SELECT queen_grant('{TENANT_QUEUE}', '{TENANT_ROLE}', ARRAY['configure', 'pop']);"
         ))
         .unwrap();
         for (q, _) in SIDE_QUEUES.iter().enumerate() {
@@ -542,6 +648,14 @@ impl<'a> Run<'a> {
             side_gone: Vec::new(),
             step_times: Vec::new(),
             permits: Vec::new(),
+            slow_deletes: 0,
+            slow_deletes_timed_out: 0,
+            steps_beside_deletes: 0,
+            passes_beside_timer_deletes: 0,
+            tenant_steps: 0,
+            ties: 0,
+            ties_delivered: 0,
+            deadlocks_across_deletes: Vec::new(),
             first_pop: None,
             side_deliveries: Vec::new(),
             passes: 0,
@@ -550,11 +664,17 @@ impl<'a> Run<'a> {
             replayed: 0,
             purged: 0,
         };
-        for i in 0..cfg.conns {
+        // The run's connections, and the tenant's after them.
+        for i in 0..=cfg.conns {
             let conn = run.open(i);
             run.conns.push(conn);
         }
         run
+    }
+
+    /// The tenant role's connection.
+    fn tenant(&self) -> usize {
+        self.conns.len() - 1
     }
 
     /// A database `name` on `server`, afresh, with the extension and the business table.
@@ -563,6 +683,7 @@ impl<'a> Run<'a> {
         ensure_app_role(&mut admin);
         admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
         admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        admin.batch_execute(&format!("ALTER DATABASE {name} SET deadlock_timeout = '{DEADLOCK_TIMEOUT}'")).unwrap();
         let mut c = connect_retrying(&server.conninfo(name, "postgres"));
         c.batch_execute(&format!(
             "CREATE EXTENSION queen;
@@ -580,6 +701,7 @@ impl<'a> Run<'a> {
             ensure_app_role(&mut admin);
             admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
             admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+            admin.batch_execute(&format!("ALTER DATABASE {name} SET deadlock_timeout = '{DEADLOCK_TIMEOUT}'")).unwrap();
             connect_retrying(&nodes.node(n).conninfo(name, "postgres"))
                 .batch_execute("SET client_min_messages = warning; CREATE EXTENSION citus")
                 .unwrap();
@@ -628,22 +750,30 @@ impl<'a> Run<'a> {
     fn configure(&mut self, i: usize) {
         let limit = self.scan_limit;
         let conn = &mut self.conns[i];
-        if let (Some(client), false) = (conn.client.as_mut(), conn.app) {
+        if let (Some(client), false) = (conn.client.as_mut(), conn.app || conn.tenant) {
             let _ = client.batch_execute(&format!("SET queen.debug_scan_limit = {limit}"));
         }
     }
 
-    /// Connection `i`: the last of four or more is the application role.
+    /// Connection `i`: the last of four or more is the application role; the one after the
+    /// run's connections the tenant role.
     fn open(&self, i: usize) -> Conn {
         let app = self.cfg.conns >= 4 && i == self.cfg.conns - 1;
-        let user = if app { APP_ROLE } else { "postgres" };
+        let tenant = i == self.cfg.conns;
+        let user = if app {
+            APP_ROLE
+        } else if tenant {
+            TENANT_ROLE
+        } else {
+            "postgres"
+        };
         let mut client = connect_retrying(&self.server.conninfo(&self.db, user));
         client.batch_execute("SET lock_timeout = '400ms'; SET statement_timeout = '20s'").unwrap();
-        if !app && self.scan_limit > 0 {
+        if !app && !tenant && self.scan_limit > 0 {
             client.batch_execute(&format!("SET queen.debug_scan_limit = {}", self.scan_limit)).unwrap();
         }
         let pid = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-        Conn { client: Some(client), pid, tx: None, deliveries: Vec::new(), app, slow: None }
+        Conn { client: Some(client), pid, tx: None, deliveries: Vec::new(), app, tenant, slow: None }
     }
 
     /// Drop the database (when the run passed).
@@ -681,9 +811,20 @@ impl<'a> Run<'a> {
     /// Wait for connection `c`'s slow commit, if one is in flight, and take its connection
     /// back: the transaction committed at the slow commit's step, or never happened.
     fn land(&mut self, c: usize) {
-        let Some((handle, tx, step)) = self.conns[c].slow.take() else { return };
+        let (handle, tx, step) = match self.conns[c].slow.take() {
+            None => return,
+            Some(Slow::Delete(handle, target, step)) => return self.land_delete(c, handle, target, step),
+            Some(Slow::Commit(handle, tx, step)) => (handle, tx, step),
+        };
         let (client, result, warned) = handle.join().expect("the slow commit's thread");
         self.conns[c].client = Some(client);
+        // (The transaction being landed is out of conns[c].tx: put back while it is judged.)
+        let result = result.map_err(|e| {
+            self.conns[c].tx = Some(Tx { finished_deletes: tx.finished_deletes, ..Tx::new(tx.begin) });
+            let f = self.judge(&e);
+            self.conns[c].tx = None;
+            (e, f)
+        });
         for w in warned {
             self.violation("a warning to a client", format!("step {step}: {c} commit_slow: {w}"));
         }
@@ -692,14 +833,113 @@ impl<'a> Run<'a> {
                 let begin = if tx.begin == usize::MAX { step } else { tx.begin };
                 self.history.push(Committed { begin, commit: step, events: tx.events });
             }
-            Err(e) => match classify(&e) {
+            Err((e, f)) => match f {
                 Failure::Gone => self.conns[c].client = None,
-                Failure::Conflict | Failure::LockWait => {}
+                Failure::Conflict | Failure::LockWait(_) => {}
+                Failure::DeadlockAcrossDeletes(d) => {
+                    self.deadlocks_across_deletes.push(format!("step {step}: {c} commit_slow: {d}"))
+                }
+                Failure::Deadlock(d) => self.violation("deadlock", format!("step {step}: {c} commit_slow: {d}")),
                 Failure::Refused | Failure::Other(_) => {
                     self.violation("unexpected error", format!("step {step}: {c} commit_slow: {e}"))
                 }
             },
         }
+    }
+
+    /// Wait for connection `c`'s delete sent at step `step`, take its connection back, and
+    /// judge it: success (recorded in the connection's transaction, which goes on) or 55P03
+    /// (the transaction rolled back), never 40P01, and within `queen.lock_wait_seconds` (plus
+    /// slack) either way.
+    fn land_delete(&mut self, c: usize, handle: PendingDelete, target: DelTarget, step: usize) {
+        let (client, result, took, warned) = handle.join().expect("the slow delete's thread");
+        self.conns[c].client = Some(client);
+        let what = format!("step {step}: {}", Step::DeleteSlow { c, target });
+        for w in warned {
+            self.violation("a warning to a client", format!("{what}: {w}"));
+        }
+        let bound = Duration::from_secs(DELETE_WAIT_SECONDS) + DELETE_SLACK;
+        if took > bound {
+            self.violation(
+                "waited past its bound",
+                format!(
+                    "{what} took {took:?} (queen.lock_wait_seconds = {DELETE_WAIT_SECONDS}), landed at step {}",
+                    self.step
+                ),
+            );
+        }
+        match result {
+            Ok(()) => {
+                self.slow_deletes += 1;
+                // (The delete acted between its step and this one, once it had its locks; no
+                // grant of the group can come between (it holds them until its transaction
+                // ends), so it is recorded at this step, after every grant before it.)
+                let event = match target {
+                    DelTarget::Scratch => Event::Reset { group: Grp::Scratch, step: self.step, seek: false },
+                    DelTarget::Side(q) => Event::SideDeleted { q, group: None },
+                    DelTarget::Timers => Event::TimersDeleted,
+                };
+                let tx = self.conns[c].tx.as_mut().expect("a delete sent in a transaction");
+                tx.deleting.push((target, tx.events.len()));
+                tx.finished_deletes += 1;
+                tx.events.push(event);
+            }
+            Err(e) => {
+                // (The thread rolled the transaction back.)
+                let failure = self.judge(&e);
+                self.conns[c].tx = None;
+                let app = self.conns[c].app;
+                match failure {
+                    Failure::Gone => self.conns[c].client = None,
+                    Failure::LockWait(_) => self.slow_deletes_timed_out += 1,
+                    Failure::Conflict => {}
+                    Failure::DeadlockAcrossDeletes(d) => {
+                        self.deadlocks_across_deletes.push(format!("{what}: {d} (landed at step {})", self.step))
+                    }
+                    Failure::Refused if app => {}
+                    Failure::Deadlock(d) => {
+                        self.violation("deadlock", format!("{what}: {d} (landed at step {})", self.step))
+                    }
+                    Failure::Refused | Failure::Other(_) => self.violation("unexpected error", format!("{what}: {e}")),
+                }
+            }
+        }
+    }
+
+    /// `classify`, and a 40P01 told apart: queen's deletes take all their locks at once or
+    /// none, and hold none while they wait — within one call. A transaction that finished a
+    /// delete and goes on (to another delete, or to write what another transaction's delete
+    /// holds) keeps that delete's exclusive locks while it waits: a circle through it is the
+    /// order of the client's calls (as two transactions that lock two rows in opposite
+    /// orders), not queen's. Such a circle names (in its DETAIL) the backend of a connection
+    /// whose open transaction holds a finished delete; it is counted, not a violation. Every
+    /// other 40P01 is a violation.
+    fn judge(&self, e: &postgres::Error) -> Failure {
+        match classify(e) {
+            Failure::Deadlock(d) => {
+                let pids: Vec<i32> = d
+                    .split("Process ")
+                    .skip(1)
+                    .filter_map(|x| x.split(|ch: char| !ch.is_ascii_digit()).next()?.parse().ok())
+                    .collect();
+                let across = self
+                    .conns
+                    .iter()
+                    .any(|k| pids.contains(&k.pid) && k.tx.as_ref().is_some_and(|t| t.finished_deletes > 0));
+                if across {
+                    Failure::DeadlockAcrossDeletes(d)
+                } else {
+                    Failure::Deadlock(d)
+                }
+            }
+            f => f,
+        }
+    }
+
+    /// Whether a connection other than `c` has a delete of `target` open (in its transaction,
+    /// or in flight): what a write of that group or queue may wait for.
+    fn deleting_elsewhere(&self, c: usize, target: DelTarget) -> bool {
+        self.conns.iter().enumerate().any(|(i, k)| i != c && k.deleting(target))
     }
 
     /// Run one statement on connection `c`; on failure, its transaction is rolled back (and a
@@ -718,7 +958,7 @@ impl<'a> Run<'a> {
         match f(client) {
             Ok(v) => Ok(v),
             Err(e) => {
-                let failure = classify(&e);
+                let failure = self.judge(&e);
                 let conn = &mut self.conns[c];
                 conn.tx = None;
                 match failure {
@@ -738,11 +978,17 @@ impl<'a> Run<'a> {
     fn failed(&mut self, step: &Step, f: Failure, may_wait: bool) {
         let app = step.conn().is_some_and(|c| self.conns[c].app);
         match f {
-            Failure::LockWait if !may_wait => self.violation("waited on a lock", format!("step {}: {step}", self.step)),
+            Failure::LockWait(m) if !may_wait => {
+                self.violation("waited on a lock", format!("step {}: {step}: {m}", self.step))
+            }
             Failure::Refused if !app => {
                 self.violation("unexpected error", format!("step {}: {step}: refused a superuser", self.step))
             }
-            Failure::LockWait | Failure::Conflict | Failure::Gone | Failure::Refused => {}
+            Failure::Deadlock(d) => self.violation("deadlock", format!("step {}: {step}: {d}", self.step)),
+            Failure::DeadlockAcrossDeletes(d) => {
+                self.deadlocks_across_deletes.push(format!("step {}: {step}: {d}", self.step))
+            }
+            Failure::LockWait(_) | Failure::Conflict | Failure::Gone | Failure::Refused => {}
             Failure::Other(e) => self.violation("unexpected error", format!("step {}: {step}: {e}", self.step)),
         }
     }
@@ -782,6 +1028,11 @@ impl<'a> Run<'a> {
 
     /// Run one step.
     pub fn run_step(&mut self, step: &Step) {
+        // A delete out on the step's connection lands first: the step runs in what it left
+        // (its transaction, or none if it failed).
+        if let Some(c) = step.conn().filter(|c| matches!(self.conns[*c].slow, Some(Slow::Delete(..)))) {
+            self.land(c);
+        }
         // Around a call that may be refused or fail outside a transaction, the committed state
         // must not change unless it succeeded.
         let watch = match step {
@@ -794,6 +1045,14 @@ impl<'a> Run<'a> {
             s => s.conn().is_some_and(|c| self.conns[c].tx.is_none() && self.conns[c].slow.is_none()),
         };
         let before = if watch || matches!(step, Step::Rollback(_)) { self.committed_state() } else { None };
+        if self
+            .conns
+            .iter()
+            .enumerate()
+            .any(|(i, k)| matches!(k.slow, Some(Slow::Delete(..))) && step.conn() != Some(i))
+        {
+            self.steps_beside_deletes += 1;
+        }
         self.delivered_in_step = 0;
         self.note_time();
         let ok = self.execute(step);
@@ -812,7 +1071,7 @@ impl<'a> Run<'a> {
         match step {
             Step::Begin(c) => {
                 if self.conns[*c].tx.is_none() && self.exec(*c, |k| k.batch_execute("BEGIN")).is_ok() {
-                    self.conns[*c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
+                    self.conns[*c].tx = Some(Tx::new(usize::MAX));
                 }
                 true
             }
@@ -839,7 +1098,9 @@ impl<'a> Run<'a> {
                 let mark = self.conns[*c].tx.as_ref().and_then(|t| t.savepoint);
                 if let Some(mark) = mark {
                     if self.exec(*c, |k| k.batch_execute("ROLLBACK TO SAVEPOINT s")).is_ok() {
-                        self.conns[*c].tx.as_mut().unwrap().events.truncate(mark);
+                        let tx = self.conns[*c].tx.as_mut().unwrap();
+                        tx.events.truncate(mark);
+                        tx.deleting.retain(|(_, at)| *at < mark);
                     }
                 }
                 true
@@ -895,6 +1156,7 @@ impl<'a> Run<'a> {
             Step::DeleteGroup(c) => {
                 match self.exec(*c, |k| k.execute("SELECT queen_delete_group('gs', $1)", &[&QUEUE])) {
                     Ok(_) => {
+                        self.note_delete(*c, Some(DelTarget::Scratch));
                         self.record(*c, vec![Event::Reset { group: Grp::Scratch, step: self.step, seek: false }]);
                         true
                     }
@@ -904,8 +1166,8 @@ impl<'a> Run<'a> {
                     }
                 }
             }
-            Step::Maintain(c) => match self.exec(*c, |k| k.execute("SELECT queen_maintain()", &[])) {
-                Ok(_) => {
+            Step::Maintain(c) => match self.maintain(*c) {
+                Ok(()) => {
                     self.passes += 1;
                     // On Citus a pass works in the shards of the node it runs on: the workers'
                     // passes, each in a transaction of its own, as their maintenance workers run.
@@ -916,8 +1178,14 @@ impl<'a> Run<'a> {
                                 // A pass may wait past lock_timeout (set for the database on the
                                 // workers) or meet a conflict, as queen_maintain() on one
                                 // server may: rolled back, the next pass comes back.
-                                if let Failure::Other(detail) = classify(&e) {
-                                    self.violation("maintenance failed", format!("worker {n}: {detail}"));
+                                match classify(&e) {
+                                    Failure::Other(detail) => {
+                                        self.violation("maintenance failed", format!("worker {n}: {detail}"))
+                                    }
+                                    Failure::Deadlock(d) => {
+                                        self.violation("deadlock", format!("worker {n}'s maintenance: {d}"))
+                                    }
+                                    _ => {}
                                 }
                             }
                         }
@@ -925,10 +1193,22 @@ impl<'a> Run<'a> {
                     true
                 }
                 Err(f) => {
-                    self.failed(step, f, true);
+                    // A pass never waits for one of queen's own locks (locks.rs: it only tries
+                    // them, and leaves what a delete holds to the next pass). Rows: the worker
+                    // waits 200 ms for a row a client holds and defers the unit, and
+                    // queen_maintain() runs the units in the caller's transaction, under its
+                    // lock_timeout (docs/operations.md) — a wait for a row is no violation.
+                    let own = matches!(&f, Failure::LockWait(m) if m.starts_with("queen:"));
+                    self.failed(step, f, !own);
                     false
                 }
             },
+            Step::DeleteSlow { c, target } => {
+                self.delete_slow(*c, *target);
+                true
+            }
+            Step::Tenant(op) => self.tenant_step(step, *op),
+            Step::Ties(c) => self.ties(step, *c),
             Step::Grant { c, privilege, grant } => {
                 let (privilege, grant) = (*privilege, *grant);
                 let sql = if grant {
@@ -1109,7 +1389,296 @@ impl<'a> Run<'a> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.conns[c].slow = Some((handle, tx, self.step));
+        self.conns[c].slow = Some(Slow::Commit(handle, tx, self.step));
+    }
+
+    /// A delete of `target` in connection `c`'s transaction is recorded: until it ends, the
+    /// writers of that group or queue may wait for it.
+    fn note_delete(&mut self, c: usize, target: Option<DelTarget>) {
+        if let Some(tx) = self.conns[c].tx.as_mut() {
+            if let Some(target) = target {
+                tx.deleting.push((target, tx.events.len()));
+            }
+            tx.finished_deletes += 1;
+        }
+    }
+
+    /// A delete of `target` sent from another thread in connection `c`'s transaction (begun
+    /// here if there is none), with `queen.lock_wait_seconds` = `DELETE_WAIT_SECONDS` and a
+    /// `lock_timeout` past it (row locks); go on once it waits for a lock or is done. It lands
+    /// at the connection's next step (`land_delete`), and its transaction stays open until a
+    /// commit.
+    fn delete_slow(&mut self, c: usize, target: DelTarget) {
+        self.land(c);
+        if self.conns[c].tx.is_none() {
+            if self.exec(c, |k| k.batch_execute("BEGIN")).is_err() {
+                return;
+            }
+            self.conns[c].tx = Some(Tx::new(self.step));
+        } else if let Some(tx) = self.conns[c].tx.as_mut() {
+            if tx.begin == usize::MAX {
+                tx.begin = self.step;
+            }
+        }
+        let Some(mut client) = self.conns[c].client.take() else { return };
+        let sql = match target {
+            DelTarget::Scratch => format!("SELECT queen_delete_group('gs', '{QUEUE}')"),
+            DelTarget::Side(q) => {
+                format!("SELECT queen_delete_queue('{}'); {}", SIDE_QUEUES[q as usize], side_configure(q))
+            }
+            DelTarget::Timers => format!("SELECT queen_delete_queue('{TIMER_QUEUE}')"),
+        };
+        let pid = self.conns[c].pid;
+        let handle = std::thread::spawn(move || {
+            let set = format!(
+                "SET queen.lock_wait_seconds = {DELETE_WAIT_SECONDS}; SET lock_timeout = '{}s'",
+                DELETE_WAIT_SECONDS + 1
+            );
+            let mut took = Duration::ZERO;
+            let r = client.batch_execute(&set).and_then(|()| {
+                let t0 = Instant::now();
+                let r = client.batch_execute(&sql);
+                took = t0.elapsed();
+                r
+            });
+            if r.is_err() {
+                let _ = client.batch_execute("ROLLBACK");
+            }
+            // (In the transaction: kept if it commits, and back to these if it rolls back.)
+            let _ = client.batch_execute("SET lock_timeout = '400ms'; RESET queen.lock_wait_seconds");
+            (client, r, took, heard())
+        });
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !handle.is_finished() && Instant::now() < deadline {
+            let waiting: bool = self
+                .observer
+                .query_one(
+                    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')",
+                    &[&pid],
+                )
+                .map(|r| r.get(0))
+                .unwrap_or(false);
+            if waiting {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.conns[c].slow = Some(Slow::Delete(handle, target, self.step));
+    }
+
+    /// `queen_maintain()` on connection `c`. A pass never waits for a client (a lock wait is the
+    /// step's failure, a violation), and fires every due timer it may whatever else is being
+    /// deleted: each timer of queue `eo` due before it (as `c` sees them) is gone after it,
+    /// unless the pass was skipped (another pass's transaction is open).
+    fn maintain(&mut self, c: usize) -> Result<(), Failure> {
+        let check = !self.conns[c].app && !self.conns[c].tenant;
+        let due: Vec<String> = if check {
+            self.exec(c, |k| {
+                k.query(
+                    "SELECT timer_key FROM queen.timers WHERE queue = $1 AND deliver_at <= clock_timestamp()",
+                    &[&TIMER_OTHER],
+                )
+                .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+            })?
+        } else {
+            Vec::new()
+        };
+        let beside = self.conns.iter().any(|k| k.deleting(DelTarget::Timers));
+        let t0 = Instant::now();
+        let report: Value = self.exec(c, |k| k.query_one("SELECT queen_maintain()", &[]).map(|r| r.get(0)))?;
+        let took = t0.elapsed();
+        if report.get("skipped").is_some() {
+            return Ok(());
+        }
+        if beside {
+            self.passes_beside_timer_deletes += 1;
+            // A wait the pass gave up on quietly (a queue left to the next pass after waiting
+            // for it) shows as time: a pass takes milliseconds here, and any wait at least the
+            // connection's lock_timeout.
+            if took >= Duration::from_millis(400) {
+                self.violation(
+                    "waited on a lock",
+                    format!(
+                        "step {}: {c} maintain took {took:?} beside an open delete of {TIMER_QUEUE}: {report}",
+                        self.step
+                    ),
+                );
+            }
+        }
+        if !due.is_empty() {
+            let left: Vec<String> = self.exec(c, |k| {
+                k.query(
+                    "SELECT timer_key FROM queen.timers WHERE queue = $1 AND timer_key = ANY($2)",
+                    &[&TIMER_OTHER, &due],
+                )
+                .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+            })?;
+            if !left.is_empty() {
+                self.violation(
+                    "timer held back",
+                    format!(
+                        "step {}: {c} maintain: timers {left:?} of queue {TIMER_OTHER}, due before the pass, are still pending after it: {report}",
+                        self.step
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A step of the tenant role: never refused, never waiting (it touches nothing of the
+    /// explored queue's, nor does anyone else touch its queue), never 40P01.
+    fn tenant_step(&mut self, step: &Step, op: TenantOp) -> bool {
+        let t = self.tenant();
+        self.tenant_steps += 1;
+        let r = match op {
+            TenantOp::Begin => {
+                if self.conns[t].tx.is_none() && self.exec(t, |k| k.batch_execute("BEGIN")).is_ok() {
+                    self.conns[t].tx = Some(Tx::new(usize::MAX));
+                }
+                return true;
+            }
+            TenantOp::Commit => return self.commit(t),
+            TenantOp::Rollback => {
+                if self.conns[t].tx.is_some() {
+                    let _ = self.exec(t, |k| k.batch_execute("ROLLBACK"));
+                    self.conns[t].tx = None;
+                }
+                return true;
+            }
+            TenantOp::DeleteGroup(g) => {
+                let r = self.exec(t, |k| {
+                    k.query_one("SELECT queen_delete_group($1, $2)", &[&g.name(), &TENANT_QUEUE]).map(|_| ())
+                });
+                if r.is_ok() {
+                    self.note_delete(t, None);
+                }
+                r
+            }
+            TenantOp::Pop(g) => {
+                let partition = format!("p{}", self.step % 3);
+                let _ =
+                    self.observer.query("SELECT 1 FROM queen_push($1, '1'::jsonb, $2)", &[&TENANT_QUEUE, &partition]);
+                self.exec(t, |k| {
+                    k.query("SELECT message_id FROM queen_pop($1, $2, batch => 2)", &[&TENANT_QUEUE, &g.name()])
+                        .map(|_| ())
+                })
+            }
+        };
+        match r {
+            Ok(()) => true,
+            Err(f) => {
+                match f {
+                    Failure::Gone | Failure::Conflict => {}
+                    Failure::DeadlockAcrossDeletes(d) => {
+                        self.deadlocks_across_deletes.push(format!("step {}: {step}: {d}", self.step))
+                    }
+                    Failure::LockWait(m) => {
+                        self.violation("waited on a lock", format!("step {}: {step}: {m}", self.step))
+                    }
+                    Failure::Deadlock(d) => self.violation("deadlock", format!("step {}: {step}: {d}", self.step)),
+                    Failure::Refused => {
+                        self.violation("unexpected error", format!("step {}: {step}: refused the tenant", self.step))
+                    }
+                    Failure::Other(e) => self.violation("unexpected error", format!("step {}: {step}: {e}", self.step)),
+                }
+                false
+            }
+        }
+    }
+
+    /// Ties at scale (Step::Ties) on connection `c` in no transaction: 128 messages over 64
+    /// partitions pushed in one transaction — one due time for all, so that the candidates
+    /// pops order tie everywhere — then pops of `gw` with `partitions => 8, batch => 32`, each
+    /// lease acked at once by `queen_ack_lease`, until every message came: each exactly once.
+    fn ties(&mut self, step: &Step, c: usize) -> bool {
+        self.land(c);
+        if self.conns[c].tx.is_some() || self.conns[c].app {
+            return true;
+        }
+        const MESSAGES: usize = 128;
+        const PARTITIONS: usize = 64;
+        let items: Vec<Value> = (0..MESSAGES)
+            .map(|i| json!({"queue": TIES_QUEUE, "partition": format!("t{}", i % PARTITIONS), "payload": {"n": i}}))
+            .collect();
+        let pushed = self.exec(c, |k| {
+            k.batch_execute("BEGIN")?;
+            let rows = k.query("SELECT message_id FROM queen_push($1::jsonb) ORDER BY idx", &[&Value::Array(items)])?;
+            k.batch_execute("COMMIT")?;
+            Ok(rows.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>())
+        });
+        let pushed = match pushed {
+            Ok(p) => p,
+            Err(f) => {
+                self.failed(step, f, false);
+                return false;
+            }
+        };
+        let mut got: HashMap<Uuid, usize> = HashMap::new();
+        let (mut pops, mut empty) = (0, 0);
+        while pushed.iter().any(|m| !got.contains_key(m)) && pops < 64 && empty < 4 {
+            pops += 1;
+            let rows = self.exec(c, |k| {
+                k.query(
+                    "SELECT message_id, lease_id FROM queen_pop($1, $2, batch => 32, partitions => 8)",
+                    &[&TIES_QUEUE, &TIES_GROUP],
+                )
+                .map(|rows| rows.iter().map(|r| (r.get::<_, Uuid>(0), r.get::<_, Option<Uuid>>(1))).collect::<Vec<_>>())
+            });
+            let rows = match rows {
+                Ok(r) => r,
+                Err(f) => {
+                    self.failed(step, f, false);
+                    return false;
+                }
+            };
+            empty = if rows.is_empty() { empty + 1 } else { 0 };
+            let mut leases: Vec<Uuid> = Vec::new();
+            for (m, l) in &rows {
+                *got.entry(*m).or_default() += 1;
+                if let Some(l) = l.filter(|l| !leases.contains(l)) {
+                    leases.push(l);
+                }
+            }
+            for lease in leases {
+                let acked = self.exec(c, |k| {
+                    k.query("SELECT message_id, success FROM queen_ack_lease($1, 'completed')", &[&lease])
+                        .map(|rows| rows.iter().map(|r| (r.get::<_, Uuid>(0), r.get::<_, bool>(1))).collect::<Vec<_>>())
+                });
+                match acked {
+                    Ok(rows) => {
+                        let refused: Vec<Uuid> = rows.iter().filter(|r| !r.1).map(|r| r.0).collect();
+                        if !refused.is_empty() {
+                            self.violation(
+                                "ties",
+                                format!(
+                                    "step {}: {step}: queen_ack_lease of lease {lease} refused {refused:?}",
+                                    self.step
+                                ),
+                            );
+                        }
+                    }
+                    Err(f) => {
+                        self.failed(step, f, false);
+                        return false;
+                    }
+                }
+            }
+        }
+        self.ties += 1;
+        self.ties_delivered += pushed.iter().filter(|m| got.contains_key(m)).count();
+        let twice = pushed.iter().filter(|m| got.get(m).is_some_and(|n| *n > 1)).count();
+        let missing = pushed.iter().filter(|m| !got.contains_key(m)).count();
+        if twice > 0 || missing > 0 {
+            self.violation(
+                "ties",
+                format!(
+                    "step {}: {step}: of {MESSAGES} messages pushed over {PARTITIONS} partitions in one transaction, {pops} pops delivered {twice} twice and left {missing} undelivered",
+                    self.step
+                ),
+            );
+        }
+        true
     }
 
     fn push(&mut self, step: &Step, c: usize, items: &[Item], batch: bool) -> bool {
@@ -1181,7 +1750,7 @@ impl<'a> Run<'a> {
     /// holds the key (row lock): such a wait is no violation.
     fn kv(&mut self, step: &Step, c: usize, op: KvOp) -> bool {
         match op {
-            KvOp::Schedule { .. } | KvOp::Cancel(_) => return self.timer(step, c, op),
+            KvOp::Schedule { .. } | KvOp::Cancel(_) | KvOp::ScheduleOther => return self.timer(step, c, op),
             KvOp::Acquire | KvOp::Unlock => return self.lock(step, c, op),
             _ => {}
         }
@@ -1232,6 +1801,12 @@ impl<'a> Run<'a> {
             KvOp::Cancel(key) => k
                 .query_one("SELECT queen_cancel_timer($1, $2)", &[&TIMER_QUEUE, &format!("t{key}")])
                 .map(|r| r.get::<_, bool>(0).then_some(true)),
+            KvOp::ScheduleOther => k
+                .query_one(
+                    "SELECT status FROM queen_schedule($1, $2, '1'::jsonb, clock_timestamp(), transaction_id => $2)",
+                    &[&TIMER_OTHER, &format!("o{}", txn)],
+                )
+                .map(|_| None),
             _ => unreachable!(),
         });
         match r {
@@ -1415,6 +1990,7 @@ impl<'a> Run<'a> {
                 });
                 match r {
                     Ok(()) => {
+                        self.note_delete(c, Some(DelTarget::Side(q)));
                         self.record(c, vec![Event::SideDeleted { q, group: None }]);
                         true
                     }
@@ -1434,7 +2010,7 @@ impl<'a> Run<'a> {
                 // The delete committed: the step changed what is committed whatever its pop
                 // does (a pop that fails rolls back its own transaction, checked as any pop's).
                 if self.exec(c, |k| k.batch_execute("BEGIN")).is_ok() {
-                    self.conns[c].tx = Some(Tx { begin: usize::MAX, events: Vec::new(), savepoint: None });
+                    self.conns[c].tx = Some(Tx::new(usize::MAX));
                     self.first_pop = Some(c);
                     self.side(step, c, q, &SideOp::Pop { group: *g, auto: false });
                 }
@@ -1444,6 +2020,7 @@ impl<'a> Run<'a> {
                 let name = group_name(*g);
                 match self.exec(c, |k| k.query_one("SELECT queen_delete_group($1, $2)", &[&name, &queue])) {
                     Ok(_) => {
+                        self.note_delete(c, None);
                         self.record(c, vec![Event::SideDeleted { q, group: Some(*g) }]);
                         true
                     }
@@ -1468,7 +2045,7 @@ impl<'a> Run<'a> {
             if self.exec(c, |k| k.batch_execute("BEGIN")).is_err() {
                 return false;
             }
-            self.conns[c].tx = Some(Tx { begin: self.step, events: Vec::new(), savepoint: None });
+            self.conns[c].tx = Some(Tx::new(self.step));
         }
         let rows = self.exec(c, |k| {
             k.query(
@@ -1530,8 +2107,11 @@ impl<'a> Run<'a> {
                     self.app_calls.push(AppCall { step: self.step, privilege: Privilege::Pop, allowed: false });
                 }
                 // A pop never waits, but for a delete of its group (or queue) that another
-                // transaction holds open (issue 21: nothing the pop writes may outlive it).
-                self.failed(step, f, group == Grp::Scratch);
+                // transaction holds open (issue 21: nothing the pop writes may outlive it) —
+                // on this queue: a tenant's delete of the same name on its own queue holds
+                // back no one here.
+                let may_wait = group == Grp::Scratch && self.deleting_elsewhere(c, DelTarget::Scratch);
+                self.failed(step, f, may_wait);
                 false
             }
         }
@@ -2150,6 +2730,14 @@ impl<'a> Run<'a> {
                 .map_or(0, |r| r.get::<_, i64>(0) as usize)
                 + self.replayed
                 + self.purged,
+            slow_deletes: self.slow_deletes,
+            slow_deletes_timed_out: self.slow_deletes_timed_out,
+            steps_beside_deletes: self.steps_beside_deletes,
+            passes_beside_timer_deletes: self.passes_beside_timer_deletes,
+            tenant_steps: self.tenant_steps,
+            ties: self.ties,
+            ties_delivered: self.ties_delivered,
+            deadlocks_across_deletes: std::mem::take(&mut self.deadlocks_across_deletes),
         };
         (outcome, self)
     }
@@ -2263,7 +2851,33 @@ fn to_str(to: SeekTo) -> &'static str {
 
 /// Draw the next step for `run`'s state.
 pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step {
-    let c = rng.random_range(0..cfg.conns);
+    let mut c = rng.random_range(0..cfg.conns);
+    // A connection with a delete out on another thread is mostly left alone: its next step
+    // lands the delete, and the steps between are what the delete is tested against.
+    if matches!(run.conns[c].slow, Some(Slow::Delete(..))) && rng.random_bool(0.85) {
+        c = rng.random_range(0..cfg.conns);
+    }
+    // The tenant's transaction, while open, goes on: pops and deletes of its queue's groups
+    // (named as the explored queue's are), then an end.
+    let tenant = run.tenant();
+    if run.conns[tenant].tx.is_some() && rng.random_bool(0.04) {
+        let g = Grp::ALL[rng.random_range(0..Grp::ALL.len())];
+        return Step::Tenant(match rng.random_range(0..100) {
+            0..=39 => TenantOp::Pop(g),
+            40..=69 => TenantOp::DeleteGroup(g),
+            70..=84 => TenantOp::Commit,
+            _ => TenantOp::Rollback,
+        });
+    }
+    // A delete from another thread, left waiting while the next steps run.
+    if rng.random_bool(0.006) {
+        let target = match rng.random_range(0..100) {
+            0..=39 => DelTarget::Scratch,
+            40..=74 => DelTarget::Side(rng.random_range(0..SIDE_QUEUES.len() as u8)),
+            _ => DelTarget::Timers,
+        };
+        return Step::DeleteSlow { c, target };
+    }
     let in_tx = run.conns[c].tx.is_some();
     let roll = rng.random_range(0..1000);
     if !in_tx && roll < 330 {
@@ -2423,7 +3037,8 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
                 0..=24 => KvOp::Incr(n),
                 25..=39 => KvOp::Claim(n),
                 40..=49 => KvOp::Release(n),
-                50..=69 => KvOp::Schedule { key: n, now: rng.random_bool(0.7) },
+                50..=64 => KvOp::Schedule { key: n, now: rng.random_bool(0.7) },
+                65..=69 => KvOp::ScheduleOther,
                 70..=79 => KvOp::Cancel(n),
                 80..=89 => KvOp::Acquire,
                 _ => KvOp::Unlock,
@@ -2459,6 +3074,190 @@ pub fn draw(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, keys: u32) -> Step 
             rollback_empty: false,
         },
     }
+}
+
+/// How many of the run's connections are superusers: the first ones (the last of four or more
+/// is the application role's).
+fn superusers(cfg: &Config) -> usize {
+    if cfg.conns >= 4 {
+        cfg.conns - 1
+    } else {
+        cfg.conns
+    }
+}
+
+/// The shapes in which queen's own locks once made circles of waits, with the deletes waiting
+/// on other threads (`delete_slow`): a transaction that acks and then pops (or pushes) while a
+/// delete of that group (or queue) starts in between; a timer due on a queue whose delete waits
+/// for an open transaction, while a pass fires timers (of `eo` too, which it must fire at
+/// once); and the tenant role holding open a delete and pops of its own queue's groups under
+/// the explored queue's group names, while that queue is worked. Empty with fewer than three
+/// connections.
+fn lock_burst(rng: &mut SmallRng, run: &Run<'_>, cfg: &Config, shape: Option<usize>) -> Vec<Step> {
+    let su = superusers(cfg);
+    if cfg.conns < 3 || su < 2 {
+        return Vec::new();
+    }
+    let free = |c: usize| run.conns[c].slow.is_none();
+    // A: the transaction that acks, then writes; B: the delete (a superuser); C: the others.
+    let a = rng.random_range(0..cfg.conns);
+    let others: Vec<usize> = (0..su).filter(|&c| c != a && free(c)).collect();
+    if others.is_empty() {
+        return Vec::new();
+    }
+    let b = others[rng.random_range(0..others.len())];
+    let rest: Vec<usize> = (0..su).filter(|&c| c != a && c != b).collect();
+    let c = if rest.is_empty() { b } else { rest[rng.random_range(0..rest.len())] };
+    let status = |rng: &mut SmallRng| match rng.random_range(0..100) {
+        0..=69 => Status::Completed,
+        70..=79 => Status::Failed,
+        80..=89 => Status::Retry,
+        _ => Status::Dlq,
+    };
+    let push = |c: usize, rng: &mut SmallRng| Step::Push {
+        c,
+        items: vec![Item { partition: rng.random_range(0..PARTITIONS), key: None }],
+        batch: false,
+    };
+    let pop = |c: usize, group: Grp, rng: &mut SmallRng| Step::Pop {
+        c,
+        group,
+        batch: rng.random_range(1..=3),
+        partitions: rng.random_range(1..=2),
+        partition: None,
+        auto_ack: false,
+        wait_ms: 0,
+        rollback_empty: false,
+    };
+    let end = |c: usize, rng: &mut SmallRng| match rng.random_range(0..10) {
+        0..=5 => Step::Commit(c),
+        6..=7 => Step::CommitSlow(c),
+        _ => Step::Rollback(c),
+    };
+    let mut v = Vec::new();
+    let roll = match shape {
+        Some(k) => [0, 35, 60, 80][k % 4],
+        None => rng.random_range(0..100),
+    };
+    match roll {
+        // Ack, then pop (or push), against a delete of the group.
+        0..=34 => {
+            if rng.random_bool(0.7) {
+                v.push(push(a, rng));
+            }
+            v.push(pop(a, Grp::Scratch, rng));
+            v.push(Step::Begin(a));
+            v.push(match rng.random_range(0..3) {
+                0 => Step::AckLease { c: a, pick: 0, status: status(rng), effect: rng.random_bool(0.5) },
+                n => Step::Ack {
+                    c: a,
+                    pick: if n == 1 { vec![0] } else { vec![0, 1] },
+                    status: status(rng),
+                    lease: match rng.random_range(0..10) {
+                        0..=6 => LeaseKind::Good,
+                        7 => LeaseKind::Stale,
+                        _ => LeaseKind::Missing,
+                    },
+                    batch: n == 2 || rng.random_bool(0.3),
+                    group_arg: rng.random_bool(0.5),
+                    effect: rng.random_bool(0.5),
+                    by_transaction: rng.random_bool(0.2),
+                },
+            });
+            v.push(Step::DeleteSlow { c: b, target: DelTarget::Scratch });
+            v.push(if rng.random_bool(0.7) { pop(a, Grp::Scratch, rng) } else { push(a, rng) });
+            if rng.random_bool(0.5) {
+                let g = [Grp::All, Grp::New, Grp::QueueMode, Grp::Scratch][rng.random_range(0..4)];
+                v.push(pop(c, g, rng));
+                v.push(push(c, rng));
+            }
+            v.push(end(a, rng));
+            if rng.random_bool(0.6) {
+                v.push(Step::Commit(b));
+            }
+        }
+        // Ack, then push (or pop), against a delete of the queue (a side queue, which the
+        // application role may delete too).
+        35..=59 => {
+            let q = rng.random_range(0..SIDE_QUEUES.len() as u8);
+            let g = rng.random_range(0..SIDE_GROUPS);
+            let b = if a != cfg.conns - 1 && cfg.conns >= 4 && rng.random_bool(0.3) { cfg.conns - 1 } else { b };
+            v.push(Step::Side { c: a, q, op: SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)) });
+            v.push(Step::Side { c: a, q, op: SideOp::Pop { group: g, auto: false } });
+            v.push(Step::Begin(a));
+            v.push(Step::Side { c: a, q, op: SideOp::Ack { pick: 0, dlq: rng.random_bool(0.15) } });
+            v.push(Step::DeleteSlow { c: b, target: DelTarget::Side(q) });
+            v.push(if rng.random_bool(0.6) {
+                Step::Side { c: a, q, op: SideOp::Push(rng.random_range(0..SIDE_PARTITIONS)) }
+            } else {
+                Step::Side { c: a, q, op: SideOp::Pop { group: g, auto: false } }
+            });
+            if rng.random_bool(0.5) {
+                v.push(pop(c, Grp::All, rng));
+                v.push(push(c, rng));
+            }
+            v.push(end(a, rng));
+            if rng.random_bool(0.6) {
+                v.push(Step::Commit(b));
+            }
+        }
+        // A timer due on a queue whose delete waits for an open transaction; passes fire
+        // the other queue's timers meanwhile, waiting for no one.
+        60..=79 => {
+            let (k1, k2) = (rng.random_range(0..KV_KEYS), rng.random_range(0..KV_KEYS));
+            let a = if a == b { c } else { a };
+            v.push(Step::Kv { c, op: KvOp::Schedule { key: k1, now: true } });
+            v.push(Step::Kv { c, op: KvOp::ScheduleOther });
+            v.push(Step::Begin(a));
+            v.push(Step::Kv {
+                c: a,
+                op: if rng.random_bool(0.7) {
+                    KvOp::Schedule { key: k2, now: rng.random_bool(0.5) }
+                } else {
+                    KvOp::Cancel(k2)
+                },
+            });
+            v.push(Step::DeleteSlow { c: b, target: DelTarget::Timers });
+            v.push(Step::Maintain(c));
+            if rng.random_bool(0.5) {
+                v.push(Step::Kv { c, op: KvOp::ScheduleOther });
+                v.push(Step::Maintain(c));
+            }
+            v.push(end(a, rng));
+            if rng.random_bool(0.5) {
+                v.push(Step::Kv { c, op: KvOp::ScheduleOther });
+                v.push(Step::Maintain(c));
+            }
+            if rng.random_bool(0.6) {
+                v.push(Step::Commit(b));
+            }
+        }
+        // The tenant: a delete and a pop of its own queue's groups, named as this queue's are,
+        // held open while this queue's pops and pushes go on.
+        _ => {
+            let any = |rng: &mut SmallRng| Grp::ALL[rng.random_range(0..Grp::ALL.len())];
+            let mine = |rng: &mut SmallRng| {
+                [Grp::All, Grp::New, Grp::From, Grp::QueueMode, Grp::Scratch][rng.random_range(0..5)]
+            };
+            let (g1, g2) = (mine(rng), mine(rng));
+            v.push(Step::Tenant(TenantOp::Begin));
+            v.push(Step::Tenant(TenantOp::DeleteGroup(if rng.random_bool(0.7) { g1 } else { any(rng) })));
+            v.push(Step::Tenant(TenantOp::Pop(if rng.random_bool(0.7) { g2 } else { any(rng) })));
+            v.push(pop(a, g1, rng));
+            v.push(push(c, rng));
+            v.push(pop(b, g2, rng));
+            if rng.random_bool(0.4) {
+                v.push(Step::Tenant(TenantOp::Pop(g1)));
+                v.push(pop(c, g1, rng));
+            }
+            match rng.random_range(0..10) {
+                0..=2 => v.push(Step::Tenant(TenantOp::Commit)),
+                3..=4 => v.push(Step::Tenant(TenantOp::Rollback)),
+                _ => {}
+            }
+        }
+    }
+    v
 }
 
 /// Dead letters filed on purpose: a pop of a checked group and a `dlq` ack of its whole lease on
@@ -2548,6 +3347,12 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
     }
     // The sought group's first pops a quarter in, the late group's a third in.
     let mut openings = vec![(cfg.steps / 3, Grp::Late), (cfg.steps / 4, Grp::Seeker)];
+    // Once each, somewhere: every shape of lock_burst (0: ack then pop against a delete of the
+    // group, 1: against a delete of the queue, 2: a timer due on a queue being deleted, 3: the
+    // tenant), and ties at scale (4); more lock bursts come at random.
+    let mut agenda: Vec<(usize, usize)> =
+        (0..5).map(|k| (rng.random_range(cfg.steps / 10..=cfg.steps * 9 / 10), k)).collect();
+    agenda.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
     while schedule.len() < cfg.steps {
         if openings.last().is_some_and(|(at, _)| schedule.len() >= *at) {
             let (_, group) = openings.pop().unwrap();
@@ -2559,6 +3364,31 @@ pub fn explore_seed(cfg: &Config, seed: u64) -> (Outcome, Vec<Step>) {
         }
         if rng.random_bool(0.03) {
             for step in dead_letter_burst(&mut rng, cfg) {
+                run.run_step(&step);
+                schedule.push(step);
+            }
+            continue;
+        }
+        let due = agenda.last().is_some_and(|(at, _)| schedule.len() >= *at);
+        if due || rng.random_bool(0.02) {
+            let shape = if due { agenda.pop().map(|(_, k)| k) } else { None };
+            let steps = match shape {
+                // Ties on a superuser's connection in no transaction (later if there is none).
+                Some(4) => {
+                    let free: Vec<usize> = (0..superusers(cfg))
+                        .filter(|&c| run.conns[c].tx.is_none() && run.conns[c].slow.is_none())
+                        .collect();
+                    if free.is_empty() {
+                        agenda.push((schedule.len() + 5, 4));
+                        agenda.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+                        Vec::new()
+                    } else {
+                        vec![Step::Ties(free[rng.random_range(0..free.len())])]
+                    }
+                }
+                shape => lock_burst(&mut rng, &run, cfg, shape),
+            };
+            for step in steps {
                 run.run_step(&step);
                 schedule.push(step);
             }

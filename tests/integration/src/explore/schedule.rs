@@ -196,10 +196,16 @@ pub enum KvOp {
     Incr(u8),
     Claim(u8),
     Release(u8),
-    Schedule { key: u8, now: bool },
+    Schedule {
+        key: u8,
+        now: bool,
+    },
     Cancel(u8),
     Acquire,
     Unlock,
+    /// A timer on queue `eo` (`TIMER_OTHER`), due now, of a key of its own: what a
+    /// `queen_maintain()` must fire whatever else is being deleted.
+    ScheduleOther,
 }
 
 /// What a dead-letter step does.
@@ -221,6 +227,56 @@ impl DeadOp {
             DeadOp::PurgeOne => "purge_one",
         }
     }
+}
+
+/// What a delete sent from another thread (`Step::DeleteSlow`) deletes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelTarget {
+    /// The scratch group `gs` of the explored queue (`queen_delete_group`).
+    Scratch,
+    /// Side queue `.0` (`queen_delete_queue`, configured again in the same transaction).
+    Side(u8),
+    /// The timer queue `et` (`queen_delete_queue`): its pending timers go with it.
+    Timers,
+}
+
+impl DelTarget {
+    pub fn tag(self) -> &'static str {
+        match self {
+            DelTarget::Scratch => "gs",
+            DelTarget::Side(q) => SIDE_QUEUES[q as usize],
+            DelTarget::Timers => "et",
+        }
+    }
+}
+
+impl FromStr for DelTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DelTarget, String> {
+        match s {
+            "gs" => Ok(DelTarget::Scratch),
+            "et" => Ok(DelTarget::Timers),
+            s => SIDE_QUEUES
+                .iter()
+                .position(|q| *q == s)
+                .map(|q| DelTarget::Side(q as u8))
+                .ok_or_else(|| format!("no delete target {s}")),
+        }
+    }
+}
+
+/// What the tenant role does on its own queue `tq` (it holds `configure` and `pop` there and
+/// nothing on the explored queue), under the explored queue's group names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantOp {
+    Begin,
+    Commit,
+    Rollback,
+    /// `queen_delete_group(<the group's name, NULL for queue mode>, 'tq')`.
+    DeleteGroup(Grp),
+    /// A message pushed into `tq` (by the run's observer, committed), then a pop of `tq` for
+    /// the group under a lease.
+    Pop(Grp),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -338,6 +394,20 @@ pub enum Step {
         q: u8,
         op: SideOp,
     },
+    /// A delete sent from another thread in the connection's transaction (opened if there is
+    /// none), with `queen.lock_wait_seconds` low, while the next steps run on other
+    /// connections; it lands at the connection's next step (and stays open until its commit):
+    /// success or 55P03, never 40P01, within its bound.
+    DeleteSlow {
+        c: usize,
+        target: DelTarget,
+    },
+    /// A step of the tenant role's connection (one beyond the run's `conns`).
+    Tenant(TenantOp),
+    /// Ties at scale on queue `ew`, in autocommit: 128 messages over 64 partitions pushed in
+    /// one transaction (equal due times), then pops of group `gw` with `partitions => 8,
+    /// batch => 32`, each lease acked by `queen_ack_lease`: every message delivered once.
+    Ties(usize),
 }
 
 impl Step {
@@ -352,6 +422,7 @@ impl Step {
             | Step::RollbackToSavepoint(c)
             | Step::TakeXid(c)
             | Step::DeleteGroup(c)
+            | Step::Ties(c)
             | Step::Maintain(c) => Some(*c),
             Step::Push { c, .. }
             | Step::Fill { c, .. }
@@ -363,8 +434,12 @@ impl Step {
             | Step::DeadLetters { c, .. }
             | Step::Grant { c, .. }
             | Step::Side { c, .. }
+            | Step::DeleteSlow { c, .. }
             | Step::Kv { c, .. } => Some(*c),
-            Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Move | Step::Restore { .. } => None,
+            // (The tenant's connection is the run's last: Run::tenant.)
+            Step::Sleep(_) | Step::Terminate(_) | Step::Crash | Step::Move | Step::Restore { .. } | Step::Tenant(_) => {
+                None
+            }
         }
     }
 }
@@ -449,6 +524,16 @@ impl fmt::Display for Step {
                 KvOp::Cancel(n) => write!(f, "{c} kv cancel {n}"),
                 KvOp::Acquire => write!(f, "{c} kv acquire 0"),
                 KvOp::Unlock => write!(f, "{c} kv unlock 0"),
+                KvOp::ScheduleOther => write!(f, "{c} kv schedule_other 0"),
+            },
+            Step::DeleteSlow { c, target } => write!(f, "{c} delete_slow {}", target.tag()),
+            Step::Ties(c) => write!(f, "{c} ties"),
+            Step::Tenant(op) => match op {
+                TenantOp::Begin => write!(f, "tenant begin"),
+                TenantOp::Commit => write!(f, "tenant commit"),
+                TenantOp::Rollback => write!(f, "tenant rollback"),
+                TenantOp::DeleteGroup(g) => write!(f, "tenant delete_group {}", g.tag()),
+                TenantOp::Pop(g) => write!(f, "tenant pop {}", g.tag()),
             },
             Step::Side { c, q, op } => {
                 write!(f, "{c} side {} ", SIDE_QUEUES[*q as usize])?;
@@ -490,6 +575,16 @@ impl FromStr for Step {
             Some("crash") => return Ok(Step::Crash),
             Some("move") => return Ok(Step::Move),
             Some("restore") => return Ok(Step::Restore { ahead: at(1)? == "ahead" }),
+            Some("tenant") => {
+                return Ok(Step::Tenant(match at(1)? {
+                    "begin" => TenantOp::Begin,
+                    "commit" => TenantOp::Commit,
+                    "rollback" => TenantOp::Rollback,
+                    "delete_group" => TenantOp::DeleteGroup(at(2)?.parse()?),
+                    "pop" => TenantOp::Pop(at(2)?.parse()?),
+                    s => return Err(format!("no tenant step {s}")),
+                }))
+            }
             _ => {}
         }
         let c: usize = num(at(0)?)?;
@@ -573,6 +668,8 @@ impl FromStr for Step {
                 },
             },
             "delete_group" => Step::DeleteGroup(c),
+            "delete_slow" => Step::DeleteSlow { c, target: at(2)?.parse()? },
+            "ties" => Step::Ties(c),
             "dead" => Step::DeadLetters {
                 c,
                 group: at(2)?.parse()?,
@@ -593,6 +690,7 @@ impl FromStr for Step {
                     "cancel" => KvOp::Cancel(n),
                     "acquire" => KvOp::Acquire,
                     "unlock" => KvOp::Unlock,
+                    "schedule_other" => KvOp::ScheduleOther,
                     other => return Err(format!("no kv operation {other}: {line}")),
                 };
                 Step::Kv { c, op }
@@ -637,6 +735,17 @@ mod tests {
             Step::Kv { c: 0, op: KvOp::Cancel(1) },
             Step::Kv { c: 2, op: KvOp::Acquire },
             Step::Kv { c: 2, op: KvOp::Unlock },
+            Step::Kv { c: 1, op: KvOp::ScheduleOther },
+            Step::DeleteSlow { c: 1, target: DelTarget::Scratch },
+            Step::DeleteSlow { c: 2, target: DelTarget::Side(2) },
+            Step::DeleteSlow { c: 0, target: DelTarget::Timers },
+            Step::Tenant(TenantOp::Begin),
+            Step::Tenant(TenantOp::Commit),
+            Step::Tenant(TenantOp::Rollback),
+            Step::Tenant(TenantOp::DeleteGroup(Grp::QueueMode)),
+            Step::Tenant(TenantOp::DeleteGroup(Grp::New)),
+            Step::Tenant(TenantOp::Pop(Grp::Scratch)),
+            Step::Ties(3),
             Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 2, auto: true } },
             Step::Side { c: 2, q: 1, op: SideOp::Pop { group: 0, auto: false } },
             Step::Side { c: 0, q: 0, op: SideOp::Ack { pick: 1, dlq: true } },
