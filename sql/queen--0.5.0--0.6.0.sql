@@ -66,3 +66,8 @@ SELECT q.name AS queue,
                         THEN d.seq <= (SELECT x.s FROM unnest(c.pending_txid, c.pending_seq) AS x(t, s)
                                         WHERE x.t = d.txid LIMIT 1)
                         ELSE (d.txid, d.seq) <= (c.done_txid, c.done_seq) END)));
+
+-- A shard that left this node and came back is an arrival again (src/cluster.rs): known by the
+-- local table that holds it. Rows from before name none, and are settled again at the next
+-- check (a rebase that moves nothing when the mapping already covers them).
+ALTER TABLE queen.settled_shards ADD COLUMN relation oid;

@@ -333,10 +333,14 @@ INSERT INTO queen.shard_keys VALUES (0, 0);
 -- On Citus, the shards of queen's tables whose rows this node's mapping covers (src/cluster.rs):
 -- a shard that reaches the node (queen_distribute() moving a server's rows out, a shard move,
 -- the rebalancer) brings ids of another node's counter, and the node settles its mapping above
--- them before any call uses it. Node-local, like queen.cluster; empty on one server.
+-- them before any call uses it. A shard is known by its id and the local table that holds it
+-- here (`relation`, the oid of queen.messages_<shardid>): a shard that left and came back is
+-- in a table created at its return, so it is an arrival again even if this node never saw it
+-- go. Node-local, like queen.cluster; empty on one server.
 CREATE TABLE queen.settled_shards (
     shardid    bigint      PRIMARY KEY,
-    settled_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    settled_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    relation   oid
 );
 
 -- Visibility points (src/max_wait.rs): what a maintenance pass's snapshot saw, in stored ids

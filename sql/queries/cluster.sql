@@ -73,25 +73,35 @@ RETURNING xid_offset;
 -- prepared only where queen is distributed).
 
 -- name: citus_shards_arrived
--- Whether this node holds a shard of queen's tables its mapping does not cover yet.
+-- Whether this node holds a shard of queen's tables its mapping does not cover yet: one it
+-- never settled, or one in another local table than the one it settled (the shard left and
+-- came back: Citus created its table again). (A placement whose table is not here yet is
+-- settled with none, and arrives when the table does.)
 SELECT EXISTS (
     SELECT 1 FROM pg_catalog.pg_dist_shard sh
       JOIN pg_catalog.pg_dist_placement pl USING (shardid)
      WHERE sh.logicalrelid = 'queen.messages'::regclass
        AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group)
-       AND NOT EXISTS (SELECT 1 FROM queen.settled_shards s WHERE s.shardid = pl.shardid)) AS arrived;
+       AND NOT EXISTS (
+           SELECT 1 FROM queen.settled_shards s
+            WHERE s.shardid = pl.shardid
+              AND s.relation IS NOT DISTINCT FROM
+                  pg_catalog.to_regclass(pg_catalog.shard_name('queen.messages', pl.shardid))::oid)
+) AS arrived;
 
 -- name: citus_settle_shards
--- The shards this node holds, now covered (a rebase settled the mapping above their ids).
+-- The shards this node holds, now covered (a rebase settled the mapping above their ids), each
+-- with the local table that holds it; the shards it no longer holds are forgotten.
 WITH here AS MATERIALIZED (
-    SELECT pl.shardid FROM pg_catalog.pg_dist_shard sh
+    SELECT pl.shardid,
+           pg_catalog.to_regclass(pg_catalog.shard_name('queen.messages', pl.shardid))::oid AS relation
+      FROM pg_catalog.pg_dist_shard sh
       JOIN pg_catalog.pg_dist_placement pl USING (shardid)
      WHERE sh.logicalrelid = 'queen.messages'::regclass
        AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group)
 ), gone AS (
-    -- A shard that left: should it come back, it is an arrival again.
     DELETE FROM queen.settled_shards s WHERE s.shardid NOT IN (SELECT shardid FROM here)
 )
-INSERT INTO queen.settled_shards (shardid)
-SELECT shardid FROM here
-    ON CONFLICT (shardid) DO NOTHING;
+INSERT INTO queen.settled_shards (shardid, relation)
+SELECT shardid, relation FROM here
+    ON CONFLICT (shardid) DO UPDATE SET relation = EXCLUDED.relation, settled_at = clock_timestamp();
