@@ -2583,8 +2583,10 @@ impl<'a> Run<'a> {
         self.crashes += 1;
     }
 
-    /// A shard of queen's tables moved to the other worker, in turn by logical replication and
-    /// blocking writes, after the worker it leaves ran ahead by 300 transactions.
+    /// A shard of queen's tables moved to the other worker, after the worker it leaves ran
+    /// ahead by 300 transactions: each shard in turn, away and then back (a node a shard comes
+    /// back to has seen it before, and its counter is behind), by logical replication and by
+    /// blocking writes in turn.
     fn move_shard(&mut self) {
         let Some(nodes) = self.cfg.citus.clone() else { return };
         let moves = self.moves;
@@ -2596,7 +2598,7 @@ impl<'a> Run<'a> {
                        JOIN pg_dist_shard_placement pl
                          ON pl.shardid = get_shard_id_for_distribution_column('queen.messages', k.shard)
                       WHERE k.idx = $1",
-                    &[&((moves % 4) as i32)],
+                    &[&(((moves / 2) % 4) as i32)],
                 )
                 .unwrap();
             let (shard, from): (i64, i32) = (r.get(0), r.get(1));
@@ -2606,7 +2608,7 @@ impl<'a> Run<'a> {
             for _ in 0..300 {
                 source.simple_query("SELECT txid_current()").unwrap();
             }
-            let mode = if moves % 2 == 0 { "force_logical" } else { "block_writes" };
+            let mode = if (moves + moves / 2) % 2 == 0 { "force_logical" } else { "block_writes" };
             c.query_one(
                 "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,
                                                    shard_transfer_mode => $4::text::citus.shard_transfer_mode)",
