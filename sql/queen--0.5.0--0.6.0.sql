@@ -71,3 +71,14 @@ SELECT q.name AS queue,
 -- local table that holds it. Rows from before name none, and are settled again at the next
 -- check (a rebase that moves nothing when the mapping already covers them).
 ALTER TABLE queen.settled_shards ADD COLUMN relation oid;
+
+-- A group's subscription owed to a shard its first pop could not reach (src/route.rs).
+CREATE TABLE queen.subscriptions_owed (
+    queue_id       uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    shard          integer     NOT NULL,
+    mode           text        NOT NULL,
+    from_at        timestamptz,
+    owed_since     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (queue_id, consumer_group, shard)
+);

@@ -343,6 +343,20 @@ CREATE TABLE queen.settled_shards (
     relation   oid
 );
 
+-- On a Citus coordinator, a group's subscription in a shard its first pop could not reach (the
+-- shard's worker was down; src/route.rs): the mode and start it is to have there, made by the
+-- next pop that reaches the shard. `from_at` is the first pop's time for 'new' (what that
+-- shard receives after it is new). Node-local; empty on one server and on workers.
+CREATE TABLE queen.subscriptions_owed (
+    queue_id       uuid        NOT NULL,
+    consumer_group text        NOT NULL,
+    shard          integer     NOT NULL,
+    mode           text        NOT NULL,
+    from_at        timestamptz,
+    owed_since     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (queue_id, consumer_group, shard)
+);
+
 -- Visibility points (src/max_wait.rs): what a maintenance pass's snapshot saw, in stored ids
 -- (transactions below seen_xmax and not in seen_xip had ended), and when. A message has waited
 -- maxWaitTimeSeconds once the newest point older than that saw it. Thinned by every pass;

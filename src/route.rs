@@ -13,7 +13,8 @@ use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
     self, Layout, COUNT_QUEUE_EVERYWHERE, DELEGATE_ACK, DELEGATE_ACK_LEASE, DELEGATE_ACK_ONE, DELEGATE_DELETE_GROUP,
     DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PURGE_DEAD_LETTERS, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW,
-    DELEGATE_REPLAY_DEAD_LETTERS, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, ITEMS_SUBSET, QUEUES_REGISTERED, REGISTER_QUEUE,
+    DELEGATE_REPLAY_DEAD_LETTERS, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, FORGET_OWED_SUBSCRIPTIONS, ITEMS_SUBSET, OWE_SUBSCRIPTION,
+    QUEUES_REGISTERED, REGISTER_QUEUE, SUBSCRIPTIONS_OWED, SUBSCRIPTION_PAID,
 };
 use crate::spi::{Query, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -45,7 +46,13 @@ pub fn at_end(committed: bool) {
 /// would otherwise subscribe in a shard only at its first pop there, and `'new'` would skip what
 /// that shard received since the group's first pop. Once per (queue, group) per backend (after
 /// a commit); each shard's call makes the row only if the group has none there.
-fn subscribe_everywhere(s: &mut Spi, layout: &Layout, req: &PopRequest) {
+///
+/// A shard whose worker cannot be reached is owed its subscription (`queen.subscriptions_owed`,
+/// on this node): the mode of this first pop, and for `'new'` this pop's time as the start
+/// (what reaches that shard after it is new). The next pop of the group from any backend makes
+/// it there once the worker is back, before it reads; until then this backend tries again at
+/// each pop.
+fn subscribe_everywhere(layout: &Layout, req: &PopRequest) {
     let Some(group) = &req.group else {
         return; // queue mode reads every shard from its start: nothing to fix in advance
     };
@@ -55,12 +62,44 @@ fn subscribe_everywhere(s: &mut Spi, layout: &Layout, req: &PopRequest) {
     if known || SUBSCRIBING.with(|x| x.borrow().contains_key(&key)) {
         return;
     }
+    let queue_id = to_pg(names::queue_id(&req.queue));
+    let owed: HashMap<i32, (String, Option<TimestampWithTimeZone>)> = crate::session::connect(|s| {
+        let args: [DatumWithOid; 2] = [queue_id.into(), group.as_str().into()];
+        SUBSCRIPTIONS_OWED.run(s, &args).map(|r| (r.req::<i32>("shard"), (r.req("mode"), r.get("from_at")))).collect()
+    });
+    let mut missed = Vec::new();
     for k in &layout.keys {
-        let args: [DatumWithOid; 5] =
-            [(*k).into(), req.queue.as_str().into(), group.as_str().into(), req.mode.as_str().into(), req.from.into()];
-        DELEGATE_SUBSCRIBE.run(s, &args);
+        let (mode, from) = owed.get(k).cloned().unwrap_or_else(|| (req.mode.as_str().to_string(), req.from));
+        let made = crate::subxact::attempt_caught(|| {
+            crate::session::connect(|s| {
+                let args: [DatumWithOid; 5] =
+                    [(*k).into(), req.queue.as_str().into(), group.as_str().into(), mode.as_str().into(), from.into()];
+                DELEGATE_SUBSCRIBE.run(s, &args);
+                if owed.contains_key(k) {
+                    let args: [DatumWithOid; 3] = [queue_id.into(), group.as_str().into(), (*k).into()];
+                    SUBSCRIPTION_PAID.run(s, &args);
+                }
+            });
+            Ok(())
+        });
+        match made {
+            Ok(()) => {}
+            Err(f) if f.node_unreachable() => missed.push(*k),
+            Err(f) => f.raise(),
+        }
     }
-    SUBSCRIBING.with(|x| x.borrow_mut().insert(key, generation));
+    if missed.is_empty() {
+        SUBSCRIBING.with(|x| x.borrow_mut().insert(key, generation));
+        return;
+    }
+    crate::session::connect(|s| {
+        for k in missed.iter().filter(|k| !owed.contains_key(k)) {
+            // (owe_subscription turns 'new' into a start at this time.)
+            let args: [DatumWithOid; 5] =
+                [queue_id.into(), group.as_str().into(), (*k).into(), req.mode.as_str().into(), req.from.into()];
+            OWE_SUBSCRIPTION.run(s, &args);
+        }
+    });
 }
 
 /// The layout when queen is distributed; None on one server (or inside a worker's call, where
@@ -245,8 +284,13 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
     let several = req.partition.is_none() && req.partitions > 1;
     let lease: Option<Uuid> = (several && !req.auto_ack)
         .then(|| Uuid::from_bytes(*shards::stamp(uuid::Uuid::now_v7(), shards::MANY_SHARDS).as_bytes()));
-    let rows = crate::session::connect(|s| {
-        subscribe_everywhere(s, layout, req);
+    subscribe_everywhere(layout, req);
+    // A pop of any partition takes what the reachable shards hold when a worker is down: each
+    // shard's part is tried on its own (a subtransaction), and an unreachable one is passed.
+    let guarded = req.partition.is_none() && keys.len() > 1;
+    let mut unreachable: Option<crate::subxact::Failed> = None;
+    let mut passed = 0;
+    let rows = {
         let mut out: Vec<Popped> = Vec::new();
         let mut partitions: HashSet<[u8; 16]> = HashSet::new();
         let mut first = None;
@@ -265,7 +309,8 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
                 lease.into(),
             ];
             let before = out.len();
-            out.extend(DELEGATE_POP.run(s, &args).map(|r| Popped {
+            let read = || -> Vec<Popped> {
+                crate::session::connect(|s| DELEGATE_POP.run(s, &args).map(|r| Popped {
                 message_id: r.req("message_id"),
                 transaction_id: r.req("transaction_id"),
                 queue: r.req("queue"),
@@ -278,7 +323,22 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
                 lease_id: r.get("lease_id"),
                 lease_expires_at: r.get("lease_expires_at"),
                 attempt: r.req("attempt"),
-            }));
+                })
+                .collect())
+            };
+            if !guarded {
+                out.extend(read());
+            } else {
+                match crate::subxact::attempt_caught(|| Ok(read())) {
+                    Ok(got) => out.extend(got),
+                    Err(f) if f.node_unreachable() => {
+                        passed += 1;
+                        unreachable = Some(f);
+                        continue;
+                    }
+                    Err(f) => f.raise(),
+                }
+            }
             if out.len() > before {
                 first.get_or_insert(i);
                 partitions.extend(out[before..].iter().map(|m| *m.partition_id.as_bytes()));
@@ -292,7 +352,10 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
             NEXT_SHARD.with(|c| c.set(c.get().wrapping_add(i + 1)));
         }
         out
-    });
+    };
+    if let Some(f) = unreachable.filter(|_| passed == keys.len()) {
+        f.raise(); // no shard answered: the pop cannot say the queue is empty
+    }
     Ok(Outcome { rows, next_due: None, contended: true, more: false })
 }
 
@@ -485,7 +548,10 @@ pub fn purge_dead_letters(
 pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> i32 {
     crate::cache::changed();
     crate::session::connect(|s| {
-        sum_in_every_shard(s, layout, &DELEGATE_DELETE_GROUP, || vec![group.into(), queue.into()])
+        let n = sum_in_every_shard(s, layout, &DELEGATE_DELETE_GROUP, || vec![group.into(), queue.into()]);
+        let args: [DatumWithOid; 2] = [group.into(), queue.map(|q| to_pg(names::queue_id(q))).into()];
+        FORGET_OWED_SUBSCRIPTIONS.run(s, &args);
+        n
     })
 }
 
@@ -502,6 +568,8 @@ pub fn delete_queue(layout: &Layout, queue: &str) -> QueenResult<bool> {
             let args: [DatumWithOid; 2] = [(*k).into(), queue.into()];
             existed |= DELEGATE_DELETE_QUEUE.run(s, &args).first().req::<bool>(1);
         }
+        let args: [DatumWithOid; 2] = [Option::<&str>::None.into(), queue_id.into()];
+        FORGET_OWED_SUBSCRIPTIONS.run(s, &args);
         let args: [DatumWithOid; 1] = [queue_id.into()];
         existed |= crate::admin::DELETE_QUEUE_REGISTRY.run(s, &args).first().req::<bool>("existed");
         existed

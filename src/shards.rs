@@ -43,6 +43,12 @@ pub const DELEGATE_REPLAY_DEAD_LETTERS: Query =
 pub const DELEGATE_PURGE_DEAD_LETTERS: Query =
     Query { file: SQL, name: "delegate_purge_dead_letters", args: &[INT4, TEXT, TEXT, UUID, TSTZ] };
 pub const DELEGATE_DELETE_GROUP: Query = Query { file: SQL, name: "delegate_delete_group", args: &[INT4, TEXT, TEXT] };
+pub const SUBSCRIPTIONS_OWED: Query = Query { file: SQL, name: "subscriptions_owed", args: &[UUID, TEXT] };
+pub const OWE_SUBSCRIPTION: Query =
+    Query { file: SQL, name: "owe_subscription", args: &[UUID, TEXT, INT4, TEXT, TSTZ] };
+pub const SUBSCRIPTION_PAID: Query = Query { file: SQL, name: "subscription_paid", args: &[UUID, TEXT, INT4] };
+pub const FORGET_OWED_SUBSCRIPTIONS: Query =
+    Query { file: SQL, name: "forget_owed_subscriptions", args: &[TEXT, UUID] };
 pub const DELEGATE_DELETE_QUEUE: Query = Query { file: SQL, name: "delegate_delete_queue", args: &[INT4, TEXT] };
 
 /// The shard keys and whether queen's tables are distributed.

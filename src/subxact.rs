@@ -12,6 +12,62 @@ use pgrx::PgTryBuilder;
 /// Run `f` in a subtransaction: its result, or why it failed (an error it returned or raised),
 /// with nothing of it left.
 pub fn attempt<R>(f: impl FnOnce() -> QueenResult<R>) -> Result<R, String> {
+    attempt_caught(|| f().map_err(|e| e.to_string())).map_err(|e| match e {
+        Failed::Returned(why) => why,
+        Failed::Raised(e) => match e {
+            CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => {
+                r.message().to_string()
+            }
+        },
+    })
+}
+
+/// Why [`attempt_caught`]'s work failed.
+pub enum Failed {
+    /// It returned this error.
+    Returned(String),
+    /// It raised this error: [`Failed::raise`] raises it again.
+    Raised(CaughtError),
+}
+
+impl Failed {
+    /// The error's SQLSTATE, when it was raised.
+    pub fn code(&self) -> Option<pgrx::PgSqlErrorCode> {
+        match self {
+            Failed::Returned(_) => None,
+            Failed::Raised(
+                CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. },
+            ) => Some(r.sql_error_code()),
+        }
+    }
+
+    /// Whether it says a node of the cluster could not be reached or went away (SQLSTATE class
+    /// 08, or the node shutting down or starting: 57P01–57P03): on Citus, a worker down.
+    pub fn node_unreachable(&self) -> bool {
+        use pgrx::PgSqlErrorCode as C;
+        let Some(code) = self.code() else { return false };
+        matches!(code, C::ERRCODE_ADMIN_SHUTDOWN | C::ERRCODE_CRASH_SHUTDOWN | C::ERRCODE_CANNOT_CONNECT_NOW)
+            || code_class(code) == code_class(C::ERRCODE_CONNECTION_EXCEPTION)
+    }
+
+    /// Raise the error again (a returned one as queen's internal error), with nothing of the
+    /// work left: the subtransaction has ended.
+    pub fn raise(self) -> ! {
+        match self {
+            Failed::Raised(e) => e.rethrow(),
+            Failed::Returned(why) => pgrx::error!("{why}"),
+        }
+    }
+}
+
+/// The class of a SQLSTATE (its first two characters, as PostgreSQL packs them: the low 12
+/// bits of the code).
+fn code_class(code: pgrx::PgSqlErrorCode) -> i32 {
+    (code as i32) & 0xFFF
+}
+
+/// Run `f` in a subtransaction: its result, or how it failed, with nothing of it left.
+pub fn attempt_caught<R>(f: impl FnOnce() -> Result<R, String>) -> Result<R, Failed> {
     // The search_path fixed outside the subtransaction, whose rollback would end its level.
     crate::gucs::fix_search_path();
     // SAFETY: called inside a transaction (every caller is a SQL function or a worker unit);
@@ -23,14 +79,8 @@ pub fn attempt<R>(f: impl FnOnce() -> QueenResult<R>) -> Result<R, String> {
         pg_sys::MemoryContextSwitchTo(saved.0);
         saved
     };
-    let out = PgTryBuilder::new(std::panic::AssertUnwindSafe(|| f().map_err(|e| e.to_string())))
-        .catch_others(|e| {
-            Err(match e {
-                CaughtError::PostgresError(r)
-                | CaughtError::ErrorReport(r)
-                | CaughtError::RustPanic { ereport: r, .. } => r.message().to_string(),
-            })
-        })
+    let out = PgTryBuilder::new(std::panic::AssertUnwindSafe(|| f().map_err(Failed::Returned)))
+        .catch_others(|e| Err(Failed::Raised(e)))
         .execute();
     // SAFETY: the subtransaction begun above is the current one: `f` ran to its end or its
     // error was caught (and its error state flushed) by PgTryBuilder; SPI connections `f`

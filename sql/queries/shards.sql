@@ -114,3 +114,29 @@ SELECT k.shard FROM queen.shard_keys k
 -- name: is_coordinator
 -- Whether this node is the Citus coordinator (group 0), which folds the queues' registry.
 SELECT groupid = 0 AS coordinator FROM pg_catalog.pg_dist_local_group;
+
+-- name: subscriptions_owed
+-- Queue $1's group $2: the shards its first pop could not reach, each with the mode and start
+-- the group is to have there (queen.subscriptions_owed, node-local on the coordinator).
+SELECT shard, mode, from_at FROM queen.subscriptions_owed WHERE queue_id = $1 AND consumer_group = $2;
+
+-- name: owe_subscription
+-- Queue $1's group $2 is to be subscribed in shard $3 with mode $4 from $5 (the first such
+-- record stays: it is the group's first pop's). 'new' cannot take its point in the order of a
+-- shard that is down: it starts there at this time instead ('from' now), so that what reaches
+-- the shard after this pop is new.
+INSERT INTO queen.subscriptions_owed (queue_id, consumer_group, shard, mode, from_at)
+VALUES ($1, $2, $3,
+        CASE WHEN $4 = 'new' THEN 'from' ELSE $4 END,
+        CASE WHEN $4 = 'new' THEN pg_catalog.clock_timestamp() ELSE $5 END)
+    ON CONFLICT DO NOTHING;
+
+-- name: subscription_paid
+-- Queue $1's group $2 is subscribed in shard $3 now.
+DELETE FROM queen.subscriptions_owed WHERE queue_id = $1 AND consumer_group = $2 AND shard = $3;
+
+-- name: forget_owed_subscriptions
+-- Group $1 (NULL: every group) of queue $2 (NULL: every queue) deleted: what its first pops
+-- owed goes with it.
+DELETE FROM queen.subscriptions_owed
+ WHERE ($1::text IS NULL OR consumer_group = $1) AND ($2::uuid IS NULL OR queue_id = $2);

@@ -1827,3 +1827,80 @@ fn a_shard_moved_away_and_back_loses_nothing() {
         .collect();
     assert_eq!(all, pushed, "a group that starts after the moves gets every message, in push order");
 }
+
+/// A worker down stops only what lives on it: with worker 2 stopped, a partition on worker 1
+/// takes pushes, a new group's first pop of it delivers (in every subscription mode), and a
+/// pop without a partition delivers what worker 1's shards hold; once worker 2 is back, the
+/// group gets what lives there too, from its subscription, and a pop of worker 2's partition
+/// works again.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_worker_down_stops_only_its_shards() {
+    let db = distributed("worker_down");
+    let mut c = db.coordinator();
+    for p in 0..8 {
+        c.query("SELECT * FROM queen_push('q', to_jsonb($1::int), 'p' || $1::int)", &[&p]).unwrap();
+    }
+    let base = i32::from(queen_integration_tests::citus::base_port());
+    let on = |c: &mut postgres::Client, node: i32| -> Vec<String> {
+        c.query(
+            "SELECT p.name FROM queen.partitions p
+               JOIN pg_dist_shard_placement pl
+                 ON pl.shardid = get_shard_id_for_distribution_column('queen.messages', p.shard)
+              WHERE pl.nodeport = $1 ORDER BY p.name",
+            &[&(base + node)],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    let (live, down) = (on(&mut c, 1), on(&mut c, 2));
+    assert!(!live.is_empty() && !down.is_empty(), "partitions on both workers: {live:?} {down:?}");
+    queen_integration_tests::citus::kill_worker(2);
+    let mut c = db.coordinator();
+    c.query("SELECT * FROM queen_push('q', '100', $1)", &[&live[0]]).unwrap();
+    for (group, mode) in [("g_all", "all"), ("g_new", "new")] {
+        let got: Vec<String> = c
+            .query(
+                "SELECT payload::text FROM queen_pop('q', $1, partition => $2, batch => 10, auto_ack => true,
+                                                      subscription_mode => $3)",
+                &[&group, &live[0], &mode],
+            )
+            .unwrap_or_else(|e| panic!("first pop of {group} with worker 2 down: {e:?}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let want: Vec<String> = if mode == "all" {
+            vec![live[0].trim_start_matches('p').to_string(), "100".into()]
+        } else {
+            vec![]
+        };
+        assert_eq!(got, want, "{group}'s first pop of {}", live[0]);
+    }
+    let any: Vec<String> = c
+        .query("SELECT partition FROM queen_pop('q', 'g_any', batch => 100, partitions => 8, auto_ack => true)", &[])
+        .unwrap_or_else(|e| panic!("a pop without a partition with worker 2 down: {e:?}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!any.is_empty() && any.iter().all(|p| live.contains(p)), "worker 1's partitions: {any:?}");
+
+    queen_integration_tests::citus::restart_worker(2);
+    let mut c = db.coordinator();
+    c.query("SELECT * FROM queen_push('q', '200', $1)", &[&down[0]]).unwrap();
+    let all: Vec<String> = c
+        .query("SELECT payload::text FROM queen_pop('q', 'g_all', partition => $1, batch => 10, auto_ack => true)", &[&down[0]])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(all, vec![down[0].trim_start_matches('p').to_string(), "200".into()], "'all' reads worker 2's partition from its start");
+    let new: Vec<String> = c
+        .query("SELECT payload::text FROM queen_pop('q', 'g_new', partition => $1, batch => 10, auto_ack => true)", &[&down[0]])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(new, vec!["200".to_string()], "'new' gets what came after its first pop");
+}
