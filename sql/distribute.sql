@@ -149,14 +149,7 @@ BEGIN
                                         colocate_with => 'queen.messages', force_delegation => true);
     PERFORM create_distributed_function('queen.shard_purge_dead_letters(integer,text,text,uuid,timestamptz)',
                                         'shard', colocate_with => 'queen.messages', force_delegation => true);
-    -- The views answer for the whole cluster: each shard read on its worker by the
-    -- coordinator, as the extension's owner, and added up there (src/totals.rs).
-    CREATE OR REPLACE VIEW queen.queue_stats WITH (security_barrier) AS
-        SELECT * FROM queen.queue_stats_everywhere();
-    CREATE OR REPLACE VIEW queen.group_lag WITH (security_barrier) AS
-        SELECT * FROM queen.group_lag_everywhere();
-    CREATE OR REPLACE VIEW queen.dead_letters_view WITH (security_barrier) AS
-        SELECT * FROM queen.dead_letters_everywhere();
+    PERFORM queen.citus_views();
     -- The coordinator's own copies of the rows, now in the shards, are not kept beside them.
     FOREACH t IN ARRAY per_shard || reference LOOP
         PERFORM truncate_local_data_after_distributing_table(format('queen.%I', t)::regclass);
@@ -166,7 +159,36 @@ BEGIN
         RAISE EXCEPTION 'queen_distribute: the % shard keys fall into % shards, not one each', n, placed
             USING ERRCODE = 'XX000';
     END IF;
+    -- The workers' views too (Citus carries no DDL of an extension's objects to them).
+    FOR w IN SELECT * FROM run_command_on_workers($$SELECT queen.citus_views()$$) LOOP
+        IF NOT w.success THEN
+            RAISE EXCEPTION 'queen_distribute: the views of worker %:% could not be made: %', w.nodename, w.nodeport, w.result
+                USING ERRCODE = '55000';
+        END IF;
+    END LOOP;
     RETURN jsonb_build_object('shards', n, 'keys', to_jsonb(keys), 'distributed', to_jsonb(per_shard),
                               'reference', to_jsonb(reference), 'moved_rows', had_rows);
+END
+$fn$;
+
+-- On a node of a Citus cluster where queen is distributed, the views answer for the whole
+-- cluster: each shard read by the node that holds it, as the extension's owner, and added up
+-- on the node asked (src/totals.rs). queen_distribute() runs it on every node, an update of
+-- the extension on a distributed node runs it there, and a worker added later runs it once
+-- (docs/scale-out.md). Only on this node (Citus carries none of it elsewhere). A superuser's
+-- function (REVOKEd from PUBLIC in views.sql).
+CREATE FUNCTION queen.citus_views() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $fn$
+BEGIN
+    PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+    CREATE OR REPLACE VIEW queen.queue_stats WITH (security_barrier) AS
+        SELECT * FROM queen.queue_stats_everywhere();
+    CREATE OR REPLACE VIEW queen.group_lag WITH (security_barrier) AS
+        SELECT * FROM queen.group_lag_everywhere();
+    CREATE OR REPLACE VIEW queen.dead_letters_view WITH (security_barrier) AS
+        SELECT * FROM queen.dead_letters_everywhere();
 END
 $fn$;

@@ -162,6 +162,7 @@ REVOKE EXECUTE ON FUNCTION queen.txid(), queen.own_txid(), queen.xid_offset(), q
 ALTER FUNCTION queen.batch_keys(bytea) ROWS 10;
 -- Distributing queen is the superuser's (sql/distribute.sql).
 REVOKE EXECUTE ON FUNCTION queen_distribute(integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION queen.citus_views() FROM PUBLIC;
 -- The waiting pops show backend pids: for superusers, the owner and pg_monitor
 -- (queen_waiting_pops checks it too).
 GRANT SELECT ON queen.waiting_pops TO pg_monitor;

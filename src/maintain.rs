@@ -24,6 +24,8 @@ const COUNT_SCAN: Query = Query { file: SQL, name: "count_scan", args: &[UUID, I
 const COUNT_SAVE: Query = Query { file: SQL, name: "count_save", args: &[UUID, INT8, INT8, INT8S, INT8, INT4, TSTZ] };
 const RETENTION: Query = Query { file: SQL, name: "retention", args: &[UUID, TSTZ, INT8, INT4, TSTZ] };
 const COMPLETED_SUBSCRIPTIONS: Query = Query { file: SQL, name: "completed_subscriptions", args: &[UUID, INT4] };
+pub const CITUS_COMPLETED_SUBSCRIPTIONS: Query =
+    Query { file: SQL, name: "citus_completed_subscriptions", args: &[UUID, INT4] };
 const COMPLETED_RETENTION: Query = Query {
     file: SQL,
     name: "completed_retention",
@@ -139,13 +141,26 @@ struct Skipped;
 /// every unit, which in one transaction is a no-op), or not at all when another pass holds it.
 /// A unit left to the next pass (`Units::run`) did nothing: its result is `R`'s default, which
 /// every unit's caller reads as "nothing done".
+///
+/// On Citus, a unit of a shard this node holds runs on the shard's local tables
+/// (`shards::enter_local`): its statements are plain statements of this node, in its own
+/// transaction, that Citus neither plans nor sends anywhere; a shard that is moving or has
+/// moved away is left alone (by the next pass of the node that holds it).
 fn unit<R: Default>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Result<R, Skipped> {
     let mut f = Some(f);
     let mut out = None;
     let mut skipped = false;
+    let shard = LOCAL_SHARD.get();
     units.run(&mut |s| {
         if crate::locks::try_xact(Lock::Maintenance) {
-            out = f.take().map(|f| f(s));
+            match shard {
+                None => out = f.take().map(|f| f(s)),
+                Some(k) => {
+                    if let Some(local) = crate::shards::enter_local(s, k) {
+                        out = crate::spi::with_local_shard(local, || f.take().map(|f| f(s)));
+                    }
+                }
+            }
         } else {
             skipped = true;
         }
@@ -153,6 +168,26 @@ fn unit<R: Default>(units: &mut dyn Units, f: impl FnOnce(&mut Spi) -> R) -> Res
     match skipped {
         true => Err(Skipped),
         false => Ok(out.unwrap_or_default()),
+    }
+}
+
+thread_local! {
+    /// The shard key whose local tables the pass's units work on (Citus), if any.
+    static LOCAL_SHARD: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
+}
+
+/// While it lives, the pass's units run on shard key `k`'s local tables.
+struct LocalShardUnits(Option<i32>);
+
+impl LocalShardUnits {
+    fn enter(k: i32) -> LocalShardUnits {
+        LocalShardUnits(LOCAL_SHARD.replace(Some(k)))
+    }
+}
+
+impl Drop for LocalShardUnits {
+    fn drop(&mut self) {
+        LOCAL_SHARD.set(self.0);
     }
 }
 
@@ -247,7 +282,9 @@ fn pass_units(units: &mut dyn Units, partition_idle_seconds: i32) -> Result<Repo
     let longest = queues.iter().filter_map(|q| q.max_wait).max().unwrap_or(0).max(0);
     unit(units, |s| RECORD_POINT.run(s, &[(longest as f64).into()]).first().req::<i64>("thinned"))?;
     r.queues = queues.len() as i64;
+    let citus = crate::shards::planning_for_citus();
     for k in shards {
+        let _local = citus.then(|| LocalShardUnits::enter(k));
         crate::shards::within(k, || shard_units(units, &queues, partition_idle_seconds, &mut r))?;
     }
     if registry {
@@ -479,7 +516,12 @@ fn retention_chunk<'a>(s: &'a mut Spi, which: Retention, queue_id: Uuid, cutoff:
             // The queue's subscriptions in the shard, read first (completed_retention says why),
             // passed as parallel arrays.
             let (mut groups, mut modes, mut xmaxs, mut xip_of, mut xips) = (vec![], vec![], vec![], vec![], vec![]);
-            let subs: Vec<(String, String, Option<i64>, Vec<i64>)> = COMPLETED_SUBSCRIPTIONS
+            let read = if crate::shards::planning_for_citus() {
+                &CITUS_COMPLETED_SUBSCRIPTIONS
+            } else {
+                &COMPLETED_SUBSCRIPTIONS
+            };
+            let subs: Vec<(String, String, Option<i64>, Vec<i64>)> = read
                 .run(s, &[queue_id.into(), shard.into()])
                 .map(|r| {
                     (

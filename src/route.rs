@@ -13,8 +13,8 @@ use crate::push::{PushItem, PushResult, PushStatus};
 use crate::shards::{
     self, Layout, COUNT_QUEUE_EVERYWHERE, DELEGATE_ACK, DELEGATE_ACK_LEASE, DELEGATE_ACK_ONE, DELEGATE_DELETE_GROUP,
     DELEGATE_DELETE_QUEUE, DELEGATE_POP, DELEGATE_PURGE_DEAD_LETTERS, DELEGATE_PUSH, DELEGATE_PUSH_ONE, DELEGATE_RENEW,
-    DELEGATE_REPLAY_DEAD_LETTERS, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, FORGET_OWED_SUBSCRIPTIONS, ITEMS_SUBSET, OWE_SUBSCRIPTION,
-    QUEUES_REGISTERED, REGISTER_QUEUE, SUBSCRIPTIONS_OWED, SUBSCRIPTION_PAID,
+    DELEGATE_REPLAY_DEAD_LETTERS, DELEGATE_SEEK, DELEGATE_SUBSCRIBE, FORGET_OWED_SUBSCRIPTIONS, ITEMS_SUBSET,
+    OWE_SUBSCRIPTION, QUEUES_REGISTERED, REGISTER_QUEUE, SUBSCRIPTIONS_OWED, SUBSCRIPTION_PAID,
 };
 use crate::spi::{Query, Row, Spi};
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
@@ -310,21 +310,25 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
             ];
             let before = out.len();
             let read = || -> Vec<Popped> {
-                crate::session::connect(|s| DELEGATE_POP.run(s, &args).map(|r| Popped {
-                message_id: r.req("message_id"),
-                transaction_id: r.req("transaction_id"),
-                queue: r.req("queue"),
-                partition: r.req("partition"),
-                partition_id: r.req("partition_id"),
-                payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
-                trace_id: r.get("trace_id"),
-                created_at: r.req("created_at"),
-                consumer_group: r.get("consumer_group"),
-                lease_id: r.get("lease_id"),
-                lease_expires_at: r.get("lease_expires_at"),
-                attempt: r.req("attempt"),
+                crate::session::connect(|s| {
+                    DELEGATE_POP
+                        .run(s, &args)
+                        .map(|r| Popped {
+                            message_id: r.req("message_id"),
+                            transaction_id: r.req("transaction_id"),
+                            queue: r.req("queue"),
+                            partition: r.req("partition"),
+                            partition_id: r.req("partition_id"),
+                            payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
+                            trace_id: r.get("trace_id"),
+                            created_at: r.req("created_at"),
+                            consumer_group: r.get("consumer_group"),
+                            lease_id: r.get("lease_id"),
+                            lease_expires_at: r.get("lease_expires_at"),
+                            attempt: r.req("attempt"),
+                        })
+                        .collect()
                 })
-                .collect())
             };
             if !guarded {
                 out.extend(read());

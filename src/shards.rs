@@ -34,6 +34,8 @@ pub const ITEMS_SUBSET: Query = Query { file: SQL, name: "items_subset", args: &
 pub const QUEUES_REGISTERED: Query = Query { file: SQL, name: "queues_registered", args: &[UUIDS] };
 const LOCAL_SHARD_KEYS: Query = Query { file: SQL, name: "local_shard_keys", args: &[] };
 const IS_COORDINATOR: Query = Query { file: SQL, name: "is_coordinator", args: &[] };
+const LOCAL_SHARD_TABLES: Query = Query { file: SQL, name: "local_shard_tables", args: &[INT4] };
+const SHARD_HERE: Query = Query { file: SQL, name: "shard_here", args: &[INT8] };
 pub const COUNT_QUEUE_EVERYWHERE: Query = Query { file: SQL, name: "count_queue_everywhere", args: &[UUID, INT8] };
 pub const REGISTER_QUEUE: Query = Query { file: SQL, name: "register_queue", args: &[UUID, TEXT] };
 pub const DELEGATE_RENEW: Query = Query { file: SQL, name: "delegate_renew", args: &[INT4, UUID, INT4, TEXTS] };
@@ -140,6 +142,7 @@ pub fn layout(s: &mut Spi) -> Layout {
         // shard may have reached this node, and its ids are to be covered before use (the
         // mapping's next check reads it again: cluster.rs).
         PLACEMENTS_CHANGED.set(true);
+        LOCAL_TABLES.with(|t| t.borrow_mut().clear());
     }
     LAYOUT.with(|c| *c.borrow_mut() = Some(l.clone()));
     crate::spi::plan_for_citus(l.distributed);
@@ -203,6 +206,67 @@ pub fn new_message_id(shard: Option<i32>) -> uuid::Uuid {
 /// a call naming it alone (`queen_renew`) is routed there; a plain UUIDv7 on one server.
 pub fn new_id() -> uuid::Uuid {
     new_message_id(planning_for_citus().then(current))
+}
+
+thread_local! {
+    /// The tables of each shard key on this node's shards, as read ([`enter_local`]); read
+    /// again after queen's layout is (a relation-cache invalidation of queen.messages).
+    static LOCAL_TABLES: RefCell<std::collections::HashMap<i32, std::rc::Rc<crate::spi::LocalShard>>> =
+        RefCell::new(std::collections::HashMap::new());
+}
+
+/// Citus's lock of a shard's placement metadata (its tag: the database, the shard id's two
+/// halves, class 4, as Citus's resource_lock.h builds it). A shard move takes it EXCLUSIVE on
+/// every node while it switches the shard's placement; Citus's own statements on a shard take
+/// it SHARE. Held SHARE, a shard stays where it is until the transaction ends.
+fn shard_metadata_tag(shardid: i64) -> pg_sys::LOCKTAG {
+    // SAFETY: MyDatabaseId is set at backend start and never changes afterwards.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    pg_sys::LOCKTAG {
+        locktag_field1: db,
+        locktag_field2: (shardid >> 32) as u32,
+        locktag_field3: shardid as u32,
+        locktag_field4: 4,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
+}
+
+/// Work on shard key `k`'s shard through its local tables, in this transaction: Citus's
+/// metadata lock of the shard taken SHARE (without waiting: a move switching it holds it), and
+/// the shard still placed on this node once it is held. Returns the shard's tables for
+/// [`crate::spi::with_local_shard`]; None when the shard is not here (moved, or moving): the
+/// work is left to the node that holds it.
+pub fn enter_local(s: &mut Spi, k: i32) -> Option<std::rc::Rc<crate::spi::LocalShard>> {
+    let local = match LOCAL_TABLES.with(|t| t.borrow().get(&k).cloned()) {
+        Some(l) => l,
+        None => {
+            let mut tables = Vec::new();
+            let mut elsewhere = Vec::new();
+            let mut anchor = None;
+            for r in LOCAL_SHARD_TABLES.run(s, &[k.into()]) {
+                let name: String = r.req("name");
+                match r.get::<String>("shard_name") {
+                    Some(shard) => {
+                        anchor.get_or_insert(r.req::<i64>("shardid"));
+                        tables.push((name, shard));
+                    }
+                    None => elsewhere.push(name),
+                }
+            }
+            let l = std::rc::Rc::new(crate::spi::LocalShard { anchor: anchor?, tables, elsewhere });
+            LOCAL_TABLES.with(|t| t.borrow_mut().insert(k, l.clone()));
+            l
+        }
+    };
+    let tag = shard_metadata_tag(local.anchor);
+    // SAFETY: a tag of the user lock method; dontWait, so this returns at once; held to the
+    // end of the transaction.
+    let got = unsafe { pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, true) };
+    if got == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
+        return None;
+    }
+    SHARD_HERE.run_latest(s, &[local.anchor.into()]).first().req::<bool>("here").then_some(local)
 }
 
 thread_local! {

@@ -113,6 +113,80 @@ pub struct Query {
 
 thread_local! {
     static PLANS: RefCell<HashMap<&'static str, pg_sys::SPIPlanPtr>> = RefCell::new(HashMap::new());
+    /// Plans made on one shard's local tables ([`with_local_shard`]), by query and shard.
+    static LOCAL_PLANS: RefCell<HashMap<(&'static str, i64), pg_sys::SPIPlanPtr>> = RefCell::new(HashMap::new());
+    /// The shard whose local tables queen's statements read and write now, if any.
+    static LOCAL: RefCell<Option<std::rc::Rc<LocalShard>>> = const { RefCell::new(None) };
+}
+
+/// A shard of queen's tables on this node (Citus), as statements name it when they run on it
+/// directly: each distributed table's name with its shard's (`queen.messages` →
+/// `queen.messages_102008`). A statement that names any other table of Citus's (a reference
+/// table) is left to Citus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalShard {
+    /// The shard id of `queen.messages` for this key: plans are kept per it.
+    pub anchor: i64,
+    /// (`queen.<table>`, `queen.<table>_<shard id>`) for every table distributed by shard.
+    pub tables: Vec<(String, String)>,
+    /// `queen.<table>` of the tables Citus keeps that are not renamed (reference tables).
+    pub elsewhere: Vec<String>,
+}
+
+/// Run `f` with queen's statements planned on `local`'s tables (plain tables of this node, as
+/// on one server: kept generic plans, no distributed planning, nothing sent to another node),
+/// when they name no other table of Citus's. The caller holds what keeps the shard here for
+/// the transaction (shards.rs `enter_local`).
+pub fn with_local_shard<R>(local: std::rc::Rc<LocalShard>, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<std::rc::Rc<LocalShard>>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LOCAL.with(|l| *l.borrow_mut() = self.0.take());
+        }
+    }
+    let _reset = Reset(LOCAL.with(|l| l.borrow_mut().replace(local)));
+    f()
+}
+
+/// `text` with each `queen.<table>` of `local.tables` replaced by its shard's name, outside
+/// string literals and comments; None when it names a table of `local.elsewhere` (then Citus
+/// is to plan it).
+pub fn on_local_shard(text: &str, local: &LocalShard) -> Option<String> {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut i = 0;
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    while i < b.len() {
+        if b[i] == b'\'' {
+            let end = text[i + 1..].find('\'').map_or(b.len(), |j| i + 1 + j + 1);
+            out.push_str(&text[i..end]);
+            i = end;
+        } else if text[i..].starts_with("--") {
+            let end = text[i..].find('\n').map_or(b.len(), |j| i + j);
+            out.push_str(&text[i..end]);
+            i = end;
+        } else if text[i..].starts_with("queen.") && (i == 0 || !ident(b[i - 1])) {
+            let start = i + "queen.".len();
+            let mut end = start;
+            while end < b.len() && ident(b[end]) {
+                end += 1;
+            }
+            let name = &text[i..end];
+            if local.elsewhere.iter().any(|e| e == name) {
+                return None;
+            }
+            match local.tables.iter().find(|(t, _)| t == name) {
+                Some((_, shard)) => out.push_str(shard),
+                None => out.push_str(name),
+            }
+            i = end;
+        } else {
+            let c = text[i..].chars().next().expect("inside the text");
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    Some(out)
 }
 
 /// The text of section `name` of a query file. Sections start with a line `-- name: <name>`
@@ -235,6 +309,7 @@ impl Drop for PlanSettings {
 /// are left to the backend's memory rather than freed, in case one is running further up.
 pub fn forget_plans() {
     PLANS.with(|p| p.borrow_mut().clear());
+    LOCAL_PLANS.with(|p| p.borrow_mut().clear());
 }
 
 /// Run `f` with an active snapshot: the one there is, or the transaction's, pushed for `f`.
@@ -272,7 +347,44 @@ pub struct Spi {
 }
 
 impl Query {
+    /// The plan on the local shard's tables ([`with_local_shard`]), if there is one and the
+    /// query can run there alone.
+    fn local_plan(&self) -> Option<pg_sys::SPIPlanPtr> {
+        let local = LOCAL.with(|l| l.borrow().clone())?;
+        let key = (self.name, local.anchor);
+        if let Some(p) = LOCAL_PLANS.with(|p| p.borrow().get(&key).copied()) {
+            return (!p.is_null()).then_some(p);
+        }
+        let text = on_local_shard(&without_one_server_lines(&expand(section(self.file, self.name))), &local);
+        let plan = match text {
+            // (Remembered as null: this query is Citus's to plan.)
+            None => std::ptr::null_mut(),
+            Some(text) => self.prepare(&text, pg_sys::CURSOR_OPT_GENERIC_PLAN as i32),
+        };
+        LOCAL_PLANS.with(|p| p.borrow_mut().insert(key, plan));
+        (!plan.is_null()).then_some(plan)
+    }
+
+    /// Prepare `text` with this query's argument types and keep the plan for the backend.
+    fn prepare(&self, text: &str, options: i32) -> pg_sys::SPIPlanPtr {
+        let sql = CString::new(text).expect("queen: query text has no NUL");
+        let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
+        // SAFETY: as in `plan`.
+        unsafe {
+            let p = pg_sys::SPI_prepare_cursor(sql.as_ptr(), types.len() as i32, types.as_mut_ptr(), options);
+            if p.is_null() {
+                let code = pg_sys::SPI_result;
+                panic!("queen: preparing query \"{}\" failed (SPI code {code})", self.name);
+            }
+            pg_sys::SPI_keepplan(p);
+            p
+        }
+    }
+
     fn plan(&self) -> pg_sys::SPIPlanPtr {
+        if let Some(p) = self.local_plan() {
+            return p;
+        }
         // Query names are unique across files (they say what the query does).
         if let Some(p) = PLANS.with(|p| p.borrow().get(self.name).copied()) {
             return p;
@@ -514,6 +626,48 @@ impl Row<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    fn local() -> super::LocalShard {
+        super::LocalShard {
+            anchor: 102008,
+            tables: vec![
+                ("queen.messages".into(), "queen.messages_102008".into()),
+                ("queen.cursors".into(), "queen.cursors_102020".into()),
+            ],
+            elsewhere: vec!["queen.queues".into()],
+        }
+    }
+
+    #[test]
+    fn a_statement_on_a_local_shard_names_its_tables() {
+        // (statement, what it becomes on the local shard; None: left to Citus)
+        let cases: [(&str, Option<&str>); 7] = [
+            ("SELECT 1 FROM queen.messages m", Some("SELECT 1 FROM queen.messages_102008 m")),
+            (
+                "DELETE FROM queen.cursors c USING queen.messages m",
+                Some("DELETE FROM queen.cursors_102020 c USING queen.messages_102008 m"),
+            ),
+            // Another table of queen's that is no table of Citus's stays as it is.
+            (
+                "SELECT * FROM queen.cluster, queen.messages_view",
+                Some("SELECT * FROM queen.cluster, queen.messages_view"),
+            ),
+            // Inside a literal or a comment: not a table.
+            (
+                "SELECT 'queen.messages'::regclass -- queen.messages\nFROM queen.messages",
+                Some("SELECT 'queen.messages'::regclass -- queen.messages\nFROM queen.messages_102008"),
+            ),
+            // A reference table: Citus's statement.
+            ("SELECT 1 FROM queen.messages m JOIN queen.queues q USING (queue_id)", None),
+            // A longer name that starts like one.
+            ("SELECT queen.messages_count()", Some("SELECT queen.messages_count()")),
+            ("SELECT xqueen.messages", Some("SELECT xqueen.messages")),
+        ];
+        for (text, want) in cases {
+            assert_eq!(super::on_local_shard(text, &local()).as_deref(), want, "{text}");
+        }
+    }
+
     use super::section;
 
     #[test]

@@ -154,6 +154,29 @@ WITH subs AS MATERIALIZED (
 SELECT consumer_group, mode, start_xmax, start_xip FROM queen.effective_subscriptions
  WHERE queue_id = $1 AND shard = $2;
 
+-- name: citus_completed_subscriptions
+-- completed_subscriptions on Citus, in a worker's pass over its shard $2: the same rules as
+-- queen.effective_subscriptions (schema.sql) with the queue and the shard named in every
+-- subquery, so that Citus runs it in that shard alone (through the view, it reads every shard
+-- of every node and ships the results between them). tests/integration/tests/citus.rs compares
+-- the two.
+SELECT o.consumer_group, o.mode, c.start_xmax, x.xip AS start_xip
+  FROM (SELECT DISTINCT ON (consumer_group) consumer_group, mode, seek, created_at AS since
+          FROM queen.subscriptions
+         WHERE queue_id = $1 AND shard = $2
+         ORDER BY consumer_group, seek DESC, CASE WHEN seek THEN created_at END DESC NULLS LAST, created_at) AS o
+  CROSS JOIN LATERAL (
+        SELECT min(s.start_xmax) FILTER (WHERE s.mode = 'new') AS start_xmax
+          FROM queen.subscriptions s
+         WHERE s.queue_id = $1 AND s.shard = $2 AND s.consumer_group = o.consumer_group
+           AND s.mode = o.mode AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)) AS c
+  CROSS JOIN LATERAL (
+        SELECT COALESCE(array_agg(DISTINCT u.x ORDER BY u.x), '{}'::bigint[]) AS xip
+          FROM queen.subscriptions s CROSS JOIN LATERAL unnest(s.start_xip) AS u(x)
+         WHERE o.mode = 'new' AND s.queue_id = $1 AND s.shard = $2 AND s.consumer_group = o.consumer_group
+           AND s.mode = 'new' AND s.seek = o.seek AND (NOT o.seek OR s.created_at = o.since)
+           AND u.x < c.start_xmax) AS x;
+
 -- name: subtract_counted
 -- $3 shard.
 UPDATE queen.queue_counts SET counted = greatest(counted - $2, 0) WHERE queue_id = $1 AND shard = $3;

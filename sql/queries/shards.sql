@@ -111,6 +111,34 @@ SELECT k.shard FROM queen.shard_keys k
                   AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group))
  ORDER BY k.idx;
 
+-- name: local_shard_tables
+-- For shard key $1: every table of queen's that Citus keeps, with the name of the shard that
+-- holds the key (distributed tables: 'h'; reference tables, whose one shard holds every key,
+-- have none: 'n'), and queen's views ('v', none: they read the distributed tables by their
+-- names, Citus's to plan), `queen.messages` first. Prepared only where queen is distributed.
+SELECT t.name, t.method, t.shard_name, t.shardid FROM (
+    SELECT 'queen.' || c.relname AS name, p.partmethod::text AS method,
+           CASE WHEN p.partmethod = 'h'
+                THEN pg_catalog.shard_name(p.logicalrelid, pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1))
+           END AS shard_name,
+           CASE WHEN p.partmethod = 'h'
+                THEN pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)
+           END AS shardid
+      FROM pg_catalog.pg_dist_partition p
+      JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+     WHERE c.relnamespace = 'queen'::regnamespace
+    UNION ALL
+    SELECT 'queen.' || c.relname, 'v', NULL, NULL FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'queen'::regnamespace AND c.relkind = 'v'
+) AS t
+ ORDER BY t.name <> 'queen.messages', t.name;
+
+-- name: shard_here
+-- Whether shard $1 is placed on this node now (read after its metadata lock is held).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl
+                WHERE pl.shardid = $1
+                  AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group)) AS here;
+
 -- name: is_coordinator
 -- Whether this node is the Citus coordinator (group 0), which folds the queues' registry.
 SELECT groupid = 0 AS coordinator FROM pg_catalog.pg_dist_local_group;

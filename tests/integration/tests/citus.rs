@@ -1904,3 +1904,103 @@ fn a_worker_down_stops_only_its_shards() {
         .collect();
     assert_eq!(new, vec!["200".to_string()], "'new' gets what came after its first pop");
 }
+
+/// A worker's maintenance pass works in its own shards alone, in local transactions: with the
+/// other worker down, worker 1's pass applies retention, completed retention and max wait to
+/// the shards it holds (the same counts as with both up), and fails nothing.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_workers_maintenance_needs_no_other_node() {
+    let db = distributed("maintain_alone");
+    let mut c = db.coordinator();
+    c.batch_execute(
+        "SELECT queen_configure('r', '{\"retentionSeconds\": 2}');
+         SELECT queen_configure('done', '{\"completedRetentionSeconds\": 2}');
+         SELECT queen_configure('slow', '{\"maxWaitTimeSeconds\": 2}');
+         SELECT count(*) FROM generate_series(0, 15) g, queen_push('r', to_jsonb(g), 'p' || (g % 8)) AS x;
+         SELECT count(*) FROM generate_series(0, 15) g, queen_push('done', to_jsonb(g), 'p' || (g % 8)) AS x;
+         SELECT count(*) FROM queen_pop('slow', 'g') AS x;
+         SELECT count(*) FROM generate_series(0, 15) g, queen_push('slow', to_jsonb(g), 'p' || (g % 8)) AS x;",
+    )
+    .unwrap();
+    for p in 0..8 {
+        c.query(
+            "SELECT * FROM queen_pop('done', 'g', batch => 10, partition => 'p' || $1::int, auto_ack => true)",
+            &[&p],
+        )
+        .unwrap();
+    }
+    let base = i32::from(queen_integration_tests::citus::base_port());
+    let on_1 = |c: &mut postgres::Client, queue: &str| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM queen.messages m JOIN queen.queues q USING (queue_id)
+               JOIN pg_dist_shard_placement pl ON pl.shardid = get_shard_id_for_distribution_column('queen.messages', m.shard)
+              WHERE q.name = $1 AND pl.nodeport = $2",
+            &[&queue, &(base + 1)],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let held = [on_1(&mut c, "r"), on_1(&mut c, "done"), on_1(&mut c, "slow")];
+    assert!(held.iter().all(|n| *n > 0), "worker 1 holds messages of each queue: {held:?}");
+    let mut w1 = db.worker(1);
+    let first: serde_json::Value = w1.query_one("SELECT queen_maintain()", &[]).unwrap().get(0);
+    assert_eq!(first["retention_deleted"], 0, "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+
+    queen_integration_tests::citus::kill_worker(2);
+    let mut w1 = db.worker(1);
+    let report: serde_json::Value = w1
+        .query_one("SELECT queen_maintain()", &[])
+        .unwrap_or_else(|e| panic!("worker 1's pass with worker 2 down: {e:?}"))
+        .get(0);
+    queen_integration_tests::citus::restart_worker(2);
+    assert_eq!(report["retention_deleted"].as_i64(), Some(held[0]), "{report}");
+    assert_eq!(report["completed_retention_deleted"].as_i64(), Some(held[1]), "{report}");
+    assert_eq!(report["max_wait_dead_lettered"].as_i64(), Some(held[2]), "{report}");
+    let mut c = db.coordinator();
+    assert_eq!([on_1(&mut c, "r"), on_1(&mut c, "done")], [0, 0], "worker 1's shards applied");
+}
+
+/// The views answer on every node, as on the coordinator: the whole cluster's queues, groups
+/// and dead letters, read shard by shard.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn the_views_answer_on_every_worker() {
+    let db = distributed("views_on_workers");
+    let mut c = db.coordinator();
+    c.batch_execute(
+        "SELECT count(*) FROM generate_series(0, 15) g, queen_push('q', to_jsonb(g), 'p' || (g % 8)) AS x;
+         SELECT queen_configure('q', '{\"retryLimit\": 0}');",
+    )
+    .unwrap();
+    for p in 0..8 {
+        c.query(
+            "SELECT queen_ack(message_id, lease_id, 'failed', 'boom', 'g')
+               FROM queen_pop('q', 'g', partition => 'p' || $1::int)",
+            &[&p],
+        )
+        .unwrap();
+    }
+    let read = |c: &mut postgres::Client| -> (String, String, i64) {
+        let stats: String = c
+            .query_one("SELECT string_agg(queue || ':' || messages || ':' || dead_letters, ',') FROM queen.queue_stats", &[])
+            .unwrap()
+            .get(0);
+        let lag: String = c
+            .query_one(
+                "SELECT string_agg(consumer_group || ':' || partition || ':' || pending, ',' ORDER BY partition) FROM queen.group_lag",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let dead: i64 = c.query_one("SELECT count(*) FROM queen.dead_letters_view", &[]).unwrap().get(0);
+        (stats, lag, dead)
+    };
+    let want = read(&mut c);
+    assert_eq!(want.2, 8, "one dead letter a partition: {want:?}");
+    for node in [1, 2] {
+        let got = read(&mut db.worker(node));
+        assert_eq!(got, want, "worker {node}'s views");
+    }
+}
