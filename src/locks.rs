@@ -76,6 +76,11 @@ pub enum Lock<'a> {
     /// call that takes it takes none of the locks above, so it stands outside their order: no
     /// lock above is ever waited for while holding it, and no holder of one waits for it.
     Permit(&'a str, &'a str),
+    /// `queen_grant` and `queen_revoke`, exclusive, one at a time per database until the
+    /// transaction ends: a revoke that found nothing to remove and a grant that commits after
+    /// it are ordered by their commits (whichever commits last decides, as with PostgreSQL's
+    /// own GRANT). Admins' calls, which take none of the locks above: outside their order.
+    Grants,
 }
 
 impl Lock<'_> {
@@ -92,6 +97,7 @@ impl Lock<'_> {
             Lock::Discovery(..) => 9,
             Lock::Maintenance => 10,
             Lock::Permit(..) => 11,
+            Lock::Grants => 12,
         }
     }
 
@@ -126,7 +132,7 @@ fn digest(db: u32, lock: &Lock<'_>) -> [u32; 3] {
             (Some(id), [Some(g), None])
         }
         Lock::Permit(ns, key) => (None, [Some(ns), Some(key)]),
-        Lock::Deletes | Lock::Maintenance => (None, [None, None]),
+        Lock::Deletes | Lock::Maintenance | Lock::Grants => (None, [None, None]),
     };
     if let Some(id) = id {
         h.update(id.as_bytes());
@@ -461,6 +467,7 @@ mod tests {
             Lock::Permit("queen-locks/x", "g"),
             Lock::Permit("queen-locks", "h"),
             Lock::Permit("", "g"),
+            Lock::Grants,
         ];
         let tags: Vec<[u32; 3]> = locks.iter().map(|l| digest(7, l)).collect();
         for i in 0..tags.len() {

@@ -414,6 +414,11 @@ pub fn change(queue: &str, role: pg_sys::Oid, privileges: &[String], grant: bool
     for p in privileges {
         Privilege::parse("argument \"privileges\"", p)?;
     }
+    // One grant or revoke at a time (locks.rs `Grants`): a revoke open while a grant of the
+    // same privilege commits would commit last having removed nothing.
+    crate::locks::take_fresh(crate::locks::Lock::Grants, crate::locks::Mode::Exclusive, || {
+        "the grants (another queen_grant or queen_revoke is open)".to_string()
+    })?;
     crate::cache::changed();
     let args: [DatumWithOid; 3] = [queue.into(), role.into(), privileges.to_vec().into()];
     Ok(crate::session::connect(|s| {
