@@ -234,6 +234,22 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
 /// one of the shard keys. A call made by hand with another value would write rows of a shard
 /// that does not exist (on one server, where the only key is 0, too), which no call reads and
 /// which would count as a group's subscription in maintenance.
+/// A worker's side of a call on Citus, on shard key `k`: `f` run as a call of that shard
+/// (`shards::within`), on the shard's local tables when it is placed on this node and no move
+/// is switching it (`shards::enter_local`: plain statements with kept plans, as on one server),
+/// else through Citus's planning.
+pub fn within_shard<R>(k: i32, f: impl FnOnce() -> R) -> R {
+    shards::within(k, || {
+        if !shards::planning_for_citus() {
+            return f();
+        }
+        match crate::session::connect(|s| shards::enter_local(s, k)) {
+            Some(local) => crate::spi::with_local_shard(local, f),
+            None => f(),
+        }
+    })
+}
+
 pub fn enter_shard(k: i32) -> QueenResult<()> {
     let layout = crate::session::connect(shards::layout);
     if layout.keys.contains(&k) {

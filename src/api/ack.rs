@@ -143,7 +143,7 @@ mod queen {
         let entry = checked_one(message_id, lease_id, status, error, consumer_group);
         crate::route::enter_shard(shard).or_report(F);
         let acked = crate::privilege::acting_for("queen.shard_ack_one", grants, || {
-            crate::shards::within(shard, || ack::ack(&[entry]))
+            crate::route::within_shard(shard, || ack::ack(&[entry]))
         });
         let mut results = acked.and_then(|r| r).or_report(F);
         results.pop().expect("queen: one result per entry")
@@ -164,7 +164,7 @@ mod queen {
             let (lease, status) = checked_lease(lease_id, status);
             crate::route::enter_shard(shard).or_report(F);
             let acked = crate::privilege::acting_for("queen.shard_ack_lease", grants, || {
-                crate::shards::within(shard, || ack::ack_lease(lease, status, error))
+                crate::route::within_shard(shard, || ack::ack_lease(lease, status, error))
             });
             acked.and_then(|r| r).or_report(F)
         });
@@ -179,7 +179,7 @@ mod queen {
             let (entries, _) = checked_batch(acks);
             crate::route::enter_shard(shard).or_report(F);
             let acked = crate::privilege::acting_for("queen.shard_ack", grants, || {
-                crate::shards::within(shard, || ack::ack(&entries))
+                crate::route::within_shard(shard, || ack::ack(&entries))
             });
             acked.and_then(|r| r).or_report(F)
         });

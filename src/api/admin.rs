@@ -117,7 +117,6 @@ mod queen {
     use crate::admin;
     use crate::error::OrReport;
     use crate::route::enter_shard;
-    use crate::shards::within;
     use pgrx::datum::TimestampWithTimeZone;
     use pgrx::prelude::*;
     use pgrx::Uuid;
@@ -136,7 +135,7 @@ mod queen {
         let lease_id = checked_renew(lease_id, seconds);
         enter_shard(shard).or_report(F);
         let renewed = crate::privilege::acting_for("queen.shard_renew", grants, || {
-            within(shard, || admin::renew(lease_id, seconds))
+            crate::route::within_shard(shard, || admin::renew(lease_id, seconds))
         });
         renewed.and_then(|r| r).or_report(F)
     }
@@ -154,7 +153,7 @@ mod queen {
         let queue = checked_seek(queue, consumer_group);
         enter_shard(shard).or_report(F);
         crate::privilege::require_internal("queen.shard_seek").or_report(F);
-        within(shard, || admin::seek(queue, consumer_group, to_time)).or_report(F)
+        crate::route::within_shard(shard, || admin::seek(queue, consumer_group, to_time)).or_report(F)
     }
 
     /// `queen.shard_delete_group(shard, consumer_group, queue)`: the cursors removed in the shard.
@@ -165,7 +164,7 @@ mod queen {
         checked_delete_group(consumer_group, queue);
         enter_shard(shard).or_report(F);
         crate::privilege::require_internal("queen.shard_delete_group").or_report(F);
-        within(shard, || admin::delete_group(consumer_group, queue)).or_report(F)
+        crate::route::within_shard(shard, || admin::delete_group(consumer_group, queue)).or_report(F)
     }
 
     /// `queen.shard_delete_queue(shard, queue)`: the queue's rows of the shard deleted (the
@@ -177,7 +176,7 @@ mod queen {
         let queue = checked_delete_queue(queue);
         enter_shard(shard).or_report(F);
         crate::privilege::require_internal("queen.shard_delete_queue").or_report(F);
-        within(shard, || admin::delete_queue(queue)).or_report(F)
+        crate::route::within_shard(shard, || admin::delete_queue(queue)).or_report(F)
     }
 }
 

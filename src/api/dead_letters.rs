@@ -64,7 +64,6 @@ mod queen {
     use crate::dead_letters;
     use crate::error::OrReport;
     use crate::route::enter_shard;
-    use crate::shards::within;
     use pgrx::datum::TimestampWithTimeZone;
     use pgrx::prelude::*;
     use pgrx::Uuid;
@@ -83,7 +82,8 @@ mod queen {
         let queue = checked(F, queue, consumer_group);
         enter_shard(shard).or_report(F);
         crate::privilege::require_internal("queen.shard_replay_dead_letters").or_report(F);
-        within(shard, || dead_letters::replay(queue, consumer_group, message_id)).or_report(F) as i32
+        crate::route::within_shard(shard, || dead_letters::replay(queue, consumer_group, message_id)).or_report(F)
+            as i32
     }
 
     /// `queen.shard_purge_dead_letters(shard, queue, consumer_group, message_id,
@@ -101,6 +101,7 @@ mod queen {
         let queue = checked(F, queue, consumer_group);
         enter_shard(shard).or_report(F);
         crate::privilege::require_internal("queen.shard_purge_dead_letters").or_report(F);
-        within(shard, || dead_letters::purge(queue, consumer_group, message_id, failed_before)).or_report(F) as i32
+        crate::route::within_shard(shard, || dead_letters::purge(queue, consumer_group, message_id, failed_before))
+            .or_report(F) as i32
     }
 }

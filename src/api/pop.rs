@@ -154,7 +154,7 @@ mod queen {
             }
         }
         privilege::require_internal("queen.shard_pop").or_report(F);
-        crate::shards::within(shard, || pop::pop_once(req)).or_report(F).rows
+        crate::route::within_shard(shard, || pop::pop_once(req)).or_report(F).rows
     }
 
     /// `queen.shard_subscribe(shard, queue, consumer_group, subscription_mode,
@@ -180,7 +180,7 @@ mod queen {
         privilege::require_internal("queen.shard_subscribe").or_report(F);
         let queue_id = crate::names::to_pg(names::queue_id(queue));
         crate::locks::writing(queue_id, Some(queue), Some(group)).or_report(F);
-        crate::shards::within(shard, || {
+        crate::route::within_shard(shard, || {
             crate::session::connect(|s| crate::subscription::subscribe(s, queue_id, group, mode, subscription_from))
         })
         .or_report(F)

@@ -123,7 +123,8 @@ mod queen {
         let items = vec![item];
         crate::session::connect(|s| crate::route::check_shard(s, shard, &items)).or_report(F);
         crate::privilege::require_internal("queen.shard_push_one").or_report(F);
-        let mut results = push::push(items, Payloads::One(payload), Some(shard)).or_report(F);
+        let mut results =
+            crate::route::within_shard(shard, || push::push(items, Payloads::One(payload), Some(shard))).or_report(F);
         results.pop().expect("queen: one result per item")
     }
 
@@ -135,7 +136,7 @@ mod queen {
             let (parsed, items) = checked_items(items);
             crate::session::connect(|s| crate::route::check_shard(s, shard, &parsed)).or_report(F);
             crate::privilege::require_internal("queen.shard_push").or_report(F);
-            push::push(parsed, Payloads::Items(items), Some(shard)).or_report(F)
+            crate::route::within_shard(shard, || push::push(parsed, Payloads::Items(items), Some(shard))).or_report(F)
         });
         SetOfIterator::new(results)
     }
