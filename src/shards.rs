@@ -215,18 +215,20 @@ thread_local! {
         RefCell::new(std::collections::HashMap::new());
 }
 
-/// Citus's lock of a shard's placement metadata (its tag: the database, the shard id's two
-/// halves, class 4, as Citus's resource_lock.h builds it). A shard move takes it EXCLUSIVE on
-/// every node while it switches the shard's placement; Citus's own statements on a shard take
-/// it SHARE. Held SHARE, a shard stays where it is until the transaction ends.
-fn shard_metadata_tag(shardid: i64) -> pg_sys::LOCKTAG {
+/// Citus's lock of the placement metadata of a shard of a colocation group (resource_lock.h,
+/// `SET_LOCKTAG_COLOCATED_SHARDS_METADATA_RESOURCE`: the database, the shard's index in hash
+/// order, the colocation group, class 8): the lock every shard of that index in the group
+/// shares. A shard move takes it EXCLUSIVE on every node while it switches the shards'
+/// placement; Citus's own writes to a shard take it SHARE. Held SHARE, the shards stay where
+/// they are until the transaction ends.
+fn shard_metadata_tag(colocation: u32, index: u32) -> pg_sys::LOCKTAG {
     // SAFETY: MyDatabaseId is set at backend start and never changes afterwards.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
     pg_sys::LOCKTAG {
         locktag_field1: db,
-        locktag_field2: (shardid >> 32) as u32,
-        locktag_field3: shardid as u32,
-        locktag_field4: 4,
+        locktag_field2: index,
+        locktag_field3: colocation,
+        locktag_field4: 8,
         locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
         locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
     }
@@ -248,25 +250,42 @@ pub fn enter_local(s: &mut Spi, k: i32) -> Option<std::rc::Rc<crate::spi::LocalS
                 let name: String = r.req("name");
                 match r.get::<String>("shard_name") {
                     Some(shard) => {
-                        anchor.get_or_insert(r.req::<i64>("shardid"));
+                        anchor.get_or_insert((
+                            r.req::<i64>("shardid"),
+                            r.req::<i64>("colocationid") as u32,
+                            r.req::<i64>("shard_index") as u32,
+                        ));
                         tables.push((name, shard));
                     }
                     None => elsewhere.push(name),
                 }
             }
-            let l = std::rc::Rc::new(crate::spi::LocalShard { anchor: anchor?, tables, elsewhere });
+            let (anchor, colocation, index) = anchor?;
+            let l = std::rc::Rc::new(crate::spi::LocalShard { anchor, colocation, index, tables, elsewhere });
             LOCAL_TABLES.with(|t| t.borrow_mut().insert(k, l.clone()));
             l
         }
     };
-    let tag = shard_metadata_tag(local.anchor);
+    let tag = shard_metadata_tag(local.colocation, local.index);
     // SAFETY: a tag of the user lock method; dontWait, so this returns at once; held to the
     // end of the transaction.
     let got = unsafe { pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, true) };
     if got == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
         return None;
     }
-    SHARD_HERE.run_latest(s, &[local.anchor.into()]).first().req::<bool>("here").then_some(local)
+    let (here, settled) = {
+        let r = SHARD_HERE.run_latest(s, &[local.anchor.into()]).first();
+        (r.req::<bool>("here"), r.req::<bool>("settled"))
+    };
+    if here && !settled {
+        // The shard has just reached this node, and this backend has not noticed yet (its
+        // invalidation may come later than the placement it reads): settled first, as a
+        // noticed arrival is (cluster.rs); a transaction that already used the old mapping
+        // fails with 40001, to be retried.
+        PLACEMENTS_CHANGED.set(true);
+        crate::cluster::ensure(s);
+    }
+    here.then_some(local)
 }
 
 thread_local! {

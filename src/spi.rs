@@ -127,6 +127,9 @@ thread_local! {
 pub struct LocalShard {
     /// The shard id of `queen.messages` for this key: plans are kept per it.
     pub anchor: i64,
+    /// Its colocation group and its index among the table's shards (Citus's metadata lock).
+    pub colocation: u32,
+    pub index: u32,
     /// (`queen.<table>`, `queen.<table>_<shard id>`) for every table distributed by shard.
     pub tables: Vec<(String, String)>,
     /// `queen.<table>` of the tables Citus keeps that are not renamed (reference tables).
@@ -630,6 +633,8 @@ mod tests {
     fn local() -> super::LocalShard {
         super::LocalShard {
             anchor: 102008,
+            colocation: 1,
+            index: 0,
             tables: vec![
                 ("queen.messages".into(), "queen.messages_102008".into()),
                 ("queen.cursors".into(), "queen.cursors_102020".into()),

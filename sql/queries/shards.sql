@@ -116,28 +116,41 @@ SELECT k.shard FROM queen.shard_keys k
 -- holds the key (distributed tables: 'h'; reference tables, whose one shard holds every key,
 -- have none: 'n'), and queen's views ('v', none: they read the distributed tables by their
 -- names, Citus's to plan), `queen.messages` first. Prepared only where queen is distributed.
-SELECT t.name, t.method, t.shard_name, t.shardid FROM (
+-- With each distributed table's shard: its colocation group and the shard's index among the
+-- table's shards in hash order, which name Citus's metadata lock of colocated shards
+-- (src/shards.rs).
+SELECT t.name, t.method, t.shard_name, t.shardid, t.colocationid, t.shard_index FROM (
     SELECT 'queen.' || c.relname AS name, p.partmethod::text AS method,
-           CASE WHEN p.partmethod = 'h'
-                THEN pg_catalog.shard_name(p.logicalrelid, pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1))
-           END AS shard_name,
-           CASE WHEN p.partmethod = 'h'
-                THEN pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)
-           END AS shardid
+           pg_catalog.shard_name(p.logicalrelid, sh.shardid) AS shard_name, sh.shardid,
+           p.colocationid::bigint AS colocationid,
+           (SELECT count(*) FROM pg_catalog.pg_dist_shard o
+             WHERE o.logicalrelid = p.logicalrelid AND o.shardminvalue::integer < sh.shardminvalue::integer) AS shard_index
       FROM pg_catalog.pg_dist_partition p
       JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
-     WHERE c.relnamespace = 'queen'::regnamespace
+      JOIN pg_catalog.pg_dist_shard sh
+        ON sh.shardid = pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)
+     WHERE c.relnamespace = 'queen'::regnamespace AND p.partmethod = 'h'
     UNION ALL
-    SELECT 'queen.' || c.relname, 'v', NULL, NULL FROM pg_catalog.pg_class c
+    SELECT 'queen.' || c.relname, p.partmethod::text, NULL, NULL, NULL, NULL
+      FROM pg_catalog.pg_dist_partition p
+      JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+     WHERE c.relnamespace = 'queen'::regnamespace AND p.partmethod <> 'h'
+    UNION ALL
+    SELECT 'queen.' || c.relname, 'v', NULL, NULL, NULL, NULL FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'queen'::regnamespace AND c.relkind = 'v'
 ) AS t
  ORDER BY t.name <> 'queen.messages', t.name;
 
 -- name: shard_here
--- Whether shard $1 is placed on this node now (read after its metadata lock is held).
+-- Whether shard $1 is placed on this node now (read after its metadata lock is held), and
+-- whether this node's id mapping covers it (queen.settled_shards, src/cluster.rs): a shard
+-- that has just arrived is settled before anything is written in it.
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl
                 WHERE pl.shardid = $1
-                  AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group)) AS here;
+                  AND pl.groupid = (SELECT groupid FROM pg_catalog.pg_dist_local_group)) AS here,
+       EXISTS (SELECT 1 FROM queen.settled_shards s
+                WHERE s.shardid = $1
+                  AND s.relation = pg_catalog.to_regclass(pg_catalog.shard_name('queen.messages', $1))::oid) AS settled;
 
 -- name: is_coordinator
 -- Whether this node is the Citus coordinator (group 0), which folds the queues' registry.
