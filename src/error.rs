@@ -26,6 +26,8 @@ pub enum QueenError {
     WaitNotSupported { isolation: String },
     /// 42501: the calling role lacks a privilege on a queue (semantics §11).
     PermissionDenied { queue: String, privilege: &'static str },
+    /// 42501: the same, on a Citus worker, where no grant is read (shards.rs `roles_here`).
+    PermissionDeniedOnWorker { queue: String, privilege: &'static str },
     /// 42501: a function for superusers and the extension's owner (and, for diagnostics,
     /// members of pg_monitor).
     AdminOnly { function: &'static str, monitor: bool },
@@ -64,9 +66,9 @@ impl QueenError {
             QueenError::InvalidText { .. } => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
             QueenError::QueueFull { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             QueenError::WaitNotSupported { .. } => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            QueenError::PermissionDenied { .. } | QueenError::AdminOnly { .. } => {
-                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE
-            }
+            QueenError::PermissionDenied { .. }
+            | QueenError::PermissionDeniedOnWorker { .. }
+            | QueenError::AdminOnly { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             QueenError::SchemaVersion { .. } | QueenError::NotInstalled | QueenError::RestoreUncommitted => {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
@@ -102,6 +104,12 @@ impl fmt::Display for QueenError {
                 f,
                 "queen: queen_pop with wait_ms > 0 needs READ COMMITTED, not {isolation}: \
                  a stricter isolation level keeps one snapshot and could never see the message it waits for"
+            ),
+            QueenError::PermissionDeniedOnWorker { queue, privilege } => write!(
+                f,
+                "queen: permission denied for queue \"{}\" on this Citus worker: privilege \"{privilege}\" is \
+                 granted on the coordinator, whose grants name its own roles; call queen through the coordinator",
+                shorten(queue)
             ),
             QueenError::PermissionDenied { queue, privilege } if queue == "*" => {
                 write!(f, "queen: permission denied: privilege \"{privilege}\" on every queue ('*') is needed")

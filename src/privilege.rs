@@ -138,6 +138,9 @@ pub fn holdings(s: &mut Spi, role: pg_sys::Oid) -> Holdings {
     if is_admin(s, role) {
         return Holdings { admin: true, grants: Vec::new() };
     }
+    if !crate::shards::roles_here(s) {
+        return Holdings { admin: false, grants: Vec::new() }; // (as grants_of)
+    }
     let args: [DatumWithOid; 1] = [role.into()];
     let grants = GRANTS_HELD
         .run(s, &args)
@@ -259,6 +262,9 @@ thread_local! {
 
 /// The grants on `queue` and on every queue (`'*'`).
 fn grants_of(s: &mut Spi, queue: &str) -> Vec<Grant> {
+    if !crate::shards::roles_here(s) {
+        return Vec::new(); // a Citus worker: the grants name the coordinator's roles
+    }
     crate::cache::read_through(&GRANTS, queue.to_string(), || {
         let args: [DatumWithOid; 1] = [queue.into()];
         GRANTS_OF
@@ -300,6 +306,9 @@ pub fn allowed_everywhere(s: &mut Spi, role: pg_sys::Oid, privilege: Privilege) 
 }
 
 fn denied(queue: &str, privilege: Privilege) -> QueenError {
+    if crate::shards::roles_here_known() == Some(false) {
+        return QueenError::PermissionDeniedOnWorker { queue: queue.to_string(), privilege: privilege.name() };
+    }
     QueenError::PermissionDenied { queue: queue.to_string(), privilege: privilege.name() }
 }
 

@@ -111,7 +111,32 @@ pub fn within<R>(k: i32, f: impl FnOnce() -> R) -> R {
 extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     if relid == pg_sys::InvalidOid || relid == MESSAGES.with(Cell::get) {
         LAYOUT.with(|l| l.borrow_mut().take());
+        ROLES_HERE.set(None);
     }
+}
+
+thread_local! {
+    /// Whether queen's grants name this node's roles ([`roles_here`]), as last read.
+    static ROLES_HERE: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// [`roles_here`] as last read, without reading it.
+pub fn roles_here_known() -> Option<bool> {
+    ROLES_HERE.get()
+}
+
+/// Whether the roles `queen.privileges` names (by oid) are this node's: on one server and on
+/// a Citus coordinator, yes; on a Citus worker, no — the rows are the coordinator's, copied as
+/// they are, and a worker's roles have other oids (a role created after the cluster was, or
+/// on another node first, may have the oid another role has there). On a worker no grant is
+/// read: only admins' calls pass (the coordinator delegates as the extension's owner).
+pub fn roles_here(s: &mut Spi) -> bool {
+    if let Some(v) = ROLES_HERE.get() {
+        return v;
+    }
+    let v = !layout(s).distributed || IS_COORDINATOR.run(s, &[]).first().req::<bool>("coordinator");
+    ROLES_HERE.set(Some(v));
+    v
 }
 
 /// The layout, read if this backend has none that is still good.

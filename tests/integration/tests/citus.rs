@@ -2004,3 +2004,46 @@ fn the_views_answer_on_every_worker() {
         assert_eq!(got, want, "worker {node}'s views");
     }
 }
+
+/// Grants name the coordinator's roles, by oid, and a worker's roles have other oids: a worker
+/// reads no grant, so an application role's call made on a worker is refused (42501, saying to
+/// call through the coordinator) — never let through on another role's grant — while the same
+/// call through the coordinator works, and an admin's call on a worker works.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_worker_refuses_application_roles_its_grants_do_not_name() {
+    let db = distributed("worker_roles");
+    let mut c = db.coordinator();
+    c.batch_execute(
+        "DROP ROLE IF EXISTS queen_worker_app; CREATE ROLE queen_worker_app LOGIN;
+         SELECT queen_grant('q', 'queen_worker_app', ARRAY['push', 'pop', 'read']);",
+    )
+    .unwrap();
+    let (coord_oid, worker_oid): (u32, u32) = (
+        c.query_one("SELECT 'queen_worker_app'::regrole::oid", &[]).unwrap().get(0),
+        db.worker(1).query_one("SELECT 'queen_worker_app'::regrole::oid", &[]).unwrap().get(0),
+    );
+    eprintln!("the role's oid: {coord_oid} on the coordinator, {worker_oid} on worker 1");
+    let port = queen_integration_tests::citus::base_port() + 1;
+    let mut app = postgres::Client::connect(
+        &format!("host=127.0.0.1 port={port} user=queen_worker_app dbname={}", db.name),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let e = app.query("SELECT * FROM queen_push('q', '1', 'p1')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "42501", "{e:?}");
+    let msg = e.as_db_error().unwrap().message().to_string();
+    assert!(msg.contains("through the coordinator"), "{msg}");
+    let e = app.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "42501", "{e:?}");
+    let seen: i64 = app.query_one("SELECT count(*) FROM queen.queue_stats", &[]).unwrap().get(0);
+    assert_eq!(seen, 0, "the views show it nothing on a worker");
+
+    let mut app = db.coordinator_as("queen_worker_app");
+    app.query("SELECT * FROM queen_push('q', '1', 'p1')", &[]).unwrap();
+    let got = app.query("SELECT * FROM queen_pop('q', 'g', auto_ack => true)", &[]).unwrap();
+    assert_eq!(got.len(), 1, "through the coordinator, its grants hold");
+    // An admin's call on a worker runs there.
+    let n = db.worker(1).query("SELECT * FROM queen_push('q', '2', 'p2')", &[]).unwrap().len();
+    assert_eq!(n, 1);
+}
