@@ -95,3 +95,24 @@ pub fn attempt_caught<R>(f: impl FnOnce() -> Result<R, String>) -> Result<R, Fai
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use pgrx::PgSqlErrorCode as C;
+
+    #[test]
+    fn a_sqlstates_class_is_its_first_two_characters() {
+        // (code, same class as 08000)
+        let cases = [
+            (C::ERRCODE_CONNECTION_FAILURE, true),
+            (C::ERRCODE_CONNECTION_DOES_NOT_EXIST, true),
+            (C::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION, true),
+            (C::ERRCODE_INSUFFICIENT_PRIVILEGE, false),
+            (C::ERRCODE_LOCK_NOT_AVAILABLE, false),
+            (C::ERRCODE_INTERNAL_ERROR, false),
+        ];
+        for (code, same) in cases {
+            assert_eq!(super::code_class(code) == super::code_class(C::ERRCODE_CONNECTION_EXCEPTION), same, "{code:?}");
+        }
+    }
+}
