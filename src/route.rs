@@ -301,82 +301,109 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
     let lease: Option<Uuid> = (several && !req.auto_ack)
         .then(|| Uuid::from_bytes(*shards::stamp(uuid::Uuid::now_v7(), shards::MANY_SHARDS).as_bytes()));
     subscribe_everywhere(layout, req);
-    // A pop of any partition takes what the reachable shards hold when a worker is down: each
-    // shard's part is tried on its own (a subtransaction), and an unreachable one is passed.
-    let guarded = req.partition.is_none() && keys.len() > 1;
+    // A pop of any partition takes what the reachable shards hold when a worker is down. It is
+    // tried whole in a subtransaction (one savepoint for the whole pop); when a node cannot be
+    // reached, it is tried again shard by shard, each shard's part in a subtransaction of its
+    // own, and an unreachable shard is passed.
+    let (rows, first) = if req.partition.is_some() || keys.len() < 2 {
+        pop_shards(req, &keys, lease, false)?
+    } else {
+        let whole = crate::subxact::attempt_caught(|| pop_shards(req, &keys, lease, false).map_err(|e| e.to_string()));
+        match whole {
+            Ok(done) => done,
+            Err(f) if f.node_unreachable() => pop_shards(req, &keys, lease, true)?,
+            Err(f) => f.raise(),
+        }
+    };
+    after(first, req);
+    Ok(Outcome { rows, next_due: None, contended: true, more: false })
+}
+
+/// After a pop of any partition that delivered: the next starts after the shard that
+/// delivered first.
+fn after(first: Option<usize>, req: &PopRequest) {
+    if let (Some(i), None) = (first, &req.partition) {
+        NEXT_SHARD.with(|c| c.set(c.get().wrapping_add(i + 1)));
+    }
+}
+
+/// One attempt of a pop in `keys`' shards, one after another until it has what it wants:
+/// what it delivered, and the position of the first shard that delivered. `passing`: each
+/// shard's part in a subtransaction of its own, a shard whose node cannot be reached passed
+/// (an error when none answers: the pop cannot say the queue is empty).
+fn pop_shards(
+    req: &PopRequest,
+    keys: &[i32],
+    lease: Option<Uuid>,
+    passing: bool,
+) -> QueenResult<(Vec<Popped>, Option<usize>)> {
+    let several = req.partition.is_none() && req.partitions > 1;
     let mut unreachable: Option<crate::subxact::Failed> = None;
     let mut passed = 0;
-    let rows = {
-        let mut out: Vec<Popped> = Vec::new();
-        let mut partitions: HashSet<[u8; 16]> = HashSet::new();
-        let mut first = None;
-        for (i, k) in keys.iter().enumerate() {
-            let args: [DatumWithOid; 11] = [
-                (*k).into(),
-                req.queue.as_str().into(),
-                req.group.as_deref().into(),
-                (req.batch - out.len() as i32).into(),
-                req.partition.as_deref().into(),
-                (req.partitions - partitions.len() as i32).into(),
-                req.lease_seconds.into(),
-                req.auto_ack.into(),
-                req.mode.as_str().into(),
-                req.from.into(),
-                lease.into(),
-            ];
-            let before = out.len();
-            let read = || -> Vec<Popped> {
-                crate::session::connect(|s| {
-                    DELEGATE_POP
-                        .run(s, &args)
-                        .map(|r| Popped {
-                            message_id: r.req("message_id"),
-                            transaction_id: r.req("transaction_id"),
-                            queue: r.req("queue"),
-                            partition: r.req("partition"),
-                            partition_id: r.req("partition_id"),
-                            payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
-                            trace_id: r.get("trace_id"),
-                            created_at: r.req("created_at"),
-                            consumer_group: r.get("consumer_group"),
-                            lease_id: r.get("lease_id"),
-                            lease_expires_at: r.get("lease_expires_at"),
-                            attempt: r.req("attempt"),
-                        })
-                        .collect()
-                })
-            };
-            if !guarded {
-                out.extend(read());
-            } else {
-                match crate::subxact::attempt_caught(|| Ok(read())) {
-                    Ok(got) => out.extend(got),
-                    Err(f) if f.node_unreachable() => {
-                        passed += 1;
-                        unreachable = Some(f);
-                        continue;
-                    }
-                    Err(f) => f.raise(),
+    let mut out: Vec<Popped> = Vec::new();
+    let mut partitions: HashSet<[u8; 16]> = HashSet::new();
+    let mut first = None;
+    for (i, k) in keys.iter().enumerate() {
+        let args: [DatumWithOid; 11] = [
+            (*k).into(),
+            req.queue.as_str().into(),
+            req.group.as_deref().into(),
+            (req.batch - out.len() as i32).into(),
+            req.partition.as_deref().into(),
+            (req.partitions - partitions.len() as i32).into(),
+            req.lease_seconds.into(),
+            req.auto_ack.into(),
+            req.mode.as_str().into(),
+            req.from.into(),
+            lease.into(),
+        ];
+        let before = out.len();
+        let read = || -> Vec<Popped> {
+            crate::session::connect(|s| {
+                DELEGATE_POP
+                    .run(s, &args)
+                    .map(|r| Popped {
+                        message_id: r.req("message_id"),
+                        transaction_id: r.req("transaction_id"),
+                        queue: r.req("queue"),
+                        partition: r.req("partition"),
+                        partition_id: r.req("partition_id"),
+                        payload: Jsonb(r.transfer("payload", -1).expect("queen: payload is not NULL")),
+                        trace_id: r.get("trace_id"),
+                        created_at: r.req("created_at"),
+                        consumer_group: r.get("consumer_group"),
+                        lease_id: r.get("lease_id"),
+                        lease_expires_at: r.get("lease_expires_at"),
+                        attempt: r.req("attempt"),
+                    })
+                    .collect()
+            })
+        };
+        if !passing {
+            out.extend(read());
+        } else {
+            match crate::subxact::attempt_caught(|| Ok(read())) {
+                Ok(got) => out.extend(got),
+                Err(f) if f.node_unreachable() => {
+                    passed += 1;
+                    unreachable = Some(f);
+                    continue;
                 }
-            }
-            if out.len() > before {
-                first.get_or_insert(i);
-                partitions.extend(out[before..].iter().map(|m| *m.partition_id.as_bytes()));
-                if !several || out.len() as i32 >= req.batch || partitions.len() as i32 >= req.partitions {
-                    break;
-                }
+                Err(f) => f.raise(),
             }
         }
-        if let (Some(i), None) = (first, &req.partition) {
-            // The next pop starts after the shard that delivered first.
-            NEXT_SHARD.with(|c| c.set(c.get().wrapping_add(i + 1)));
+        if out.len() > before {
+            first.get_or_insert(i);
+            partitions.extend(out[before..].iter().map(|m| *m.partition_id.as_bytes()));
+            if !several || out.len() as i32 >= req.batch || partitions.len() as i32 >= req.partitions {
+                break;
+            }
         }
-        out
-    };
-    if let Some(f) = unreachable.filter(|_| passed == keys.len()) {
-        f.raise(); // no shard answered: the pop cannot say the queue is empty
     }
-    Ok(Outcome { rows, next_due: None, contended: true, more: false })
+    if let Some(f) = unreachable.filter(|_| passed == keys.len()) {
+        f.raise();
+    }
+    Ok((out, first))
 }
 
 fn ack_result(row: &Row, idx: i32) -> AckResult {

@@ -120,16 +120,20 @@ SELECT k.shard FROM queen.shard_keys k
 -- table's shards in hash order, which name Citus's metadata lock of colocated shards
 -- (src/shards.rs).
 SELECT t.name, t.method, t.shard_name, t.shardid, t.colocationid, t.shard_index FROM (
-    SELECT 'queen.' || c.relname AS name, p.partmethod::text AS method,
-           pg_catalog.shard_name(p.logicalrelid, sh.shardid) AS shard_name, sh.shardid,
-           p.colocationid::bigint AS colocationid,
+    -- (queen's tables first, on their own: the shard of key $1 is asked of those only — another
+    -- distributed table of the database may be distributed by a column of another type.)
+    SELECT 'queen.' || q.relname AS name, 'h' AS method,
+           pg_catalog.shard_name(q.logicalrelid, sh.shardid) AS shard_name, sh.shardid,
+           q.colocationid::bigint AS colocationid,
            (SELECT count(*) FROM pg_catalog.pg_dist_shard o
-             WHERE o.logicalrelid = p.logicalrelid AND o.shardminvalue::integer < sh.shardminvalue::integer) AS shard_index
-      FROM pg_catalog.pg_dist_partition p
-      JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
-      JOIN pg_catalog.pg_dist_shard sh
-        ON sh.shardid = pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)
-     WHERE c.relnamespace = 'queen'::regnamespace AND p.partmethod = 'h'
+             WHERE o.logicalrelid = q.logicalrelid AND o.shardminvalue::integer < sh.shardminvalue::integer) AS shard_index
+      FROM (SELECT p.logicalrelid, p.colocationid, c.relname
+              FROM pg_catalog.pg_dist_partition p
+              JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+             WHERE c.relnamespace = 'queen'::regnamespace AND p.partmethod = 'h'
+            OFFSET 0) AS q
+     CROSS JOIN LATERAL (SELECT pg_catalog.get_shard_id_for_distribution_column(q.logicalrelid, $1) AS shardid) AS g
+      JOIN pg_catalog.pg_dist_shard sh ON sh.shardid = g.shardid
     UNION ALL
     SELECT 'queen.' || c.relname, p.partmethod::text, NULL, NULL, NULL, NULL
       FROM pg_catalog.pg_dist_partition p

@@ -1905,8 +1905,8 @@ fn a_worker_down_stops_only_its_shards() {
     assert_eq!(new, vec!["200".to_string()], "'new' gets what came after its first pop");
 }
 
-/// A worker's maintenance pass works in its own shards alone, in local transactions: with the
-/// other worker down, worker 1's pass applies retention, completed retention and max wait to
+/// A worker's maintenance pass works in its own shards alone, in local transactions (next to an
+/// application's table distributed by a uuid): with the other worker down, worker 1's pass applies retention, completed retention and max wait to
 /// the shards it holds (the same counts as with both up), and fails nothing.
 #[test]
 #[ignore = "needs the Citus cluster of make citus-test"]
@@ -1914,7 +1914,9 @@ fn a_workers_maintenance_needs_no_other_node() {
     let db = distributed("maintain_alone");
     let mut c = db.coordinator();
     c.batch_execute(
-        "SELECT queen_configure('r', '{\"retentionSeconds\": 2}');
+        // An application's table beside queen's, distributed by a column of another type.
+        "CREATE TABLE orders (id uuid PRIMARY KEY, n int); SELECT create_distributed_table('orders', 'id');
+         SELECT queen_configure('r', '{\"retentionSeconds\": 2}');
          SELECT queen_configure('done', '{\"completedRetentionSeconds\": 2}');
          SELECT queen_configure('slow', '{\"maxWaitTimeSeconds\": 2}');
          SELECT count(*) FROM generate_series(0, 15) g, queen_push('r', to_jsonb(g), 'p' || (g % 8)) AS x;
