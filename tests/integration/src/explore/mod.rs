@@ -614,6 +614,10 @@ impl<'a> Run<'a> {
              SELECT queen_grant('{TIMER_QUEUE}', '{APP_ROLE}', ARRAY['push', 'pop', 'read']);
              SELECT queen_grant('queen-locks', '{APP_ROLE}', ARRAY['kv_read', 'kv_write']);
              SELECT queen_configure('{TENANT_QUEUE}', '{{\"leaseTime\": 1}}');
+             -- (Registered here: on Citus a push that registers its queue writes a reference
+             -- table, whose writes Citus serializes, so the first ties round would wait for a
+             -- delete open from another thread: docs/scale-out.md.)
+             SELECT queen_configure('{TIES_QUEUE}', '{{}}');
              SELECT queen_grant('{TENANT_QUEUE}', '{TENANT_ROLE}', ARRAY['configure', 'pop']);"
         ))
         .unwrap();
