@@ -158,6 +158,12 @@ impl fmt::Display for QueenError {
                 "queen: this transaction waited for another that deleted or changed what it uses, and its \
                  snapshot is older than that: retry the transaction"
             ),
+            QueenError::LockWait { what, ms: 0 } => write!(
+                f,
+                "queen: {what} was locked by another transaction, and a delete in a transaction that \
+                 has written queen's rows does not wait (it would hold those rows while it waits): \
+                 delete in a transaction of its own"
+            ),
             QueenError::LockWait { what, ms } => write!(
                 f,
                 "queen: {what} was locked by another transaction for {ms} ms \

@@ -58,6 +58,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     ) {
         crate::visit::release_all();
         crate::cluster::at_end();
+        crate::locks::at_end();
     }
     match event {
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {

@@ -308,9 +308,14 @@ pub fn take_fresh(lock: Lock<'_>, mode: Mode, what: impl FnOnce() -> String) -> 
 /// caller never holds one of them while it waits for another: what it waits for can never be
 /// waiting for it. The deletes take their locks so. 55P03 names what it last waited for
 /// (`what`, given the index of that lock in `wanted`); see [`fresh`].
+///
+/// In a transaction that has written queen's rows (it holds [`writing`]'s locks of some queue,
+/// and row locks with them), nothing is waited for: 55P03 at once when a lock is held. Waiting
+/// there, the delete would hold those rows while it waits, and a transaction it waits for (one
+/// that writes the queue being deleted) could be waiting for them: a circle.
 pub fn take_all(wanted: &[(Lock<'_>, Mode)], what: impl Fn(usize) -> String) -> QueenResult<bool> {
     let tags: Vec<(pg_sys::LOCKTAG, Mode)> = wanted.iter().map(|(l, m)| (l.tag(), *m)).collect();
-    let bound_ms = bound_ms();
+    let bound_ms = if WROTE.get() { 0 } else { bound_ms() };
     let started = std::time::Instant::now();
     let mut waited = false;
     // The lock last waited for, held (taken at once by the next try).
@@ -342,7 +347,7 @@ pub fn take_all(wanted: &[(Lock<'_>, Mode)], what: impl Fn(usize) -> String) -> 
             release_xact(&tags[f].0, tags[f].1);
         }
         let left = bound_ms.saturating_sub(started.elapsed().as_millis().min(i32::MAX as u128) as i32);
-        if left <= 0 || !wait_for(&tags[b].0, tags[b].1, left) {
+        if bound_ms == 0 || left <= 0 || !wait_for(&tags[b].0, tags[b].1, left) {
             return Err(QueenError::LockWait { what: what(b), ms: bound_ms });
         }
         waited = true;
@@ -354,6 +359,7 @@ pub fn take_all(wanted: &[(Lock<'_>, Mode)], what: impl Fn(usize) -> String) -> 
 /// caller knows its name) for `group` (None: a push, no group): a delete of either waits for
 /// it, and it waits for a delete that is open. True when it waited.
 pub fn writing(queue_id: Uuid, queue: Option<&str>, group: Option<&str>) -> QueenResult<bool> {
+    WROTE.set(true);
     let mut waited = take_fresh(Lock::QueueWrite(queue_id), Mode::Shared, || match queue {
         Some(q) => format!("queue \"{}\" (being deleted)", crate::error::shorten(q)),
         None => "the message's queue (being deleted)".to_string(),
@@ -370,10 +376,23 @@ pub fn writing(queue_id: Uuid, queue: Option<&str>, group: Option<&str>) -> Quee
 /// for a client). False when one is held by a delete (or a delete waits for it): nothing of
 /// the queue or group is to be written now; the locks taken stay until the transaction ends.
 pub fn try_writing(queue_id: Uuid, group: Option<&str>) -> bool {
+    WROTE.set(true);
     try_in(Lock::QueueWrite(queue_id), Mode::Shared)
         && group.is_none_or(|g| {
             try_in(Lock::GroupEverywhere(g), Mode::Shared) && try_in(Lock::GroupWrite(queue_id, g), Mode::Shared)
         })
+}
+
+thread_local! {
+    /// This transaction took [`writing`]'s locks (it may hold rows of queen's): its deletes do
+    /// not wait ([`take_all`]). Until the transaction ends (a subtransaction rolled back
+    /// leaves it set: its deletes stay the more careful).
+    static WROTE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// At the end of a transaction (committed, rolled back, prepared).
+pub fn at_end() {
+    WROTE.set(false);
 }
 
 /// `queen_delete_queue`'s locks (on Citus the coordinator's too): the queue's, exclusive, which

@@ -362,3 +362,51 @@ fn maintenance_in_a_transaction_then_a_pop_never_deadlocks_with_a_delete() {
     m.batch_execute("COMMIT").unwrap();
     assert!(h.join().unwrap().is_ok(), "the delete");
 }
+
+/// A delete in a transaction that has written queen's rows does not wait: it would hold those
+/// rows while waiting, and a transaction it waits for could be waiting for them. Here a
+/// transaction acks on queue q (holding the cursor row) and then deletes queue r, which another
+/// transaction has written and which then acks the same message (waiting for that row): the
+/// delete fails at once with 55P03, and the other transaction's ack goes on once the first
+/// rolls back; nothing ends in 40P01 (the explorer found the circle: the delete waited for r's
+/// writer, which waited for the row). A delete in a transaction of its own still waits for r's
+/// writer, and then deletes r.
+#[test]
+fn a_delete_after_writes_in_its_transaction_never_waits() {
+    let db = TestDb::new("delete_after_writes");
+    let mut admin = db.connect();
+    push(&mut admin, "q", "P", json!(0));
+    push(&mut admin, "r", "P", json!("r"));
+    let (m, lease) = pop_one(&mut admin, "q", "g");
+    let mut t1 = open_tx(&db);
+    let acked: bool = t1.query_one("SELECT success FROM queen_ack($1, $2)", &[&m, &lease]).unwrap().get(0);
+    assert!(acked);
+    let mut t2 = open_tx(&db);
+    t2.query("SELECT * FROM queen_push('r', '1', 'P')", &[]).unwrap();
+    t2.batch_execute("SET lock_timeout = '10s'").unwrap();
+    let t2_pid = pid(&mut t2);
+    let h = thread::spawn(move || {
+        let acked = outcome(t2.query_one("SELECT success FROM queen_ack($1, $2)", &[&m, &lease]))
+            .map(|r| r.get::<_, bool>(0));
+        let _ = t2.batch_execute("COMMIT");
+        acked
+    });
+    await_lock_wait(&mut admin, t2_pid);
+    let started = Instant::now();
+    let e = t1.query_one("SELECT queen_delete_queue('r')", &[]).unwrap_err();
+    assert_eq!(sqlstate(&e), "55P03", "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(2), "refused at once: {:?}", started.elapsed());
+    assert!(e.as_db_error().unwrap().message().contains("transaction of its own"), "{e:?}");
+    t1.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(h.join().unwrap(), Ok(true), "the other transaction's ack, once the first rolled back");
+
+    // A delete of its own waits for r's writer, then deletes r.
+    let mut t3 = open_tx(&db);
+    t3.query("SELECT * FROM queen_push('r', '2', 'P')", &[]).unwrap();
+    let mut d = db.connect();
+    let d_pid = pid(&mut d);
+    let h = thread::spawn(move || outcome(d.query_one("SELECT queen_delete_queue('r')", &[])).map(|r| r.get::<_, bool>(0)));
+    await_lock_wait(&mut admin, d_pid);
+    t3.batch_execute("COMMIT").unwrap();
+    assert_eq!(h.join().unwrap(), Ok(true));
+}
