@@ -1871,11 +1871,8 @@ fn a_worker_down_stops_only_its_shards() {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let want: Vec<String> = if mode == "all" {
-            vec![live[0].trim_start_matches('p').to_string(), "100".into()]
-        } else {
-            vec![]
-        };
+        let want: Vec<String> =
+            if mode == "all" { vec![live[0].trim_start_matches('p').to_string(), "100".into()] } else { vec![] };
         assert_eq!(got, want, "{group}'s first pop of {}", live[0]);
     }
     let any: Vec<String> = c
@@ -1890,14 +1887,24 @@ fn a_worker_down_stops_only_its_shards() {
     let mut c = db.coordinator();
     c.query("SELECT * FROM queen_push('q', '200', $1)", &[&down[0]]).unwrap();
     let all: Vec<String> = c
-        .query("SELECT payload::text FROM queen_pop('q', 'g_all', partition => $1, batch => 10, auto_ack => true)", &[&down[0]])
+        .query(
+            "SELECT payload::text FROM queen_pop('q', 'g_all', partition => $1, batch => 10, auto_ack => true)",
+            &[&down[0]],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(all, vec![down[0].trim_start_matches('p').to_string(), "200".into()], "'all' reads worker 2's partition from its start");
+    assert_eq!(
+        all,
+        vec![down[0].trim_start_matches('p').to_string(), "200".into()],
+        "'all' reads worker 2's partition from its start"
+    );
     let new: Vec<String> = c
-        .query("SELECT payload::text FROM queen_pop('q', 'g_new', partition => $1, batch => 10, auto_ack => true)", &[&down[0]])
+        .query(
+            "SELECT payload::text FROM queen_pop('q', 'g_new', partition => $1, batch => 10, auto_ack => true)",
+            &[&down[0]],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get(0))
@@ -1986,7 +1993,10 @@ fn the_views_answer_on_every_worker() {
     }
     let read = |c: &mut postgres::Client| -> (String, String, i64) {
         let stats: String = c
-            .query_one("SELECT string_agg(queue || ':' || messages || ':' || dead_letters, ',') FROM queen.queue_stats", &[])
+            .query_one(
+                "SELECT string_agg(queue || ':' || messages || ':' || dead_letters, ',') FROM queen.queue_stats",
+                &[],
+            )
             .unwrap()
             .get(0);
         let lag: String = c
@@ -2102,6 +2112,10 @@ fn a_waiting_pop_is_woken_soon_after_the_push_commits() {
     waiter.join().unwrap();
     lat.sort();
     let median = lat[lat.len() / 2];
-    eprintln!("wake-up after the push's commit through the coordinator: median {median:?}, 90th {:?}, max {:?}", lat[lat.len() * 9 / 10], lat[lat.len() - 1]);
+    eprintln!(
+        "wake-up after the push's commit through the coordinator: median {median:?}, 90th {:?}, max {:?}",
+        lat[lat.len() * 9 / 10],
+        lat[lat.len() - 1]
+    );
     assert!(median < std::time::Duration::from_millis(20), "median {median:?}: {lat:?}");
 }

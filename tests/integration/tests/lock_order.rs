@@ -386,8 +386,8 @@ fn a_delete_after_writes_in_its_transaction_never_waits() {
     t2.batch_execute("SET lock_timeout = '10s'").unwrap();
     let t2_pid = pid(&mut t2);
     let h = thread::spawn(move || {
-        let acked = outcome(t2.query_one("SELECT success FROM queen_ack($1, $2)", &[&m, &lease]))
-            .map(|r| r.get::<_, bool>(0));
+        let acked =
+            outcome(t2.query_one("SELECT success FROM queen_ack($1, $2)", &[&m, &lease])).map(|r| r.get::<_, bool>(0));
         let _ = t2.batch_execute("COMMIT");
         acked
     });
@@ -405,7 +405,8 @@ fn a_delete_after_writes_in_its_transaction_never_waits() {
     t3.query("SELECT * FROM queen_push('r', '2', 'P')", &[]).unwrap();
     let mut d = db.connect();
     let d_pid = pid(&mut d);
-    let h = thread::spawn(move || outcome(d.query_one("SELECT queen_delete_queue('r')", &[])).map(|r| r.get::<_, bool>(0)));
+    let h =
+        thread::spawn(move || outcome(d.query_one("SELECT queen_delete_queue('r')", &[])).map(|r| r.get::<_, bool>(0)));
     await_lock_wait(&mut admin, d_pid);
     t3.batch_execute("COMMIT").unwrap();
     assert_eq!(h.join().unwrap(), Ok(true));
