@@ -230,10 +230,6 @@ pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenRes
         .collect()
 }
 
-/// The start of a worker's call for shard `k` (`queen.shard_…`): the layout learned, and `k`
-/// one of the shard keys. A call made by hand with another value would write rows of a shard
-/// that does not exist (on one server, where the only key is 0, too), which no call reads and
-/// which would count as a group's subscription in maintenance.
 /// A worker's side of a call on Citus, on shard key `k`: `f` run as a call of that shard
 /// (`shards::within`), on the shard's local tables when it is placed on this node and no move
 /// is switching it (`shards::enter_local`: plain statements with kept plans, as on one server),
@@ -250,6 +246,10 @@ pub fn within_shard<R>(k: i32, f: impl FnOnce() -> R) -> R {
     })
 }
 
+/// The start of a worker's call for shard `k` (`queen.shard_…`): the layout learned, and `k`
+/// one of the shard keys. A call made by hand with another value would write rows of a shard
+/// that does not exist (on one server, where the only key is 0, too), which no call reads and
+/// which would count as a group's subscription in maintenance.
 pub fn enter_shard(k: i32) -> QueenResult<()> {
     let layout = crate::session::connect(shards::layout);
     if layout.keys.contains(&k) {
@@ -308,7 +308,7 @@ pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome>
     let (rows, first) = if req.partition.is_some() || keys.len() < 2 {
         pop_shards(req, &keys, lease, false)?
     } else {
-        let whole = crate::subxact::attempt_caught(|| pop_shards(req, &keys, lease, false).map_err(|e| e.to_string()));
+        let whole = crate::subxact::attempt_caught(|| pop_shards(req, &keys, lease, false));
         match whole {
             Ok(done) => done,
             Err(f) if f.node_unreachable() => pop_shards(req, &keys, lease, true)?,

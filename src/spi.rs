@@ -372,7 +372,10 @@ impl Query {
     fn prepare(&self, text: &str, options: i32) -> pg_sys::SPIPlanPtr {
         let sql = CString::new(text).expect("queen: query text has no NUL");
         let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
-        // SAFETY: as in `plan`.
+        // SAFETY: called inside an SPI connection (Query is only run with a `&mut Spi`);
+        // `sql` is a NUL-terminated string and `types` holds one oid per parameter, both live
+        // for the call. A null plan is reported before it is used, and SPI_keepplan moves the
+        // plan out of the connection's memory so that it outlives it (kept for the backend).
         unsafe {
             let p = pg_sys::SPI_prepare_cursor(sql.as_ptr(), types.len() as i32, types.as_mut_ptr(), options);
             if p.is_null() {
@@ -394,12 +397,6 @@ impl Query {
         }
         let text = expand(section(self.file, self.name));
         let text = if planning_for_citus() { without_one_server_lines(&text) } else { text };
-        let sql = CString::new(text).expect("queen: query text has no NUL");
-        let mut types: Vec<pg_sys::Oid> = self.args.iter().map(|t| t.value()).collect();
-        // SAFETY: called inside an SPI connection (Query is only run with a `&mut Spi`);
-        // `sql` is a NUL-terminated string and `types` holds one oid per parameter, both live
-        // for the call. A null plan is reported before it is used, and SPI_keepplan moves the
-        // plan out of the connection's memory so that it outlives it (kept for the backend).
         let options = if self.name.starts_with("delegate_") || self.name.starts_with("per_shard_") {
             // Citus delegates a call to a worker only when the plan has its shard key as a
             // constant (shards.rs), and routes a complex read of one shard (totals.rs) only so.
@@ -411,15 +408,7 @@ impl Query {
         } else {
             pg_sys::CURSOR_OPT_GENERIC_PLAN as i32
         };
-        let plan = unsafe {
-            let p = pg_sys::SPI_prepare_cursor(sql.as_ptr(), types.len() as i32, types.as_mut_ptr(), options);
-            if p.is_null() {
-                let code = pg_sys::SPI_result;
-                panic!("queen: preparing query \"{}\" failed (SPI code {code})", self.name);
-            }
-            pg_sys::SPI_keepplan(p);
-            p
-        };
+        let plan = self.prepare(&text, options);
         PLANS.with(|p| p.borrow_mut().insert(self.name, plan));
         plan
     }

@@ -12,32 +12,33 @@ use pgrx::PgTryBuilder;
 /// Run `f` in a subtransaction: its result, or why it failed (an error it returned or raised),
 /// with nothing of it left.
 pub fn attempt<R>(f: impl FnOnce() -> QueenResult<R>) -> Result<R, String> {
-    attempt_caught(|| f().map_err(|e| e.to_string())).map_err(|e| match e {
-        Failed::Returned(why) => why,
-        Failed::Raised(e) => match e {
-            CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => {
-                r.message().to_string()
-            }
-        },
+    attempt_caught(f).map_err(|e| match e {
+        Failed::Returned(e) => e.to_string(),
+        Failed::Raised(e) => report(&e).message().to_string(),
     })
 }
 
 /// Why [`attempt_caught`]'s work failed.
 pub enum Failed {
     /// It returned this error.
-    Returned(String),
+    Returned(crate::error::QueenError),
     /// It raised this error: [`Failed::raise`] raises it again.
     Raised(CaughtError),
 }
 
+/// The report a raised error carries, whatever raised it.
+fn report(e: &CaughtError) -> &pgrx::pg_sys::panic::ErrorReportWithLevel {
+    match e {
+        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => r,
+    }
+}
+
 impl Failed {
-    /// The error's SQLSTATE, when it was raised.
-    pub fn code(&self) -> Option<pgrx::PgSqlErrorCode> {
+    /// The error's SQLSTATE.
+    pub fn code(&self) -> pgrx::PgSqlErrorCode {
         match self {
-            Failed::Returned(_) => None,
-            Failed::Raised(
-                CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. },
-            ) => Some(r.sql_error_code()),
+            Failed::Returned(e) => e.sqlstate(),
+            Failed::Raised(e) => report(e).sql_error_code(),
         }
     }
 
@@ -45,17 +46,17 @@ impl Failed {
     /// 08, or the node shutting down or starting: 57P01–57P03): on Citus, a worker down.
     pub fn node_unreachable(&self) -> bool {
         use pgrx::PgSqlErrorCode as C;
-        let Some(code) = self.code() else { return false };
+        let code = self.code();
         matches!(code, C::ERRCODE_ADMIN_SHUTDOWN | C::ERRCODE_CRASH_SHUTDOWN | C::ERRCODE_CANNOT_CONNECT_NOW)
             || code_class(code) == code_class(C::ERRCODE_CONNECTION_EXCEPTION)
     }
 
-    /// Raise the error again (a returned one as queen's internal error), with nothing of the
-    /// work left: the subtransaction has ended.
+    /// Raise the error again, with its SQLSTATE and message, nothing of the work left: the
+    /// subtransaction has ended.
     pub fn raise(self) -> ! {
         match self {
             Failed::Raised(e) => e.rethrow(),
-            Failed::Returned(why) => pgrx::error!("{why}"),
+            Failed::Returned(e) => e.report("queen"),
         }
     }
 }
@@ -67,7 +68,7 @@ fn code_class(code: pgrx::PgSqlErrorCode) -> i32 {
 }
 
 /// Run `f` in a subtransaction: its result, or how it failed, with nothing of it left.
-pub fn attempt_caught<R>(f: impl FnOnce() -> Result<R, String>) -> Result<R, Failed> {
+pub fn attempt_caught<R>(f: impl FnOnce() -> QueenResult<R>) -> Result<R, Failed> {
     // The search_path fixed outside the subtransaction, whose rollback would end its level.
     crate::gucs::fix_search_path();
     // SAFETY: called inside a transaction (every caller is a SQL function or a worker unit);

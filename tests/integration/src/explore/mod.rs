@@ -1389,21 +1389,7 @@ impl<'a> Run<'a> {
             let r = client.batch_execute("SET LOCAL queen.debug_commit_delay_ms = 250; COMMIT");
             (client, r, heard())
         });
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !handle.is_finished() && Instant::now() < deadline {
-            let sleeping: bool = self
-                .observer
-                .query_one(
-                    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep')",
-                    &[&pid],
-                )
-                .map(|r| r.get(0))
-                .unwrap_or(false);
-            if sleeping {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.await_backend(pid, "wait_event = 'PgSleep'", Duration::from_secs(5), || handle.is_finished());
         self.conns[c].slow = Some(Slow::Commit(handle, tx, self.step));
     }
 
@@ -1415,6 +1401,19 @@ impl<'a> Run<'a> {
                 tx.deleting.push((target, tx.events.len()));
             }
             tx.finished_deletes += 1;
+        }
+    }
+
+    /// Until backend `pid` shows `condition` (a fixed SQL condition on pg_stat_activity), or
+    /// `done()`, for at most `within`: a step sent from another thread has got where it waits.
+    fn await_backend(&mut self, pid: i32, condition: &str, within: Duration, done: impl Fn() -> bool) {
+        let sql = format!("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND {condition})");
+        let deadline = Instant::now() + within;
+        while !done() && Instant::now() < deadline {
+            if self.observer.query_one(&sql, &[&pid]).map(|r| r.get::<_, bool>(0)).unwrap_or(false) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -1463,21 +1462,7 @@ impl<'a> Run<'a> {
             let _ = client.batch_execute("SET lock_timeout = '400ms'; RESET queen.lock_wait_seconds");
             (client, r, took, heard())
         });
-        let deadline = Instant::now() + Duration::from_secs(1);
-        while !handle.is_finished() && Instant::now() < deadline {
-            let waiting: bool = self
-                .observer
-                .query_one(
-                    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')",
-                    &[&pid],
-                )
-                .map(|r| r.get(0))
-                .unwrap_or(false);
-            if waiting {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.await_backend(pid, "wait_event_type = 'Lock'", Duration::from_secs(1), || handle.is_finished());
         self.conns[c].slow = Some(Slow::Delete(handle, target, self.step));
     }
 
