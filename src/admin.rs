@@ -17,6 +17,8 @@ const SQL: &str = include_str!("../sql/queries/admin.sql");
 const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID, INT4] };
 const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4, INT4, INT4, TSTZ, INT8, INT4] };
 const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ, INT4, TSTZ] };
+const SEEK_WANTED: Query = Query { file: SQL, name: "seek_wanted", args: &[UUID, TEXT, INT4] };
+const SEEK_LOCK: Query = Query { file: SQL, name: "seek_lock", args: &[UUID, TEXT, INT4] };
 const SEEK_POINT: Query = Query { file: SQL, name: "seek_point", args: &[UUID, TEXT, INT4] };
 const DELETE_GROUP_LOCK: Query = Query { file: SQL, name: "delete_group_lock", args: &[TEXT, UUID, INT4] };
 const DELETE_GROUP: Query = Query { file: SQL, name: "delete_group", args: &[TEXT, UUID, INT4] };
@@ -86,10 +88,16 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
     crate::locks::take_fresh(Lock::Subscribe(queue_id), Mode::Shared, || {
         format!("queue \"{}\" (completed retention)", crate::error::shorten(queue))
     })?;
-    Ok(crate::session::connect(|s| {
+    crate::session::connect(|s| {
         let now = crate::state::timestamp(crate::state::now(s));
         let args: [DatumWithOid; 5] =
             [queue_id.into(), key.into(), to_time.into(), crate::shards::current().into(), now.into()];
+        // The group's cursor rows of the queue, all or none (locks.rs all_or_none): the
+        // statement below then waits for none of them.
+        let lock_args: [DatumWithOid; 3] = [queue_id.into(), key.into(), crate::shards::current().into()];
+        let wanted: Vec<pgrx::Uuid> = SEEK_WANTED.run(s, &lock_args).map(|r| r.req("partition_id")).collect();
+        let locked: Vec<pgrx::Uuid> = SEEK_LOCK.run(s, &lock_args).map(|r| r.req("partition_id")).collect();
+        crate::locks::all_locked(&wanted, &locked, || crate::locks::cursor_rows_of(group))?;
         crate::cache::changed();
         let set = SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32;
         // Discovery reads on from the seek's snapshot (admin.sql seek_point). On Citus, where a
@@ -99,8 +107,8 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
             let args: [DatumWithOid; 3] = [queue_id.into(), key.into(), crate::shards::current().into()];
             SEEK_POINT.run(s, &args);
         }
-        set
-    }))
+        Ok(set)
+    })
 }
 
 /// `queen_delete_group`: the group's exclusive lock (locks.rs), which waits for every open

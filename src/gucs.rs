@@ -34,7 +34,7 @@ pub static DEBUG_CLAIM_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// Sleep `queen.debug_claim_delay_ms`, if set (as pg_sleep does: pg_stat_activity shows the
 /// wait event PgSleep, which a test can wait for).
 pub fn debug_claim_delay() {
-    sleep_ms(DEBUG_CLAIM_DELAY_MS.get());
+    crate::clock::sleep_ms(DEBUG_CLAIM_DELAY_MS.get());
 }
 
 /// Milliseconds a committing transaction that changed cached state (cache.rs) sleeps after its
@@ -49,7 +49,7 @@ pub static DEBUG_AFTER_COMMIT_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 /// Sleep `queen.debug_after_commit_ms`, if set.
 pub fn debug_after_commit() {
-    sleep_ms(DEBUG_AFTER_COMMIT_MS.get());
+    crate::clock::sleep_ms(DEBUG_AFTER_COMMIT_MS.get());
 }
 
 /// The most queue-log entries one discovery round reads (0: discovery.rs's own bounds): for the
@@ -63,28 +63,12 @@ pub static DEBUG_DISCOVERY_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0)
 
 /// Sleep `queen.debug_discovery_delay_ms`, if set (wait event PgSleep, as pg_sleep).
 pub fn debug_discovery_delay() {
-    sleep_ms(DEBUG_DISCOVERY_DELAY_MS.get());
+    crate::clock::sleep_ms(DEBUG_DISCOVERY_DELAY_MS.get());
 }
 
 /// Sleep `queen.debug_commit_delay_ms`, if set (wait event PgSleep, as pg_sleep).
 pub fn debug_commit_delay() {
-    sleep_ms(DEBUG_COMMIT_DELAY_MS.get());
-}
-
-fn sleep_ms(ms: i32) {
-    if ms > 0 {
-        // SAFETY: MyLatch points to this backend's own latch from process start on; WaitLatch
-        // with only WL_TIMEOUT (and WL_EXIT_ON_PM_DEATH) ignores its state and just sleeps, as
-        // pg_sleep does.
-        unsafe {
-            pgrx::pg_sys::WaitLatch(
-                pgrx::pg_sys::MyLatch,
-                (pgrx::pg_sys::WL_TIMEOUT | pgrx::pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                ms as std::os::raw::c_long,
-                pgrx::pg_sys::WaitEventTimeout::WAIT_EVENT_PG_SLEEP,
-            );
-        }
-    }
+    crate::clock::sleep_ms(DEBUG_COMMIT_DELAY_MS.get());
 }
 
 pub fn init() {

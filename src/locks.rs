@@ -355,6 +355,62 @@ pub fn take_all(wanted: &[(Lock<'_>, Mode)], what: impl Fn(usize) -> String) -> 
     }
 }
 
+/// A call that locks many rows of queen's at once (a seek, a replay or purge of dead letters:
+/// a group's cursor rows in several partitions) takes them all or none, as [`take_all`] takes
+/// queen's locks: `f` locks what it can without waiting (`FOR UPDATE SKIP LOCKED`) and fails
+/// with [`QueenError::RowsHeld`] when a row it wants is another transaction's. Each try runs
+/// in a subtransaction, rolled back when it fails — every row it locked goes back — and the
+/// call pauses, holding none of them, before it tries again (1 ms, doubling up to 20 ms), for
+/// as long as [`take`] would wait; then 55P03. So it never holds one of those rows while it
+/// waits for another: a transaction that acks a row it wants, having acked another first, is
+/// not waiting for it. On Citus the coordinator runs the whole call, every shard's part, as
+/// one try (a worker's part fails rather than wait, route.rs). In a transaction that has
+/// written queen's rows it does not try again (they are held while it would wait): 55P03 at
+/// once, as for a delete.
+pub fn all_or_none<T>(what: impl Fn() -> String, mut f: impl FnMut() -> QueenResult<T>) -> QueenResult<T> {
+    let bound_ms = if WROTE.get() { 0 } else { bound_ms() };
+    let started = std::time::Instant::now();
+    let mut pause = 1;
+    loop {
+        let failed = match crate::subxact::attempt_caught(&mut f) {
+            Ok(t) => return Ok(t),
+            Err(e) if e.code() == pgrx::PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE => e,
+            Err(e) => e.raise(),
+        };
+        let left = bound_ms.saturating_sub(started.elapsed().as_millis().min(i32::MAX as u128) as i32);
+        if left <= 0 {
+            return match failed {
+                crate::subxact::Failed::Returned(QueenError::RowsHeld { .. }) => {
+                    Err(QueenError::LockWait { what: what(), ms: bound_ms })
+                }
+                crate::subxact::Failed::Returned(e) => Err(e),
+                raised => raised.raise(),
+            };
+        }
+        crate::clock::sleep_ms(pause.min(left));
+        pgrx::check_for_interrupts!();
+        pause = (pause * 2).min(20);
+    }
+}
+
+/// Whether every row of `wanted` (partition ids) is among those a call locked (`locked`):
+/// [`QueenError::RowsHeld`] naming `what` when not (see [`all_or_none`]).
+pub fn all_locked(wanted: &[Uuid], locked: &[Uuid], what: impl FnOnce() -> String) -> QueenResult<()> {
+    let locked: std::collections::HashSet<&Uuid> = locked.iter().collect();
+    match wanted.iter().all(|p| locked.contains(p)) {
+        true => Ok(()),
+        false => Err(QueenError::RowsHeld { what: what() }),
+    }
+}
+
+/// What [`all_or_none`] names: the cursor rows of `group` (None: the queue mode).
+pub fn cursor_rows_of(group: Option<&str>) -> String {
+    match group {
+        Some(g) => format!("a cursor row of group \"{}\"", crate::error::shorten(g)),
+        None => "a cursor row of the queue mode".to_string(),
+    }
+}
+
 /// Shared locks of a transaction that writes rows of queue `queue_id` (named `queue`, when the
 /// caller knows its name) for `group` (None: a push, no group): a delete of either waits for
 /// it, and it waits for a delete that is open. True when it waited.
@@ -381,6 +437,13 @@ pub fn try_writing(queue_id: Uuid, group: Option<&str>) -> bool {
         && group.is_none_or(|g| {
             try_in(Lock::GroupEverywhere(g), Mode::Shared) && try_in(Lock::GroupWrite(queue_id, g), Mode::Shared)
         })
+}
+
+/// On Citus's coordinator, a call routed to a worker that writes queen's rows there (a push,
+/// pop, ack, renew, seek, replay, purge): the transaction holds rows that a delete could wait
+/// for through the workers, so its deletes do not wait, as after [`writing`] on one server.
+pub fn wrote_through_a_worker() {
+    WROTE.set(true);
 }
 
 thread_local! {

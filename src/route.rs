@@ -182,6 +182,7 @@ fn wake_at_commit(items: &[PushItem]) {
 
 /// `queen_push`'s one message, on its shard's worker.
 pub fn push_one(layout: &Layout, it: PushItem, payload: Jsonb) -> QueenResult<PushResult> {
+    crate::locks::wrote_through_a_worker();
     let k = key_of(layout, &it);
     let r = crate::session::connect(|s| -> QueenResult<PushResult> {
         let caps = register_queues(s, std::slice::from_ref(&it))?;
@@ -204,6 +205,7 @@ pub fn push_one(layout: &Layout, it: PushItem, payload: Jsonb) -> QueenResult<Pu
 
 /// `queen_push`'s batch: one call per shard, results in the items' order.
 pub fn push_batch(layout: &Layout, items: Vec<PushItem>, all: Jsonb) -> QueenResult<Vec<PushResult>> {
+    crate::locks::wrote_through_a_worker();
     let mut by_shard: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     for (i, it) in items.iter().enumerate() {
         by_shard.entry(key_of(layout, it)).or_default().push(i as i32);
@@ -289,6 +291,7 @@ thread_local! {
 /// least every 50 ms: a push's commit can wake it before the worker's part of that commit is
 /// visible (the coordinator's commit hooks run before Citus's second phase).
 pub fn pop_on_workers(layout: &Layout, req: &PopRequest) -> QueenResult<Outcome> {
+    writing_through_workers(&req.queue, req.group.as_deref())?;
     let keys: Vec<i32> = match &req.partition {
         Some(p) => vec![layout.key_of(names::partition_id(&names::queue_id(&req.queue), p).as_bytes())],
         None => {
@@ -435,6 +438,7 @@ pub fn ack_one(
     error: Option<&str>,
     group: Option<&str>,
 ) -> AckResult {
+    crate::locks::wrote_through_a_worker();
     let k = layout.keys[shards::stamped_index(message_id.as_bytes(), layout.keys.len())];
     let grants = crate::privilege::caller_grants();
     crate::session::connect(|s| {
@@ -456,6 +460,7 @@ pub fn ack_one(
 /// entries' order. (A lease is one pop's, and a routed pop takes one partition: a batch of one
 /// lease is one shard's.)
 pub fn ack_batch(layout: &Layout, entries: &[AckEntry], all: Jsonb) -> Vec<AckResult> {
+    crate::locks::wrote_through_a_worker();
     let mut by_shard: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {
         by_shard.entry(ack_shard(layout, e)).or_default().push(i as i32);
@@ -501,6 +506,7 @@ fn lease_keys(layout: &Layout, lease_id: Uuid) -> Vec<i32> {
 /// `queen_ack_lease` on the worker of each shard the lease may hold rows in: the results of
 /// each shard in turn, `idx` numbered on across them.
 pub fn ack_lease(layout: &Layout, lease_id: Uuid, status: &str, error: Option<&str>) -> Vec<AckResult> {
+    crate::locks::wrote_through_a_worker();
     let grants = crate::privilege::caller_grants();
     crate::session::connect(|s| {
         let mut out: Vec<AckResult> = Vec::new();
@@ -522,6 +528,7 @@ pub fn ack_lease(layout: &Layout, lease_id: Uuid, status: &str, error: Option<&s
 /// latest expiry any shard set. A lease made before `queen_distribute()` carries no shard and
 /// is not found.
 pub fn renew(layout: &Layout, lease_id: Uuid, seconds: Option<i32>) -> Option<TimestampWithTimeZone> {
+    crate::locks::wrote_through_a_worker();
     let keys = lease_keys(layout, lease_id);
     let grants = crate::privilege::caller_grants();
     crate::session::connect(|s| {
@@ -557,15 +564,27 @@ fn sum_in_every_shard<'a>(
 
 /// `queen_seek` in every shard, each with its worker's snapshot (a seek's position is a
 /// partition's, and each shard's subscription row its own): the partitions set, summed.
-pub fn seek(layout: &Layout, queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZone>) -> i32 {
-    crate::session::connect(|s| {
+pub fn seek(
+    layout: &Layout,
+    queue: &str,
+    group: Option<&str>,
+    to_time: Option<TimestampWithTimeZone>,
+) -> QueenResult<i32> {
+    writing_through_workers(queue, group)?;
+    Ok(crate::session::connect(|s| {
         sum_in_every_shard(s, layout, &DELEGATE_SEEK, || vec![queue.into(), group.into(), to_time.into()])
-    })
+    }))
 }
 
 /// `queen_replay_dead_letters` in every shard (dead_letters.rs): how many, summed.
-pub fn replay_dead_letters(layout: &Layout, queue: &str, group: Option<&str>, message: Option<Uuid>) -> i32 {
-    crate::session::connect(|s| {
+pub fn replay_dead_letters(
+    layout: &Layout,
+    queue: &str,
+    group: Option<&str>,
+    message: Option<Uuid>,
+) -> QueenResult<i32> {
+    writing_through_workers(queue, group)?;
+    Ok(crate::session::connect(|s| {
         let args = || vec![queue.into(), group.into(), message.into()];
         let replayed = sum_in_every_shard(s, layout, &DELEGATE_REPLAY_DEAD_LETTERS, args);
         if replayed > 0 {
@@ -573,7 +592,7 @@ pub fn replay_dead_letters(layout: &Layout, queue: &str, group: Option<&str>, me
             crate::wait::touched(crate::wait::queue_key(&names::queue_id(queue)));
         }
         replayed
-    })
+    }))
 }
 
 /// `queen_purge_dead_letters` in every shard: how many, summed.
@@ -583,23 +602,35 @@ pub fn purge_dead_letters(
     group: Option<&str>,
     message: Option<Uuid>,
     before: Option<TimestampWithTimeZone>,
-) -> i32 {
-    crate::session::connect(|s| {
+) -> QueenResult<i32> {
+    writing_through_workers(queue, group)?;
+    Ok(crate::session::connect(|s| {
         let args = || vec![queue.into(), group.into(), message.into(), before.into()];
         sum_in_every_shard(s, layout, &DELEGATE_PURGE_DEAD_LETTERS, args)
-    })
+    }))
+}
+
+/// On the coordinator, a call that writes rows of `queue` for `group` through the workers
+/// takes the coordinator's shared locks of them ([`crate::locks::writing`]), as on one server:
+/// a delete of either, which takes the coordinator's exclusive lock before any worker's,
+/// waits for it (or it for the delete) there, before either touches a worker.
+fn writing_through_workers(queue: &str, group: Option<&str>) -> QueenResult<()> {
+    crate::locks::writing(to_pg(names::queue_id(queue)), Some(queue), Some(names::group_key(group)))?;
+    Ok(())
 }
 
 /// `queen_delete_group` in every shard: the cursors removed, summed. Its commit moves the cache
 /// generation: every backend subscribes the group everywhere again at its next first pop.
-pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> i32 {
+pub fn delete_group(layout: &Layout, group: Option<&str>, queue: Option<&str>) -> QueenResult<i32> {
+    // The coordinator's locks first, as delete_queue's (writing_through_workers).
+    crate::locks::deleting_group(queue.map(|q| (to_pg(names::queue_id(q)), q)), names::group_key(group))?;
     crate::cache::changed();
-    crate::session::connect(|s| {
+    Ok(crate::session::connect(|s| {
         let n = sum_in_every_shard(s, layout, &DELEGATE_DELETE_GROUP, || vec![group.into(), queue.into()]);
         let args: [DatumWithOid; 2] = [group.into(), queue.map(|q| to_pg(names::queue_id(q))).into()];
         FORGET_OWED_SUBSCRIPTIONS.run(s, &args);
         n
-    })
+    }))
 }
 
 /// `queen_delete_queue`: the coordinator's lock of the queue first (pushes take it shared before

@@ -31,10 +31,12 @@ fn queen_seek(
 ) -> i32 {
     const F: &str = "queen_seek";
     let queue = checked_seek(queue, consumer_group);
+    let held = || crate::locks::cursor_rows_of(consumer_group);
     if let Some(layout) = crate::route::distributed() {
-        return crate::route::seek(&layout, queue, consumer_group, to_time);
+        let each_shard = || crate::route::seek(&layout, queue, consumer_group, to_time);
+        return crate::locks::all_or_none(held, each_shard).or_report(F);
     }
-    admin::seek(queue, consumer_group, to_time).or_report(F)
+    crate::locks::all_or_none(held, || admin::seek(queue, consumer_group, to_time)).or_report(F)
 }
 
 /// `queen_delete_group(consumer_group, queue)`: forget a group (NULL: queue mode) on one queue
@@ -45,7 +47,7 @@ fn queen_delete_group(consumer_group: Option<&str>, queue: default!(Option<&str>
     const F: &str = "queen_delete_group";
     checked_delete_group(consumer_group, queue);
     if let Some(layout) = crate::route::distributed() {
-        return crate::route::delete_group(&layout, consumer_group, queue);
+        return crate::route::delete_group(&layout, consumer_group, queue).or_report(F);
     }
     admin::delete_group(consumer_group, queue).or_report(F)
 }

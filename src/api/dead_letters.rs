@@ -3,6 +3,7 @@
 
 use crate::dead_letters;
 use crate::error::OrReport;
+use crate::locks::all_or_none;
 use crate::names;
 use crate::privilege::{self, Privilege};
 use pgrx::datum::TimestampWithTimeZone;
@@ -21,10 +22,12 @@ fn queen_replay_dead_letters(
 ) -> i32 {
     const F: &str = "queen_replay_dead_letters";
     let queue = checked(F, queue, consumer_group);
+    let held = || crate::locks::cursor_rows_of(consumer_group);
     if let Some(layout) = crate::route::distributed() {
-        return crate::route::replay_dead_letters(&layout, queue, consumer_group, message_id);
+        let each_shard = || crate::route::replay_dead_letters(&layout, queue, consumer_group, message_id);
+        return all_or_none(held, each_shard).or_report(F);
     }
-    dead_letters::replay(queue, consumer_group, message_id).or_report(F) as i32
+    all_or_none(held, || dead_letters::replay(queue, consumer_group, message_id)).or_report(F) as i32
 }
 
 /// `queen_purge_dead_letters(queue, consumer_group, message_id, failed_before)`: the group's
@@ -40,10 +43,12 @@ fn queen_purge_dead_letters(
 ) -> i32 {
     const F: &str = "queen_purge_dead_letters";
     let queue = checked(F, queue, consumer_group);
+    let held = || crate::locks::cursor_rows_of(consumer_group);
     if let Some(layout) = crate::route::distributed() {
-        return crate::route::purge_dead_letters(&layout, queue, consumer_group, message_id, failed_before);
+        let each_shard = || crate::route::purge_dead_letters(&layout, queue, consumer_group, message_id, failed_before);
+        return all_or_none(held, each_shard).or_report(F);
     }
-    dead_letters::purge(queue, consumer_group, message_id, failed_before).or_report(F) as i32
+    all_or_none(held, || dead_letters::purge(queue, consumer_group, message_id, failed_before)).or_report(F) as i32
 }
 
 /// The arguments and the caller's `configure` grant on the queue (a replay moves the group's

@@ -2119,3 +2119,80 @@ fn a_waiting_pop_is_woken_soon_after_the_push_commits() {
     );
     assert!(median < std::time::Duration::from_millis(20), "median {median:?}: {lat:?}");
 }
+
+/// A seek, a replay and a purge through the coordinator take the group's cursor rows in every
+/// shard all or none: a transaction holding the row of a partition in a shard the call visits
+/// later, which then acks a message of the partition in the shard it visits first, does not
+/// wait for the call, and no distributed deadlock ends either (0.5.0's calls locked shard by
+/// shard, waiting in each: the explorer found the circle through two workers). The call,
+/// trying again meanwhile, succeeds once the transaction commits.
+#[test]
+#[ignore = "needs the Citus cluster of make citus-test"]
+fn a_call_over_every_shard_takes_a_groups_rows_all_or_none() {
+    for (name, call) in [
+        ("seek", "SELECT queen_seek('q', 'g')"),
+        ("replay", "SELECT queen_replay_dead_letters('q', 'g')"),
+        ("purge", "SELECT queen_purge_dead_letters('q', 'g')"),
+    ] {
+        let db = distributed(&format!("all_or_none_{name}"));
+        let mut c = db.coordinator();
+        c.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap();
+        for p in 0..16 {
+            for i in 0..2 {
+                c.query("SELECT * FROM queen_push('q', to_jsonb($2::int), 'p' || $1::int)", &[&p, &i]).unwrap();
+            }
+        }
+        let (a, b) = partitions_on_two_workers(&mut c, "q");
+        // The shards in the order a call visits them, and each partition's place in it.
+        let place = |c: &mut postgres::Client, p: &str| -> i32 {
+            c.query_one(
+                "SELECT k.idx FROM queen.shard_keys k JOIN queen.partitions p ON p.shard = k.shard WHERE p.name = $1",
+                &[&p],
+            )
+            .unwrap()
+            .get(0)
+        };
+        let (first, later) = if place(&mut c, &a) < place(&mut c, &b) { (a, b) } else { (b, a) };
+        let message = |c: &mut postgres::Client, p: &str, i: i32| -> uuid::Uuid {
+            c.query_one(
+                "SELECT m.message_id FROM queen.messages m JOIN queen.partitions p USING (partition_id, shard)
+                  WHERE p.name = $1 AND m.payload = to_jsonb($2::int)",
+                &[&p, &i],
+            )
+            .unwrap()
+            .get(0)
+        };
+        for p in [&first, &later] {
+            let m = message(&mut c, p, 0);
+            let filed: bool =
+                c.query_one("SELECT success FROM queen_ack($1, NULL, 'dlq', 'bad', 'g')", &[&m]).unwrap().get(0);
+            assert!(filed);
+        }
+        let ack = "SELECT success FROM queen_ack($1, NULL, 'completed', NULL, 'g')";
+        let (m_first, m_later) = (message(&mut c, &first, 1), message(&mut c, &later, 1));
+        let mut t = db.coordinator();
+        t.batch_execute("BEGIN").unwrap();
+        assert!(t.query_one(ack, &[&m_later]).unwrap().get::<_, bool>(0));
+        let mut r = db.coordinator();
+        r.batch_execute("SET queen.lock_wait_seconds = 30").unwrap();
+        let r_pid: i32 = r.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        let h = std::thread::spawn(move || r.query_one(call, &[]).map(|row| row.get::<_, i32>(0)));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while c
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", &[&r_pid])
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(std::time::Instant::now() < deadline, "{call}: never paused to try again");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let started = std::time::Instant::now();
+        let acked = t.query_one(ack, &[&m_first]).map(|row| row.get::<_, bool>(0));
+        assert!(matches!(acked, Ok(true)), "{call}: the transaction's second ack: {acked:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{call}: the ack waited for the call");
+        t.batch_execute("COMMIT").unwrap();
+        let done = h.join().unwrap();
+        assert!(done.is_ok(), "{call}: the call once the transaction committed: {:?}", done.map_err(|e| sqlstate(&e)));
+    }
+}

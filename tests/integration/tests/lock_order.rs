@@ -5,7 +5,7 @@
 //! and a timer's firing never waits for a client.
 
 use postgres::Client;
-use queen_integration_tests::{await_lock_wait, open_tx, push, sqlstate, TestDb};
+use queen_integration_tests::{await_debug_sleep, await_lock_wait, open_tx, push, sqlstate, TestDb};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -410,4 +410,80 @@ fn a_delete_after_writes_in_its_transaction_never_waits() {
     await_lock_wait(&mut admin, d_pid);
     t3.batch_execute("COMMIT").unwrap();
     assert_eq!(h.join().unwrap(), Ok(true));
+}
+
+/// Two messages in each of partitions "a" and "b" of queue q, group g subscribed before them,
+/// the first of each filed as g's dead letter: the second ones' ids, the one in the partition
+/// whose cursor row comes first in partition order first.
+fn two_partitions_with_dead_letters(c: &mut Client) -> (uuid::Uuid, uuid::Uuid) {
+    c.query("SELECT * FROM queen_pop('q', 'g')", &[]).unwrap();
+    let mut later = Vec::new();
+    for p in ["a", "b"] {
+        let first = push(c, "q", p, json!([p, 1]));
+        later.push((p, push(c, "q", p, json!([p, 2]))));
+        let filed: bool = c
+            .query_one("SELECT success FROM queen_ack($1, NULL, 'dlq', 'bad', 'g')", &[&first])
+            .unwrap()
+            .get(0);
+        assert!(filed);
+    }
+    let order: Vec<String> = c
+        .query("SELECT name FROM queen.partitions WHERE name IN ('a', 'b') ORDER BY partition_id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let id = |p: &str| later.iter().find(|(n, _)| *n == p).unwrap().1;
+    (id(&order[0]), id(&order[1]))
+}
+
+/// A seek, a replay and a purge lock the group's cursor rows in several partitions: all or
+/// none, never holding some while they wait for others. A transaction acks the message of the
+/// later partition (holding its row) while the call runs; the call takes nothing and tries
+/// again; the transaction then acks the earlier partition's message — at once, not waiting for
+/// the call — and commits; the call then succeeds. 0.5.0: the call locked the earlier row and
+/// waited for the later one, the transaction's second ack waited for the call: 40P01. In a
+/// transaction that has written queen's rows, the call does not try again: 55P03 at once.
+#[test]
+fn a_call_that_locks_a_groups_rows_takes_them_all_or_none() {
+    let calls = [
+        ("seek", "SELECT queen_seek('q', 'g')"),
+        ("replay", "SELECT queen_replay_dead_letters('q', 'g')"),
+        ("purge", "SELECT queen_purge_dead_letters('q', 'g')"),
+    ];
+    for (name, call) in calls {
+        let db = TestDb::new(&format!("all_or_none_{name}"));
+        let mut admin = db.connect();
+        let (earlier, later) = two_partitions_with_dead_letters(&mut admin);
+        let mut t = open_tx(&db);
+        let ack = "SELECT success FROM queen_ack($1, NULL, 'completed', NULL, 'g')";
+        assert!(t.query_one(ack, &[&later]).unwrap().get::<_, bool>(0));
+        let mut r = db.connect();
+        r.batch_execute("SET queen.lock_wait_seconds = 30").unwrap();
+        let r_pid = pid(&mut r);
+        let h = thread::spawn(move || outcome(r.query_one(call, &[])).map(|row| row.get::<_, i32>(0)));
+        await_debug_sleep(&mut admin, r_pid);
+        let started = Instant::now();
+        let acked = outcome(t.query_one(ack, &[&earlier])).map(|row| row.get::<_, bool>(0));
+        assert_eq!(acked, Ok(true), "{name}: the transaction's second ack");
+        assert!(started.elapsed() < Duration::from_secs(2), "{name}: not waiting for the call: {:?}", started.elapsed());
+        t.batch_execute("COMMIT").unwrap();
+        let done = h.join().unwrap();
+        assert!(done.is_ok(), "{name}: the call once the transaction committed: {done:?}");
+
+        // In a transaction that wrote queen's rows: 55P03 at once while a row is held.
+        let third = push(&mut admin, "q", "a", json!(["a", 3]));
+        let dlq = "SELECT success FROM queen_ack($1, NULL, 'dlq', 'bad', 'g')";
+        assert!(admin.query_one(dlq, &[&third]).unwrap().get::<_, bool>(0));
+        let fourth = push(&mut admin, "q", "a", json!(["a", 4]));
+        let mut t = open_tx(&db);
+        assert!(t.query_one(ack, &[&fourth]).unwrap().get::<_, bool>(0));
+        let mut w = open_tx(&db);
+        w.query("SELECT * FROM queen_push('q', '1', 'c')", &[]).unwrap();
+        let started = Instant::now();
+        let e = w.query_one(call, &[]).unwrap_err();
+        assert_eq!(sqlstate(&e), "55P03", "{name}: {e:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{name}: refused at once: {:?}", started.elapsed());
+        assert!(e.as_db_error().unwrap().message().contains("transaction of its own"), "{name}: {e:?}");
+    }
 }
