@@ -421,10 +421,8 @@ fn two_partitions_with_dead_letters(c: &mut Client) -> (uuid::Uuid, uuid::Uuid) 
     for p in ["a", "b"] {
         let first = push(c, "q", p, json!([p, 1]));
         later.push((p, push(c, "q", p, json!([p, 2]))));
-        let filed: bool = c
-            .query_one("SELECT success FROM queen_ack($1, NULL, 'dlq', 'bad', 'g')", &[&first])
-            .unwrap()
-            .get(0);
+        let filed: bool =
+            c.query_one("SELECT success FROM queen_ack($1, NULL, 'dlq', 'bad', 'g')", &[&first]).unwrap().get(0);
         assert!(filed);
     }
     let order: Vec<String> = c
@@ -466,7 +464,11 @@ fn a_call_that_locks_a_groups_rows_takes_them_all_or_none() {
         let started = Instant::now();
         let acked = outcome(t.query_one(ack, &[&earlier])).map(|row| row.get::<_, bool>(0));
         assert_eq!(acked, Ok(true), "{name}: the transaction's second ack");
-        assert!(started.elapsed() < Duration::from_secs(2), "{name}: not waiting for the call: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{name}: not waiting for the call: {:?}",
+            started.elapsed()
+        );
         t.batch_execute("COMMIT").unwrap();
         let done = h.join().unwrap();
         assert!(done.is_ok(), "{name}: the call once the transaction committed: {done:?}");
