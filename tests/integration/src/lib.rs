@@ -371,6 +371,12 @@ pub fn await_debug_sleep(c: &mut Client, pid: i32) {
     await_activity(c, pid, "wait_event = 'PgSleep'", "reached its debug delay");
 }
 
+/// Wait until backend `pid` waits for a lock or pauses before trying again (queen's calls that
+/// take rows all or none: wait event PgSleep), or panic.
+pub fn await_lock_wait_or_pause(c: &mut Client, pid: i32) {
+    await_activity(c, pid, "(wait_event_type = 'Lock' OR wait_event = 'PgSleep')", "waited or paused");
+}
+
 /// Wait until backend `pid` waits for a lock (a row's, or one of queen's own), or panic.
 pub fn await_lock_wait(c: &mut Client, pid: i32) {
     await_activity(c, pid, "wait_event_type = 'Lock'", "waited for a lock");

@@ -5,7 +5,7 @@
 //! and a timer's firing never waits for a client.
 
 use postgres::Client;
-use queen_integration_tests::{await_debug_sleep, await_lock_wait, open_tx, push, sqlstate, TestDb};
+use queen_integration_tests::{await_lock_wait, await_lock_wait_or_pause, open_tx, push, sqlstate, TestDb};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -460,7 +460,7 @@ fn a_call_that_locks_a_groups_rows_takes_them_all_or_none() {
         r.batch_execute("SET queen.lock_wait_seconds = 30").unwrap();
         let r_pid = pid(&mut r);
         let h = thread::spawn(move || outcome(r.query_one(call, &[])).map(|row| row.get::<_, i32>(0)));
-        await_debug_sleep(&mut admin, r_pid);
+        await_lock_wait_or_pause(&mut admin, r_pid);
         let started = Instant::now();
         let acked = outcome(t.query_one(ack, &[&earlier])).map(|row| row.get::<_, bool>(0));
         assert_eq!(acked, Ok(true), "{name}: the transaction's second ack");
