@@ -439,9 +439,11 @@ pub fn try_writing(queue_id: Uuid, group: Option<&str>) -> bool {
         })
 }
 
-/// On Citus's coordinator, a call routed to a worker that writes queen's rows there (a push,
-/// pop, ack, renew, seek, replay, purge): the transaction holds rows that a delete could wait
-/// for through the workers, so its deletes do not wait, as after [`writing`] on one server.
+/// On Citus's coordinator, a call routed to a worker that writes queen's rows there whose
+/// queue the coordinator does not know (an ack, `queen_ack_lease`, a renew; a push, pop, seek,
+/// replay or purge takes [`writing`]'s locks there as well): the transaction holds rows that a
+/// delete could wait for through the workers, so its deletes do not wait, as after [`writing`]
+/// on one server.
 pub fn wrote_through_a_worker() {
     WROTE.set(true);
 }
