@@ -17,7 +17,6 @@ const SQL: &str = include_str!("../sql/queries/admin.sql");
 const LEASE_QUEUES: Query = Query { file: SQL, name: "lease_queues", args: &[UUID, INT4] };
 const RENEW: Query = Query { file: SQL, name: "renew", args: &[UUID, INT4, INT4, INT4, TSTZ, INT8, INT4] };
 const SEEK: Query = Query { file: SQL, name: "seek", args: &[UUID, TEXT, TSTZ, INT4, TSTZ] };
-const SEEK_WANTED: Query = Query { file: SQL, name: "seek_wanted", args: &[UUID, TEXT, INT4] };
 const SEEK_LOCK: Query = Query { file: SQL, name: "seek_lock", args: &[UUID, TEXT, INT4] };
 const SEEK_POINT: Query = Query { file: SQL, name: "seek_point", args: &[UUID, TEXT, INT4] };
 const DELETE_GROUP_LOCK: Query = Query { file: SQL, name: "delete_group_lock", args: &[TEXT, UUID, INT4] };
@@ -95,9 +94,7 @@ pub fn seek(queue: &str, group: Option<&str>, to_time: Option<TimestampWithTimeZ
         // The group's cursor rows of the queue, all or none (locks.rs all_or_none): the
         // statement below then waits for none of them.
         let lock_args: [DatumWithOid; 3] = [queue_id.into(), key.into(), crate::shards::current().into()];
-        let wanted: Vec<pgrx::Uuid> = SEEK_WANTED.run(s, &lock_args).map(|r| r.req("partition_id")).collect();
-        let locked: Vec<pgrx::Uuid> = SEEK_LOCK.run(s, &lock_args).map(|r| r.req("partition_id")).collect();
-        crate::locks::all_locked(&wanted, &locked, || crate::locks::cursor_rows_of(group))?;
+        SEEK_LOCK.run(s, &lock_args);
         crate::cache::changed();
         let set = SEEK.run(s, &args).first().req::<i64>("partitions_set") as i32;
         // Discovery reads on from the seek's snapshot (admin.sql seek_point). On Citus, where a

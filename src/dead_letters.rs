@@ -29,12 +29,10 @@ use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::Uuid;
 
 const SQL: &str = include_str!("../sql/queries/dead_letters.sql");
-const REPLAY_WANTED: Query = Query { file: SQL, name: "replay_wanted", args: &[UUID, TEXT, UUID, INT4] };
 const REPLAY_ROWS: Query = Query { file: SQL, name: "replay_rows", args: &[UUID, TEXT, UUID, INT4] };
 const REPLAY_TAKE: Query = Query { file: SQL, name: "replay_take", args: &[UUID, TEXT, UUID, INT4, UUIDS] };
 const REPLAY_MARK: Query = Query { file: SQL, name: "replay_mark", args: &[UUIDS, TEXT, TSTZ, INT4] };
-const PURGE_WANTED: Query = Query { file: SQL, name: "purge_wanted", args: &[UUID, TEXT, UUID, TSTZ, INT4] };
-const PURGE_LOCK: Query = Query { file: SQL, name: "purge_lock", args: &[UUIDS, TEXT, INT4] };
+const PURGE_LOCK: Query = Query { file: SQL, name: "purge_lock", args: &[UUID, TEXT, UUID, TSTZ, INT4] };
 const PURGE: Query = Query { file: SQL, name: "purge", args: &[UUID, TEXT, UUID, TSTZ, INT4] };
 
 /// Owe group `group`'s dead letters on `queue` (every one, or that of `message`) again; how many
@@ -47,13 +45,10 @@ pub fn replay(queue: &str, group: Option<&str>, message: Option<Uuid>) -> QueenR
     let shard = crate::shards::current();
     crate::session::connect(|s| {
         let args: [DatumWithOid; 4] = [queue_id.into(), key.into(), message.into(), shard.into()];
-        let wanted: Vec<Uuid> = REPLAY_WANTED.run(s, &args).map(|r| r.req("partition_id")).collect();
         let mut rows: Vec<(Uuid, state::CursorRow, state::Micros)> = REPLAY_ROWS
             .run(s, &args)
             .map(|r| (r.req("partition_id"), state::parse(&r), state::micros(r.req("now"))))
             .collect();
-        let locked: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
-        crate::locks::all_locked(&wanted, &locked, || crate::locks::cursor_rows_of(group))?;
         let Some(now) = rows.first().map(|r| r.2) else { return Ok(0) };
         // Every locked partition's dead letters at once, by (partition, transaction).
         let parts: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
@@ -151,13 +146,7 @@ pub fn purge(
     let shard = crate::shards::current();
     crate::session::connect(|s| {
         let args: [DatumWithOid; 5] = [queue_id.into(), key.into(), message.into(), before.into(), shard.into()];
-        let wanted: Vec<Uuid> = PURGE_WANTED.run(s, &args).map(|r| r.req("partition_id")).collect();
-        if wanted.is_empty() {
-            return Ok(0);
-        }
-        let lock_args: [DatumWithOid; 3] = [wanted.clone().into(), key.into(), shard.into()];
-        let locked: Vec<Uuid> = PURGE_LOCK.run(s, &lock_args).map(|r| r.req("partition_id")).collect();
-        crate::locks::all_locked(&wanted, &locked, || crate::locks::cursor_rows_of(group))?;
+        PURGE_LOCK.run(s, &args);
         Ok(PURGE.run(s, &args).first().req::<i64>("purged"))
     })
 }

@@ -45,9 +45,6 @@ pub enum QueenError {
     RebaseFailed { detail: String },
     /// 55P03: queen waited for one of its own locks (locks.rs) as long as it may.
     LockWait { what: String, ms: i32 },
-    /// 55P03: a call that locks many rows at once found one of them held by another
-    /// transaction and took none (locks.rs `all_or_none`, which tries again while it may).
-    RowsHeld { what: String },
     /// 40001: a REPEATABLE READ or SERIALIZABLE transaction waited for a delete (or a
     /// maintenance pass) to commit: its snapshot is older than what it would act on.
     SnapshotTooOld,
@@ -77,7 +74,7 @@ impl QueenError {
             }
             QueenError::Rebased | QueenError::SnapshotTooOld => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             QueenError::RebaseFailed { .. } => PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-            QueenError::LockWait { .. } | QueenError::RowsHeld { .. } => PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+            QueenError::LockWait { .. } => PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
             QueenError::KvRequired { .. } => PgSqlErrorCode::ERRCODE_CHECK_VIOLATION,
         }
     }
@@ -168,7 +165,6 @@ impl fmt::Display for QueenError {
                  wait in a transaction that has written queen's rows (it would hold those rows while \
                  it waits): make it in a transaction of its own"
             ),
-            QueenError::RowsHeld { what } => write!(f, "queen: {what} was locked by another transaction"),
             QueenError::LockWait { what, ms } => write!(
                 f,
                 "queen: {what} was locked by another transaction for {ms} ms \

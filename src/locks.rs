@@ -357,8 +357,8 @@ pub fn take_all(wanted: &[(Lock<'_>, Mode)], what: impl Fn(usize) -> String) -> 
 
 /// A call that locks many rows of queen's at once (a seek, a replay or purge of dead letters:
 /// a group's cursor rows in several partitions) takes them all or none, as [`take_all`] takes
-/// queen's locks: `f` locks what it can without waiting (`FOR UPDATE SKIP LOCKED`) and fails
-/// with [`QueenError::RowsHeld`] when a row it wants is another transaction's. Each try runs
+/// queen's locks: `f` locks its rows without waiting (`FOR UPDATE NOWAIT`), failing with 55P03
+/// when one of them is another transaction's. Each try runs
 /// in a subtransaction, rolled back when it fails — every row it locked goes back — and the
 /// call pauses, holding none of them, before it tries again (1 ms, doubling up to 20 ms), for
 /// as long as [`take`] would wait; then 55P03. So it never holds one of those rows while it
@@ -379,27 +379,15 @@ pub fn all_or_none<T>(what: impl Fn() -> String, mut f: impl FnMut() -> QueenRes
         };
         let left = bound_ms.saturating_sub(started.elapsed().as_millis().min(i32::MAX as u128) as i32);
         if left <= 0 {
+            // (A lock of queen's that `f` waited for as long as it may says so itself.)
             return match failed {
-                crate::subxact::Failed::Returned(QueenError::RowsHeld { .. }) => {
-                    Err(QueenError::LockWait { what: what(), ms: bound_ms })
-                }
                 crate::subxact::Failed::Returned(e) => Err(e),
-                raised => raised.raise(),
+                crate::subxact::Failed::Raised(_) => Err(QueenError::LockWait { what: what(), ms: bound_ms }),
             };
         }
         crate::clock::sleep_ms(pause.min(left));
         pgrx::check_for_interrupts!();
         pause = (pause * 2).min(20);
-    }
-}
-
-/// Whether every row of `wanted` (partition ids) is among those a call locked (`locked`):
-/// [`QueenError::RowsHeld`] naming `what` when not (see [`all_or_none`]).
-pub fn all_locked(wanted: &[Uuid], locked: &[Uuid], what: impl FnOnce() -> String) -> QueenResult<()> {
-    let locked: std::collections::HashSet<&Uuid> = locked.iter().collect();
-    match wanted.iter().all(|p| locked.contains(p)) {
-        true => Ok(()),
-        false => Err(QueenError::RowsHeld { what: what() }),
     }
 }
 

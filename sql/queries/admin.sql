@@ -131,20 +131,15 @@ set AS (
 )
 SELECT count(*) AS partitions_set FROM set;
 
--- name: seek_wanted
--- Group $2's cursor rows of queue $1, read without locking: what seek_lock must lock. $3 shard.
-SELECT c.partition_id
-  FROM (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $3) AS p
-  JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = $2 AND c.shard = $3;
-
 -- name: seek_lock
--- Those rows, locked in partition order, those another transaction holds skipped: a seek
--- takes them all or none (locks.rs all_or_none), and its statement then waits for none. $3 shard.
+-- Group $2's cursor rows of queue $1, locked in partition order without waiting (55P03 when
+-- another transaction holds one): a seek takes them all or none (locks.rs all_or_none), and its
+-- statement then waits for none of them. $3 shard.
 SELECT c.partition_id
   FROM (SELECT DISTINCT partition_id FROM queen.partitions WHERE queue_id = $1 AND shard = $3) AS p
   JOIN queen.cursors c ON c.partition_id = p.partition_id AND c.consumer_group = $2 AND c.shard = $3
  ORDER BY c.partition_id
-   FOR UPDATE OF c SKIP LOCKED;
+   FOR UPDATE OF c NOWAIT;
 
 -- name: seek_point
 -- After `seek`, in the same transaction: the group's discovery starts where the seek's snapshot

@@ -1,20 +1,12 @@
 -- Queries of dead-letter replay and purge (src/dead_letters.rs). Sections are prepared once per
 -- backend. $shard arguments: src/shards.rs (0 on one server).
 
--- name: replay_wanted
--- The partitions whose cursor rows of group $2 on queue $1 hold dead letters of it to replay
--- (every one, or that of message $3), read without locking: what replay_rows must lock. $4 shard.
-SELECT c.partition_id
-  FROM queen.cursors c
- WHERE c.consumer_group = $2 AND c.shard = $4 AND c.partition_id IN (
-        SELECT d.partition_id FROM queen.dead_letters d
-         WHERE d.queue_id = $1 AND d.consumer_group = $2 AND d.shard = $4
-           AND ($3::uuid IS NULL OR d.message_id = $3));
-
 -- name: replay_rows
--- Those cursor rows, locked for this transaction in partition order (as acks lock them), those
--- another transaction holds skipped: the replay takes them all or none (locks.rs all_or_none),
--- never holding some while it waits for others; with the clock. $4 shard.
+-- The cursor rows of group $2 on queue $1 that hold dead letters of it to replay (every one, or
+-- that of message $3), locked for this transaction in partition order (as acks lock them),
+-- without waiting: 55P03 when another transaction holds one, and the replay takes them all or
+-- none (locks.rs all_or_none), never holding some while it waits for others; with the clock.
+-- $4 shard.
 SELECT c.partition_id, c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c.ahead_txid, c.ahead_seq,
        c.fail_txid, c.fail_seq, c.failures, c.retry_at, c.lease_id, c.lease_expires_at, c.lease_keys,
        c.lease_xip, c.xmin::text AS version, clock_timestamp() AS now
@@ -24,7 +16,7 @@ SELECT c.partition_id, c.done_txid, c.done_seq, c.pending_txid, c.pending_seq, c
          WHERE d.queue_id = $1 AND d.consumer_group = $2 AND d.shard = $4
            AND ($3::uuid IS NULL OR d.message_id = $3))
  ORDER BY c.partition_id
-   FOR UPDATE OF c SKIP LOCKED;
+   FOR UPDATE OF c NOWAIT;
 
 -- name: replay_take
 -- Group $2's dead letters on queue $1 in partitions $5 (every one, or that of message $3) whose
@@ -57,24 +49,19 @@ SELECT t.partition_id, t.txid, t.seqs, t.reopened,
 -- from then (src/maintain.rs max_wait_file). $4 shard.
 UPDATE queen.cursors SET replayed_at = $3 WHERE partition_id = ANY ($1) AND consumer_group = $2 AND shard = $4;
 
--- name: purge_wanted
--- The partitions of group $2's dead letters on queue $1 that purge deletes (every one, that of
--- message $3, those filed before $4), read without locking: their cursor rows purge_lock must
--- lock. $5 shard.
-SELECT DISTINCT partition_id FROM queen.dead_letters
- WHERE queue_id = $1 AND consumer_group = $2 AND shard = $5
-   AND ($3::uuid IS NULL OR message_id = $3) AND ($4::timestamptz IS NULL OR failed_at < $4);
-
 -- name: purge_lock
--- Group $2's cursor rows of partitions $1 (purge_wanted's), locked in partition order, those
--- another transaction holds skipped (all or none: locks.rs all_or_none). A dead letter row is
--- written only under its cursor row's lock (an ack files it, a replay or purge deletes it): a
--- purge and a replay of the same partition never wait for each other's dead letters
--- crosswise. $3 shard.
+-- Group $2's cursor rows of the partitions holding its dead letters on queue $1 that purge
+-- deletes (every one, that of message $3, those filed before $4), locked in partition order
+-- without waiting (55P03: all or none, locks.rs all_or_none). A dead letter row is written only
+-- under its cursor row's lock (an ack files it, a replay or purge deletes it): a purge and a
+-- replay of the same partition never wait for each other's dead letters crosswise. $5 shard.
 SELECT c.partition_id FROM queen.cursors c
- WHERE c.partition_id = ANY ($1) AND c.consumer_group = $2 AND c.shard = $3
+ WHERE c.consumer_group = $2 AND c.shard = $5 AND c.partition_id IN (
+        SELECT d.partition_id FROM queen.dead_letters d
+         WHERE d.queue_id = $1 AND d.consumer_group = $2 AND d.shard = $5
+           AND ($3::uuid IS NULL OR d.message_id = $3) AND ($4::timestamptz IS NULL OR d.failed_at < $4))
  ORDER BY c.partition_id
-   FOR UPDATE OF c SKIP LOCKED;
+   FOR UPDATE OF c NOWAIT;
 
 -- name: purge
 -- Group $2's dead letters on queue $1 (every one, that of message $3, those filed before $4),
